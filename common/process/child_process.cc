@@ -1,0 +1,178 @@
+#include "common/process/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/server/termination_signals.h"
+
+extern char** environ;
+
+namespace kforge {
+namespace {
+
+ExitInfo FromWaitStatus(int status) {
+  ExitInfo info;
+  if (WIFEXITED(status)) {
+    info.exited = true;
+    info.code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    info.signal = WTERMSIG(status);
+  }
+  return info;
+}
+
+// Everything the child needs is prepared before fork: after fork in a
+// multi-threaded parent only async-signal-safe calls are allowed.
+struct PreparedExec {
+  std::vector<std::string> env_storage;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+};
+
+PreparedExec Prepare(SpawnOptions& options) {
+  PreparedExec prepared;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    const std::string key = entry.substr(0, entry.find('='));
+    if (!options.env.contains(key)) prepared.env_storage.push_back(std::move(entry));
+  }
+  for (const auto& [key, value] : options.env) {
+    prepared.env_storage.push_back(absl::StrCat(key, "=", value));
+  }
+  for (std::string& arg : options.argv) prepared.argv.push_back(arg.data());
+  prepared.argv.push_back(nullptr);
+  for (std::string& entry : prepared.env_storage) prepared.envp.push_back(entry.data());
+  prepared.envp.push_back(nullptr);
+  return prepared;
+}
+
+}  // namespace
+
+std::string ExitInfo::Describe() const {
+  if (exited) return absl::StrCat("exit code ", code);
+  return absl::StrCat("killed by signal ", signal, " (", strsignal(signal), ")");
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(SpawnOptions options) {
+  if (options.argv.empty()) return absl::InvalidArgumentError("spawn: empty argv");
+  UniqueFd out_read, out_write;
+  if (options.capture_output) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+    }
+    out_read.Reset(fds[0]);
+    out_write.Reset(fds[1]);
+  } else if (!options.log_file.empty()) {
+    out_write.Reset(::open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+                           0644));
+    if (!out_write) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(options.log_file, ": cannot open log: ", std::strerror(errno)));
+    }
+  }
+  PreparedExec prepared = Prepare(options);
+  const char* working_dir = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
+
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    UnblockAllSignals();
+    if (out_write) {
+      ::dup2(out_write.get(), STDOUT_FILENO);
+      ::dup2(out_write.get(), STDERR_FILENO);
+    }
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    if (working_dir != nullptr && ::chdir(working_dir) != 0) ::_exit(126);
+    ::execvpe(prepared.argv[0], prepared.argv.data(), prepared.envp.data());
+    // exec failed: report in the way a shell does.
+    const char* msg = "exec failed: ";
+    ssize_t ignored = ::write(STDERR_FILENO, msg, std::strlen(msg));
+    ignored = ::write(STDERR_FILENO, prepared.argv[0], std::strlen(prepared.argv[0]));
+    (void)ignored;
+    ::_exit(127);
+  }
+  // Also set from the parent so the group exists before we might signal it.
+  ::setpgid(pid, pid);
+  return std::unique_ptr<ChildProcess>(
+      new ChildProcess(pid, std::move(out_read), options.max_output_bytes));
+}
+
+ChildProcess::~ChildProcess() {
+  // The group may outlive its leader (descendants); kill it either way.
+  ::kill(-pid_, SIGKILL);
+  if (!exit_.has_value()) {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void ChildProcess::Signal(int sig) {
+  if (exit_.has_value()) return;
+  ::kill(-pid_, sig);
+}
+
+void ChildProcess::DrainOutput(int timeout_ms) {
+  if (!output_fd_) {
+    if (timeout_ms > 0) ::usleep(static_cast<useconds_t>(timeout_ms) * 1000);
+    return;
+  }
+  pollfd pfd{output_fd_.get(), POLLIN, 0};
+  if (::poll(&pfd, 1, timeout_ms) <= 0) return;
+  char buffer[8192];
+  const ssize_t n = ::read(output_fd_.get(), buffer, sizeof(buffer));
+  if (n <= 0) {
+    // EOF: every writer (the child and its descendants) closed the pipe.
+    output_fd_.Reset();
+    return;
+  }
+  const size_t room = max_output_bytes_ > output_.size() ? max_output_bytes_ - output_.size() : 0;
+  output_.append(buffer, std::min(room, static_cast<size_t>(n)));
+}
+
+std::optional<ExitInfo> ChildProcess::Poll() {
+  if (exit_.has_value()) return exit_;
+  int status = 0;
+  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    exit_ = FromWaitStatus(status);
+    // Collect what is left in the pipe without blocking on descendants
+    // that may still hold it open.
+    for (int i = 0; i < 64 && output_fd_; ++i) DrainOutput(0);
+  }
+  return exit_;
+}
+
+absl::StatusOr<ExitInfo> ChildProcess::WaitFor(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    if (std::optional<ExitInfo> info = Poll()) return *info;
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "process ", pid_, " still running after ", absl::FormatDuration(timeout)));
+    }
+    DrainOutput(static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 20)));
+  }
+}
+
+ExitInfo ChildProcess::Terminate(absl::Duration grace) {
+  Signal(SIGTERM);
+  absl::StatusOr<ExitInfo> info = WaitFor(grace);
+  if (info.ok()) return *info;
+  Signal(SIGKILL);
+  info = WaitFor(absl::Seconds(10));
+  return info.ok() ? *info : ExitInfo{};
+}
+
+}  // namespace kforge

@@ -1,0 +1,85 @@
+#include "learner/jobs/job_spec_check.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/config/json_config.h"
+#include "common/status_macros.h"
+#include "learner/jobs/model_folder_check.h"
+#include "learner/tasks/task_set.h"
+
+namespace kforge {
+namespace {
+
+using kforge::v1::JobSpec;
+
+absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
+}
+
+absl::Status CheckRelations(const JobSpec& spec) {
+  const auto& opt = spec.optimizer();
+  if (opt.micro_batch_size() > opt.batch_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.optimizer.micro_batch_size: ", opt.micro_batch_size(),
+                     " is larger than spec.optimizer.batch_size ", opt.batch_size()));
+  }
+  if (spec.best_of_n().top_k() > spec.best_of_n().group_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.best_of_n.top_k: ", spec.best_of_n().top_k(),
+                     " is larger than spec.best_of_n.group_size ", spec.best_of_n().group_size()));
+  }
+  const auto& curriculum = spec.curriculum();
+  if (curriculum.level2_share_end() < curriculum.level2_share_start()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.curriculum.level2_share_end: ", curriculum.level2_share_end(),
+        " is below spec.curriculum.level2_share_start ", curriculum.level2_share_start()));
+  }
+  const auto& reward = spec.reward();
+  if (reward.speedup_log_min() >= reward.speedup_log_max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.reward.speedup_log_min: ", reward.speedup_log_min(),
+                     " must be below spec.reward.speedup_log_max ", reward.speedup_log_max()));
+  }
+  const std::string& chat = spec.prompt().chat_format();
+  if (chat != "chatml" && chat != "llama3" && chat != "plain") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.prompt.chat_format: \"", chat, "\" is not one of chatml, llama3, plain"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTasks(const JobSpecCheckContext& context, const JobSpec& spec) {
+  auto tasks = LoadTaskSet(spec.tasks(), context.builtin_tasks_root);
+  if (!tasks.ok()) return Prefixed("spec.tasks", tasks.status());
+  const bool needs_solutions =
+      spec.algorithm() == kforge::v1::ALGORITHM_SFT || spec.warm_start_steps() > 0;
+  if (needs_solutions &&
+      std::none_of(tasks->begin(), tasks->end(),
+                   [](const auto& task) { return !task.reference_solution().empty(); })) {
+    return absl::InvalidArgumentError(
+        "spec.tasks: supervised training (algorithm SFT or warm_start_steps > 0) needs reference "
+        "solutions, and no task in the set has one");
+  }
+  for (const std::string& id : spec.tasks().heldout()) {
+    if (std::none_of(tasks->begin(), tasks->end(),
+                     [&](const auto& task) { return task.id() == id; })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.tasks.heldout: task \"", id, "\" is not in the task set"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckJobSpec(const JobSpecCheckContext& context, JobSpec* spec) {
+  KF_RETURN_IF_ERROR(FinalizeConfig(spec, "spec"));
+  KF_RETURN_IF_ERROR(CheckRelations(*spec));
+  KF_RETURN_IF_ERROR(Prefixed("spec.model_path", CheckModelFolder(spec->model_path()).status()));
+  return CheckTasks(context, *spec);
+}
+
+}  // namespace kforge

@@ -1,0 +1,98 @@
+// kforge-learner: owns jobs (JobService), the rollout-worker registry and,
+// with the trainer, the policy. See proto/kforge/v1/job_service.proto.
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "common/server/executable_path.h"
+#include "common/server/periodic_thread.h"
+#include "common/server/process_main.h"
+#include "common/server/service_host.h"
+#include "common/server/termination_signals.h"
+#include "learner/job_service.h"
+#include "learner/jobs/job_registry.h"
+#include "learner/learner_metrics.h"
+#include "learner/learner_service.h"
+#include "learner/workers/worker_registry.h"
+#include "model/torch_runtime.h"
+
+ABSL_FLAG(std::string, config, "", "LearnerConfig as JSON (proto/kforge/v1/service_config.proto)");
+ABSL_FLAG(int, port, -1, "gRPC port (overrides the config; 0 picks a free one)");
+ABSL_FLAG(int, metrics_port, -1, "HTTP /metrics port (overrides the config; 0 picks a free one)");
+ABSL_FLAG(std::string, host, "", "listen address (overrides the config)");
+ABSL_FLAG(std::string, port_file, "", "write the chosen ports here as JSON once listening");
+ABSL_FLAG(std::string, state_dir, "", "job and checkpoint folder (overrides the config)");
+
+namespace kforge {
+namespace {
+
+int Run() {
+  Logger log("learner");
+  v1::LearnerConfig config;
+  const ServerFlagOverrides overrides{absl::GetFlag(FLAGS_port), absl::GetFlag(FLAGS_metrics_port),
+                                      absl::GetFlag(FLAGS_host)};
+  if (absl::Status s = LoadProcessConfig(absl::GetFlag(FLAGS_config), overrides, &config,
+                                         "learner_config");
+      !s.ok()) {
+    log.Error("invalid configuration", {{"error", s.message()}});
+    return kExitConfigError;
+  }
+  if (!absl::GetFlag(FLAGS_state_dir).empty()) config.set_state_dir(absl::GetFlag(FLAGS_state_dir));
+  if (config.builtin_tasks_dir().empty()) config.set_builtin_tasks_dir(SharedDataPath("tasks"));
+
+  const TorchRuntimeInfo torch = DescribeTorchRuntime();
+  log.Info("starting", {{"torch", torch.version}, {"cuda", torch.cuda_available},
+                        {"gpus", torch.devices.size()}, {"state_dir", config.state_dir()}});
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  LearnerMetrics metrics(*registry);
+  absl::StatusOr<std::unique_ptr<JobRegistry>> jobs = JobRegistry::Create(
+      {.state_dir = config.state_dir(),
+       .max_queued_jobs = config.max_queued_jobs(),
+       .watch_buffer_events = config.watch_buffer_events()},
+      &metrics);
+  if (!jobs.ok()) {
+    log.Error("cannot open job state", {{"error", jobs.status().message()}});
+    return kExitRuntimeError;
+  }
+  WorkerRegistry workers(absl::Seconds(config.worker_timeout_s()), &metrics);
+  JobServiceImpl job_service(jobs->get(), &metrics,
+                             {.builtin_tasks_root = config.builtin_tasks_dir()}, &config);
+  LearnerServiceImpl learner_service(&workers, &config);
+
+  absl::StatusOr<std::unique_ptr<ServiceHost>> host = ServiceHost::Create(
+      {.config = config.server(),
+       .component = "learner",
+       .services = {&job_service, &learner_service},
+       .service_names = {v1::JobService::service_full_name(),
+                         v1::LearnerService::service_full_name()},
+       .registry = registry,
+       .port_file = absl::GetFlag(FLAGS_port_file)});
+  if (!host.ok()) {
+    log.Error("cannot start server", {{"error", host.status().message()}});
+    return kExitRuntimeError;
+  }
+  PeriodicThread reaper("kf-worker-reap", absl::Seconds(config.heartbeat_interval_s()), [&] {
+    for (const std::string& id : workers.ExpireStale()) {
+      log.Warning("rollout worker expired", {{"worker_id", id}});
+    }
+  });
+  // Job state is loaded; the learner can take jobs.
+  (*host)->SetServing(true);
+  const int sig = WaitForTerminationSignal();
+  log.Info("shutting down", {{"signal", sig}});
+  (*host)->Shutdown();
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace kforge
+
+int main(int argc, char** argv) {
+  kforge::BlockTerminationSignals();
+  absl::SetProgramUsageMessage("kforge learner: serves JobService and LearnerService");
+  absl::ParseCommandLine(argc, argv);
+  return kforge::Run();
+}

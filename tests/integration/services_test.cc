@@ -1,0 +1,270 @@
+// The three service binaries, started for real on loopback: health,
+// reflection, job submission and validation, metrics, drain.
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/client/rpc_client.h"
+#include "common/process/child_process.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "kforge/v1/job_service.grpc.pb.h"
+#include "kforge/v1/learner_service.grpc.pb.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/reflection_client.h"
+#include "tests/support/service_process.h"
+#include "tests/support/temp_dir.h"
+
+namespace kforge {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::IsSupersetOf;
+
+class LearnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::WriteCheckpointSkeleton(dir_.Sub("model"));
+    testing::WriteTaskFolder(dir_.Sub("tasks"));
+    auto learner = testing::StartServiceProcess(
+        "kforge-learner", {"--state_dir=" + dir_.Sub("state")}, dir_.path());
+    ASSERT_TRUE(learner.ok()) << learner.status();
+    learner_ = std::move(*learner);
+    stub_ = v1::JobService::NewStub(MakeChannel(learner_.address()));
+  }
+
+  grpc::Status Submit(const v1::JobSpec& spec, v1::Job* job) {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(10));
+    return stub_->SubmitJob(&context, spec, job);
+  }
+  v1::JobSpec Valid() { return testing::ValidJobSpec(dir_.Sub("model"), dir_.Sub("tasks")); }
+
+  testing::TempDir dir_;
+  testing::ServiceProcess learner_;
+  std::unique_ptr<v1::JobService::Stub> stub_;
+};
+
+TEST_F(LearnerTest, HealthIsServingForServerAndEachService) {
+  auto channel = MakeChannel(learner_.address());
+  EXPECT_TRUE(WaitForServing(channel, absl::Seconds(5), "").ok());
+  EXPECT_TRUE(WaitForServing(channel, absl::Seconds(5), "kforge.v1.JobService").ok());
+  EXPECT_TRUE(WaitForServing(channel, absl::Seconds(5), "kforge.v1.LearnerService").ok());
+}
+
+TEST_F(LearnerTest, ReflectionListsAndDescribesEveryService) {
+  auto channel = MakeChannel(learner_.address());
+  auto services = testing::ListServices(channel);
+  ASSERT_TRUE(services.ok()) << services.status();
+  EXPECT_THAT(*services, IsSupersetOf({"kforge.v1.JobService", "kforge.v1.LearnerService",
+                                       "grpc.health.v1.Health",
+                                       "grpc.reflection.v1alpha.ServerReflection"}));
+  // What `grpcurl describe kforge.v1.JobSpec` needs: the defining file and
+  // its imports.
+  auto files = testing::FilesContainingSymbol(channel, "kforge.v1.JobSpec");
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_THAT(*files, Contains("kforge/v1/job.proto"));
+}
+
+TEST_F(LearnerTest, InvalidJobSpecsAreRejectedNamingTheFieldAndServerKeepsServing) {
+  struct Case {
+    std::function<void(v1::JobSpec&)> mutate;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::JobSpec& s) { s.clear_model_path(); }, "spec.model_path: is required"},
+      {[](v1::JobSpec& s) { s.mutable_grpo()->set_clip_low(1.5); },
+       "spec.grpo.clip_low: 1.5 is above the maximum 1"},
+      {[](v1::JobSpec& s) { s.set_model_path("/nonexistent"); },
+       "spec.model_path: /nonexistent: not a directory"},
+      {[](v1::JobSpec& s) { s.mutable_tasks()->set_kernelbench_dir("/none"); }, "spec.tasks"},
+  };
+  for (const Case& c : cases) {
+    v1::JobSpec spec = Valid();
+    c.mutate(spec);
+    v1::Job job;
+    const grpc::Status status = Submit(spec, &job);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.expected;
+    EXPECT_THAT(status.error_message(), HasSubstr(c.expected));
+  }
+  EXPECT_TRUE(WaitForServing(MakeChannel(learner_.address()), absl::Seconds(5)).ok());
+  EXPECT_FALSE(learner_.process->Poll().has_value()) << "learner exited";
+}
+
+TEST_F(LearnerTest, ValidJobIsAcceptedListedWatchedAndCancelled) {
+  v1::Job job;
+  ASSERT_TRUE(Submit(Valid(), &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_QUEUED);
+  EXPECT_EQ(job.spec().grpo().group_size(), 8) << "defaults are filled in";
+
+  grpc::ClientContext list_context;
+  SetDeadline(list_context, absl::Seconds(10));
+  v1::ListJobsResponse list;
+  ASSERT_TRUE(stub_->ListJobs(&list_context, v1::ListJobsRequest(), &list).ok());
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_EQ(list.jobs(0).id(), job.id());
+
+  grpc::ClientContext watch_context;
+  SetDeadline(watch_context, absl::Seconds(30));
+  v1::WatchJobRequest watch;
+  watch.set_job_id(job.id());
+  auto reader = stub_->WatchJob(&watch_context, watch);
+  v1::JobEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.state_changed(), v1::JOB_QUEUED);
+
+  grpc::ClientContext cancel_context;
+  SetDeadline(cancel_context, absl::Seconds(10));
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(job.id());
+  v1::Job cancelled;
+  ASSERT_TRUE(stub_->CancelJob(&cancel_context, cancel, &cancelled).ok());
+  EXPECT_EQ(cancelled.state(), v1::JOB_CANCELLED);
+
+  v1::JobEvent last;
+  while (reader->Read(&event)) last = event;
+  EXPECT_TRUE(reader->Finish().ok()) << "the watch ends when the job ends";
+  EXPECT_EQ(last.state_changed(), v1::JOB_CANCELLED);
+}
+
+TEST_F(LearnerTest, UnknownJobIsNotFound) {
+  grpc::ClientContext context;
+  SetDeadline(context, absl::Seconds(10));
+  v1::GetJobRequest request;
+  request.set_job_id("job-424242");
+  v1::Job job;
+  const grpc::Status status = stub_->GetJob(&context, request, &job);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("job-424242"));
+}
+
+TEST_F(LearnerTest, MetricsParseAndCountCallsByCode) {
+  v1::Job job;
+  v1::JobSpec bad = Valid();
+  bad.clear_model_path();
+  ASSERT_FALSE(Submit(bad, &job).ok());
+  ASSERT_TRUE(Submit(Valid(), &job).ok());
+  absl::StatusOr<std::string> response = testing::HttpGet(learner_.ports.metrics_port(), "/metrics");
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_THAT(*response, HasSubstr("200 OK"));
+  EXPECT_THAT(*response, HasSubstr("kforge_learner_jobs_submitted_total 1"));
+  EXPECT_THAT(*response, HasSubstr("kforge_learner_jobs_rejected_total 1"));
+  EXPECT_THAT(*response, HasSubstr(R"(kforge_grpc_server_handled_total{grpc_code="INVALID_ARGUMENT",grpc_method="SubmitJob",grpc_service="kforge.v1.JobService"} 1)"));
+  EXPECT_THAT(*response, HasSubstr("kforge_ready 1"));
+  EXPECT_THAT(*response, HasSubstr("kforge_grpc_server_handling_seconds_bucket"));
+}
+
+// `promtool check metrics` (Debian package prometheus) lints names, units
+// and types of everything a learner exports.
+TEST_F(LearnerTest, PromtoolAcceptsMetrics) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "promtool is not installed (Debian package prometheus)";
+  }
+  v1::Job job;
+  ASSERT_TRUE(Submit(Valid(), &job).ok());
+  auto body = testing::HttpGet(learner_.ports.metrics_port(), "/metrics");
+  ASSERT_TRUE(body.ok());
+  const std::string text = body->substr(body->find("\r\n\r\n") + 4);
+  testing::WriteFile(dir_.Sub("metrics.txt"), text);
+  auto promtool = ChildProcess::Spawn(
+      {.argv = {"/bin/sh", "-c", "promtool check metrics < " + dir_.Sub("metrics.txt")},
+       .capture_output = true});
+  ASSERT_TRUE(promtool.ok());
+  auto exit = (*promtool)->WaitFor(absl::Seconds(60));
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->code, 0) << (*promtool)->output();
+}
+
+TEST_F(LearnerTest, JobsSurviveARestart) {
+  v1::Job job;
+  ASSERT_TRUE(Submit(Valid(), &job).ok());
+  learner_.process->Terminate(absl::Seconds(15));
+  auto restarted = testing::StartServiceProcess(
+      "kforge-learner", {"--state_dir=" + dir_.Sub("state")}, dir_.path());
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  auto stub = v1::JobService::NewStub(MakeChannel(restarted->address()));
+  grpc::ClientContext context;
+  SetDeadline(context, absl::Seconds(10));
+  v1::GetJobRequest request;
+  request.set_job_id(job.id());
+  v1::Job again;
+  ASSERT_TRUE(stub->GetJob(&context, request, &again).ok());
+  EXPECT_EQ(again.state(), v1::JOB_QUEUED);
+  EXPECT_EQ(again.spec().name(), "test job");
+}
+
+TEST_F(LearnerTest, SigtermDrainsAndExitsZero) {
+  learner_.process->Signal(SIGTERM);
+  auto exit = learner_.process->WaitFor(absl::Seconds(30));
+  ASSERT_TRUE(exit.ok());
+  EXPECT_TRUE(exit->exited);
+  EXPECT_EQ(exit->code, 0);
+  EXPECT_THAT(learner_.Log(), HasSubstr("msg=stopped"));
+}
+
+TEST_F(LearnerTest, RolloutWorkerRegistersAndReportsServing) {
+  auto rollout = testing::StartServiceProcess(
+      "kforge-rollout", {"--learner=" + learner_.address(), "--name=test-worker"}, dir_.path());
+  ASSERT_TRUE(rollout.ok()) << rollout.status();
+  auto metrics = testing::HttpGet(learner_.ports.metrics_port(), "/metrics");
+  EXPECT_THAT(*metrics, HasSubstr("kforge_learner_workers 1"));
+  EXPECT_THAT(rollout->Log(), HasSubstr("msg=registered"));
+  // Reflection on the worker too (health and reflection only, for now).
+  auto services = testing::ListServices(MakeChannel(rollout->address()));
+  ASSERT_TRUE(services.ok());
+  EXPECT_THAT(*services, Contains("grpc.health.v1.Health"));
+}
+
+TEST(RolloutWorkerTest, NotServingWithoutALearner) {
+  testing::TempDir dir;
+  auto rollout = testing::StartServiceProcess("kforge-rollout", {"--learner=127.0.0.1:1"},
+                                              dir.path(), /*wait_serving=*/false);
+  ASSERT_TRUE(rollout.ok()) << rollout.status();
+  const absl::Status serving =
+      WaitForServing(MakeChannel(rollout->address()), absl::Seconds(2));
+  EXPECT_EQ(serving.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(serving.message()), HasSubstr("NOT_SERVING"));
+}
+
+TEST(VerifierTest, ServesHealthAndReflectionOnceItsPythonIsChecked) {
+  testing::TempDir dir;
+  auto verifier = testing::StartServiceProcess("kforge-verifier", {}, dir.path());
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  auto services = testing::ListServices(MakeChannel(verifier->address()));
+  ASSERT_TRUE(services.ok()) << services.status();
+  EXPECT_THAT(*services, IsSupersetOf({"kforge.v1.VerifierService", "grpc.health.v1.Health"}));
+  EXPECT_THAT(verifier->Log(), HasSubstr("python ready"));
+}
+
+TEST(VerifierTest, BadPythonExitsWithConfigErrorNamingIt) {
+  testing::TempDir dir;
+  auto verifier = testing::StartServiceProcess("kforge-verifier", {"--python=/nonexistent/py"},
+                                               dir.path(), /*wait_serving=*/false);
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  auto exit = verifier->process->WaitFor(absl::Seconds(30));
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->code, 2);
+  EXPECT_THAT(verifier->Log(), HasSubstr("/nonexistent/py: not an executable file"));
+}
+
+TEST(ConfigTest, UnknownConfigFieldExitsWithCode2NamingIt) {
+  testing::TempDir dir;
+  testing::WriteFile(dir.Sub("learner.json"), R"({"server": {"prot": 1}})");
+  auto child = ChildProcess::Spawn(
+      {.argv = {testing::BinaryPath("kforge-learner"), "--config=" + dir.Sub("learner.json")},
+       .capture_output = true});
+  ASSERT_TRUE(child.ok());
+  auto exit = (*child)->WaitFor(absl::Seconds(30));
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->code, 2);
+  EXPECT_THAT((*child)->output(), HasSubstr("prot"));
+  EXPECT_THAT((*child)->output(), HasSubstr("learner.json"));
+}
+
+}  // namespace
+}  // namespace kforge

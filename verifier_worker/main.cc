@@ -1,0 +1,83 @@
+// kforge-verifier: runs untrusted candidates in a sandbox and reports
+// verdicts (VerifierService). Healthy (SERVING) once its Python interpreter
+// has been found and checked.
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "common/server/process_main.h"
+#include "common/server/service_host.h"
+#include "common/server/termination_signals.h"
+#include "kforge/v1/verifier_service.grpc.pb.h"
+#include "verifier_worker/python/python_interpreter.h"
+
+ABSL_FLAG(std::string, config, "",
+          "VerifierWorkerConfig as JSON (proto/kforge/v1/service_config.proto)");
+ABSL_FLAG(int, port, -1, "gRPC port (overrides the config; 0 picks a free one)");
+ABSL_FLAG(int, metrics_port, -1, "HTTP /metrics port (overrides the config; 0 picks a free one)");
+ABSL_FLAG(std::string, host, "", "listen address (overrides the config)");
+ABSL_FLAG(std::string, port_file, "", "write the chosen ports here as JSON once listening");
+ABSL_FLAG(std::string, python, "", "Python interpreter with torch (overrides the config)");
+
+namespace kforge {
+namespace {
+
+int Run() {
+  Logger log("verifier_worker");
+  v1::VerifierWorkerConfig config;
+  const ServerFlagOverrides overrides{absl::GetFlag(FLAGS_port), absl::GetFlag(FLAGS_metrics_port),
+                                      absl::GetFlag(FLAGS_host)};
+  if (absl::Status s = LoadProcessConfig(absl::GetFlag(FLAGS_config), overrides, &config,
+                                         "verifier_worker_config");
+      !s.ok()) {
+    log.Error("invalid configuration", {{"error", s.message()}});
+    return kExitConfigError;
+  }
+  if (!absl::GetFlag(FLAGS_python).empty()) config.set_python(absl::GetFlag(FLAGS_python));
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  // The funnel behind VerifierService arrives with the verifier issue (#3);
+  // until then its methods answer UNIMPLEMENTED, and reflection already
+  // describes the contract.
+  v1::VerifierService::Service verifier_service;
+  absl::StatusOr<std::unique_ptr<ServiceHost>> host = ServiceHost::Create(
+      {.config = config.server(),
+       .component = "verifier_worker",
+       .services = {&verifier_service},
+       .service_names = {v1::VerifierService::service_full_name()},
+       .registry = registry,
+       .port_file = absl::GetFlag(FLAGS_port_file)});
+  if (!host.ok()) {
+    log.Error("cannot start server", {{"error", host.status().message()}});
+    return kExitRuntimeError;
+  }
+  // Health stays NOT_SERVING while the interpreter is checked.
+  absl::StatusOr<PythonInfo> python =
+      FindPythonWithTorch(config.python(), absl::Seconds(config.python_check_timeout_s()));
+  if (!python.ok()) {
+    log.Error("python check failed", {{"error", python.status().message()}});
+    (*host)->Shutdown();
+    return kExitConfigError;
+  }
+  log.Info("python ready", {{"python", python->path}, {"version", python->python_version},
+                            {"torch", python->torch_version},
+                            {"triton", python->triton_version.empty() ? "absent" : python->triton_version},
+                            {"cuda", python->cuda_available}});
+  (*host)->SetServing(true);
+  const int sig = WaitForTerminationSignal();
+  log.Info("shutting down", {{"signal", sig}});
+  (*host)->Shutdown();
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace kforge
+
+int main(int argc, char** argv) {
+  kforge::BlockTerminationSignals();
+  absl::SetProgramUsageMessage("kforge verifier worker");
+  absl::ParseCommandLine(argc, argv);
+  return kforge::Run();
+}
