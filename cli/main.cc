@@ -8,17 +8,26 @@
 #include "absl/flags/usage.h"
 #include "cli/job_commands.h"
 #include "cli/local_command.h"
+#include "cli/verify_command.h"
 #include "common/server/process_main.h"
 #include "common/server/termination_signals.h"
 
-ABSL_FLAG(std::string, server, "localhost:50051", "learner address for job commands");
+ABSL_FLAG(std::string, server, "",
+          "job commands: learner address (default localhost:50051); verify: a remote verifier "
+          "(default: verify in process)");
 ABSL_FLAG(double, deadline_s, 30, "deadline of each unary call, seconds");
 ABSL_FLAG(bool, json, false, "print protobuf JSON instead of tables");
 ABSL_FLAG(std::string, run_dir, "kforge-local", "kforge local: folder for logs and state");
 ABSL_FLAG(int, learner_port, 50051, "kforge local: learner gRPC port (0: a free port)");
 ABSL_FLAG(int, verifiers, 1, "kforge local: number of verifier workers");
 ABSL_FLAG(int, rollout_workers, 1, "kforge local: number of rollout workers");
-ABSL_FLAG(std::string, python, "", "kforge local: the verifiers' Python interpreter");
+ABSL_FLAG(std::string, python, "", "kforge local / verify: the verifier's Python interpreter");
+ABSL_FLAG(std::string, task, "", "kforge verify: the task (a KernelBench-style reference module)");
+ABSL_FLAG(std::string, candidate, "", "kforge verify: the candidate (code or a raw completion)");
+ABSL_FLAG(std::string, options, "", "kforge verify: VerifierOptions as JSON");
+ABSL_FLAG(std::string, device, "cpu", "kforge verify: cpu or cuda:N (in-process verifier)");
+ABSL_FLAG(bool, require_triton, true,
+          "kforge verify: require @triton.jit kernels (turn off for CPU-only candidates)");
 
 namespace {
 
@@ -33,6 +42,9 @@ commands:
   jobs                  list jobs
   watch JOB             stream a job's progress until it ends
   cancel JOB            cancel a queued or running job
+  verify                verify one candidate: --task TASK.py --candidate FILE
+                        [--json] [--server HOST:PORT] [--device cuda:0]
+                        [--require_triton=false] [--options OPTIONS.json]
   help                  this text; `kforge --helpfull` lists every flag
 )";
 
@@ -55,7 +67,8 @@ int main(int argc, char** argv) {
   if (positional.size() < 2) return Usage(kforge::kExitConfigError);
   const std::string command = positional[1];
   const std::vector<std::string> args(positional.begin() + 2, positional.end());
-  const kforge::ClientOptions client{.server = absl::GetFlag(FLAGS_server),
+  const std::string server = absl::GetFlag(FLAGS_server);
+  const kforge::ClientOptions client{.server = server.empty() ? "localhost:50051" : server,
                                      .deadline_s = absl::GetFlag(FLAGS_deadline_s),
                                      .json = absl::GetFlag(FLAGS_json)};
   if (command == "help") return Usage(kforge::kExitOk);
@@ -75,6 +88,17 @@ int main(int argc, char** argv) {
   }
   if (command == "cancel") {
     return args.empty() ? NeedArgument(command, "JOB") : kforge::CancelJob(client, args[0]);
+  }
+  if (command == "verify") {
+    return kforge::RunVerify({.task_file = absl::GetFlag(FLAGS_task),
+                              .candidate_file = absl::GetFlag(FLAGS_candidate),
+                              // In process unless --server is given.
+                              .server = absl::GetFlag(FLAGS_server),
+                              .options_file = absl::GetFlag(FLAGS_options),
+                              .python = absl::GetFlag(FLAGS_python),
+                              .device = absl::GetFlag(FLAGS_device),
+                              .require_triton = absl::GetFlag(FLAGS_require_triton),
+                              .json = absl::GetFlag(FLAGS_json)});
   }
   std::fprintf(stderr, "kforge: unknown command \"%s\"\n\n", command.c_str());
   return Usage(kforge::kExitConfigError);

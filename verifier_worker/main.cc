@@ -11,7 +11,11 @@
 #include "common/server/service_host.h"
 #include "common/server/termination_signals.h"
 #include "kforge/v1/verifier_service.grpc.pb.h"
+#include "common/server/executable_path.h"
+#include "verifier_worker/funnel/funnel.h"
 #include "verifier_worker/python/python_interpreter.h"
+#include "verifier_worker/verifier_metrics.h"
+#include "verifier_worker/verifier_service.h"
 
 ABSL_FLAG(std::string, config, "",
           "VerifierWorkerConfig as JSON (proto/kforge/v1/service_config.proto)");
@@ -20,6 +24,7 @@ ABSL_FLAG(int, metrics_port, -1, "HTTP /metrics port (overrides the config; 0 pi
 ABSL_FLAG(std::string, host, "", "listen address (overrides the config)");
 ABSL_FLAG(std::string, port_file, "", "write the chosen ports here as JSON once listening");
 ABSL_FLAG(std::string, python, "", "Python interpreter with torch (overrides the config)");
+ABSL_FLAG(std::string, device, "", "cpu or cuda:N (overrides the config)");
 
 namespace kforge {
 namespace {
@@ -36,16 +41,47 @@ int Run() {
     return kExitConfigError;
   }
   if (!absl::GetFlag(FLAGS_python).empty()) config.set_python(absl::GetFlag(FLAGS_python));
+  if (!absl::GetFlag(FLAGS_device).empty()) config.set_device(absl::GetFlag(FLAGS_device));
+  if (config.harness_dir().empty()) config.set_harness_dir(SharedDataPath("harness"));
 
   auto registry = std::make_shared<prometheus::Registry>();
-  // The funnel behind VerifierService arrives with the verifier issue (#3);
-  // until then its methods answer UNIMPLEMENTED, and reflection already
-  // describes the contract.
-  v1::VerifierService::Service verifier_service;
+  VerifierMetrics metrics(*registry);
+  // The interpreter is checked and the harness started before the server
+  // listens, so a verifier that answers is one that can verify.
+  std::unique_ptr<Funnel> funnel;
+  std::unique_ptr<VerifierServiceImpl> verifier_service;
+  absl::StatusOr<PythonInfo> python =
+      FindPythonWithTorch(config.python(), absl::Seconds(config.python_check_timeout_s()));
+  if (!python.ok()) {
+    log.Error("python check failed", {{"error", python.status().message()}});
+    return kExitConfigError;
+  }
+  log.Info("python ready", {{"python", python->path}, {"version", python->python_version},
+                            {"torch", python->torch_version},
+                            {"triton", python->triton_version.empty() ? "absent" : python->triton_version},
+                            {"cuda", python->cuda_available}});
+  absl::StatusOr<std::unique_ptr<Funnel>> created = Funnel::Create(
+      {.harness = {.python = python->path,
+                   .harness_dir = config.harness_dir(),
+                   .log_dir = config.work_dir() + "/logs",
+                   .device = config.device()},
+       .work_dir = config.work_dir() + "/candidates",
+       .max_concurrent = config.max_concurrent(),
+       .cache_entries = static_cast<size_t>(config.cache_entries()),
+       .start_timeout = absl::Seconds(config.python_check_timeout_s()),
+       .candidate_threads = config.candidate_threads()},
+      &metrics);
+  if (!created.ok()) {
+    log.Error("cannot start the verifier funnel", {{"error", created.status().message()}});
+    return kExitRuntimeError;
+  }
+  funnel = *std::move(created);
+  log.Info("funnel ready", {{"device", funnel->device_name()}, {"harness", config.harness_dir()}});
+  verifier_service = std::make_unique<VerifierServiceImpl>(funnel.get(), &metrics, &config);
   absl::StatusOr<std::unique_ptr<ServiceHost>> host = ServiceHost::Create(
       {.config = config.server(),
        .component = "verifier_worker",
-       .services = {&verifier_service},
+       .services = {verifier_service.get()},
        .service_names = {v1::VerifierService::service_full_name()},
        .registry = registry,
        .port_file = absl::GetFlag(FLAGS_port_file)});
@@ -53,18 +89,6 @@ int Run() {
     log.Error("cannot start server", {{"error", host.status().message()}});
     return kExitRuntimeError;
   }
-  // Health stays NOT_SERVING while the interpreter is checked.
-  absl::StatusOr<PythonInfo> python =
-      FindPythonWithTorch(config.python(), absl::Seconds(config.python_check_timeout_s()));
-  if (!python.ok()) {
-    log.Error("python check failed", {{"error", python.status().message()}});
-    (*host)->Shutdown();
-    return kExitConfigError;
-  }
-  log.Info("python ready", {{"python", python->path}, {"version", python->python_version},
-                            {"torch", python->torch_version},
-                            {"triton", python->triton_version.empty() ? "absent" : python->triton_version},
-                            {"cuda", python->cuda_available}});
   (*host)->SetServing(true);
   const int sig = WaitForTerminationSignal();
   log.Info("shutting down", {{"signal", sig}});

@@ -80,6 +80,10 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(SpawnOptions o
   }
   PreparedExec prepared = Prepare(options);
   const char* working_dir = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
+  // Copied before fork: the child may not allocate.
+  std::vector<int> inherit_copy = options.inherit_fds;
+  inherit_copy.reserve(inherit_copy.size());
+  std::vector<int>* inherit_fds = &inherit_copy;
 
   const pid_t pid = ::fork();
   if (pid < 0) return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
@@ -92,6 +96,13 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(SpawnOptions o
     }
     const int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    // Move inherited descriptors out of the way first, so that placing
+    // them at 3, 4, ... cannot clobber one not yet placed.
+    std::vector<int>& inherit = *inherit_fds;
+    for (int& fd : inherit) fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 100);
+    for (size_t i = 0; i < inherit.size(); ++i) {
+      ::dup2(inherit[i], 3 + static_cast<int>(i));  // dup2 clears close-on-exec
+    }
     if (working_dir != nullptr && ::chdir(working_dir) != 0) ::_exit(126);
     ::execvpe(prepared.argv[0], prepared.argv.data(), prepared.envp.data());
     // exec failed: report in the way a shell does.

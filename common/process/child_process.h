@@ -34,6 +34,9 @@ struct SpawnOptions {
   std::string log_file;
   // Most bytes of captured output kept; the rest is dropped.
   size_t max_output_bytes = 1 << 20;
+  // Descriptors the child inherits as fd 3, 4, ... in this order (for
+  // private channels to harness processes).
+  std::vector<int> inherit_fds;
 };
 
 struct ExitInfo {

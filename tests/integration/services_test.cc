@@ -241,15 +241,17 @@ TEST(VerifierTest, ServesHealthAndReflectionOnceItsPythonIsChecked) {
   EXPECT_THAT(verifier->Log(), HasSubstr("python ready"));
 }
 
+// The verifier checks its interpreter before it listens, so a verifier that
+// answers is one that can verify.
 TEST(VerifierTest, BadPythonExitsWithConfigErrorNamingIt) {
-  testing::TempDir dir;
-  auto verifier = testing::StartServiceProcess("kforge-verifier", {"--python=/nonexistent/py"},
-                                               dir.path(), /*wait_serving=*/false);
-  ASSERT_TRUE(verifier.ok()) << verifier.status();
-  auto exit = verifier->process->WaitFor(absl::Seconds(30));
+  auto verifier = ChildProcess::Spawn(
+      {.argv = {testing::BinaryPath("kforge-verifier"), "--port=0", "--python=/nonexistent/py"},
+       .capture_output = true});
+  ASSERT_TRUE(verifier.ok());
+  auto exit = (*verifier)->WaitFor(absl::Seconds(30));
   ASSERT_TRUE(exit.ok());
   EXPECT_EQ(exit->code, 2);
-  EXPECT_THAT(verifier->Log(), HasSubstr("/nonexistent/py: not an executable file"));
+  EXPECT_THAT((*verifier)->output(), HasSubstr("/nonexistent/py: not an executable file"));
 }
 
 TEST(ConfigTest, UnknownConfigFieldExitsWithCode2NamingIt) {

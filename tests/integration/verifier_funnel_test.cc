@@ -1,0 +1,2 @@
+// Written by the verifier test work in progress.
+#include <gtest/gtest.h>

@@ -1,0 +1,104 @@
+#include "tests/support/funnel_fixture.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/config/json_config.h"
+#include "tests/support/fixtures.h"
+#include "verifier_worker/python/python_interpreter.h"
+#include "verifier_worker/verifier_service.h"
+
+namespace kforge::testing {
+
+namespace fs = std::filesystem;
+
+Funnel* FunnelTest::funnel_ = nullptr;
+std::string FunnelTest::work_dir_;
+
+void FunnelTest::SetUpTestSuite() {
+  absl::StatusOr<PythonInfo> python = FindPythonWithTorch("", absl::Seconds(120));
+  ASSERT_TRUE(python.ok()) << python.status();
+  work_dir_ = (fs::temp_directory_path() / absl::StrCat("kforge-funnel-test-", ::getpid())).string();
+  absl::StatusOr<std::unique_ptr<Funnel>> funnel = Funnel::Create(
+      {.harness = {.python = python->path,
+                   .harness_dir = (fs::path(KFORGE_TEST_BIN_DIR).parent_path() / "share/kforge/harness").string(),
+                   .log_dir = work_dir_ + "/logs",
+                   .device = "cpu"},
+       .work_dir = work_dir_ + "/candidates",
+       .max_concurrent = 2,
+       .cache_entries = 100},
+      nullptr);
+  ASSERT_TRUE(funnel.ok()) << funnel.status();
+  funnel_ = funnel->release();
+}
+
+void FunnelTest::TearDownTestSuite() {
+  delete funnel_;
+  funnel_ = nullptr;
+  std::error_code ec;
+  fs::remove_all(work_dir_, ec);
+}
+
+v1::Verdict FunnelTest::Verify(const std::string& task_source, const std::string& completion,
+                               const std::function<void(v1::VerifierOptions&)>& tweak) {
+  v1::VerifyRequest request;
+  request.set_request_id("test");
+  request.mutable_task()->set_reference_source(task_source);
+  request.set_completion(completion);
+  v1::VerifierOptions& options = *request.mutable_options();
+  options.set_require_triton(false);
+  options.set_use_cache(false);
+  options.mutable_timing()->set_trials(10);
+  options.mutable_timing()->set_warmup_trials(1);
+  options.mutable_timing()->set_interleave_block(5);
+  options.mutable_limits()->set_correctness_timeout_s(20);
+  options.mutable_limits()->set_timing_timeout_s(30);
+  if (tweak) tweak(options);
+  absl::Status prepared = PrepareVerifyRequest(request);
+  EXPECT_TRUE(prepared.ok()) << prepared;
+  return funnel_->Verify(request);
+}
+
+std::string FunnelTest::SharedTask(const std::string& relative) {
+  const std::string dir = SharedKernelBenchDir();
+  if (dir.empty()) return "";
+  absl::StatusOr<std::string> text = ReadFileToString(dir + "/" + relative);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : "";
+}
+
+std::string FunnelTest::BuiltinTask(const std::string& relative) {
+  absl::StatusOr<std::string> text =
+      ReadFileToString(std::string(KFORGE_TEST_SOURCE_DIR) + "/tasks/kforge-mini/" + relative);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : "";
+}
+
+std::string FunnelTest::TestData(const std::string& relative) {
+  absl::StatusOr<std::string> text =
+      ReadFileToString(std::string(KFORGE_TEST_SOURCE_DIR) + "/tests/data/verifier/" + relative);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : "";
+}
+
+bool FunnelTest::HasFlag(const v1::Verdict& verdict, v1::HackFlag flag) {
+  for (int f : verdict.hack_flags()) {
+    if (f == flag) return true;
+  }
+  return false;
+}
+
+const v1::StageResult& FunnelTest::LastStage(const v1::Verdict& verdict) {
+  static const v1::StageResult kNone;
+  return verdict.stages().empty() ? kNone : *verdict.stages().rbegin();
+}
+
+std::string FunnelTest::Describe(const v1::Verdict& verdict) {
+  v1::Verdict copy = verdict;
+  copy.clear_extracted_code();
+  return ToJson(copy);
+}
+
+}  // namespace kforge::testing

@@ -1,0 +1,55 @@
+// A Funnel shared by the tests of one suite (starting its zygote and
+// reference server costs seconds), running on the CPU with the harness
+// from build/share/kforge/harness.
+//
+//   class MyTest : public kforge::testing::FunnelTest {};
+//   TEST_F(MyTest, X) {
+//     v1::Verdict v = Verify(ReadShared("level1/19_ReLU.py"), candidate_text);
+//     EXPECT_TRUE(v.correct());
+//   }
+#ifndef KFORGE_TESTS_SUPPORT_FUNNEL_FIXTURE_H_
+#define KFORGE_TESTS_SUPPORT_FUNNEL_FIXTURE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "kforge/v1/verdict.pb.h"
+#include "kforge/v1/verifier_options.pb.h"
+#include "verifier_worker/funnel/funnel.h"
+
+namespace kforge::testing {
+
+class FunnelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+
+  // Verifies `completion` against the task source with test-sized options:
+  // require_triton off (CPU), 10 timed trials, 20 s correctness limit, no
+  // cache. `tweak` adjusts the options further.
+  static v1::Verdict Verify(const std::string& task_source, const std::string& completion,
+                            const std::function<void(v1::VerifierOptions&)>& tweak = {});
+
+  // A task of ../shared/kernelbench ("level1/19_ReLU.py"); skips the test
+  // with a message when the folder is absent.
+  static std::string SharedTask(const std::string& relative);
+  // A built-in task ("level1/1_ReLU.py" of kforge-mini).
+  static std::string BuiltinTask(const std::string& relative);
+  // A file under tests/data/verifier/.
+  static std::string TestData(const std::string& relative);
+
+  static bool HasFlag(const v1::Verdict& verdict, v1::HackFlag flag);
+  // The last stage's result.
+  static const v1::StageResult& LastStage(const v1::Verdict& verdict);
+  static std::string Describe(const v1::Verdict& verdict);
+
+  static Funnel* funnel_;
+  static std::string work_dir_;
+};
+
+}  // namespace kforge::testing
+
+#endif  // KFORGE_TESTS_SUPPORT_FUNNEL_FIXTURE_H_

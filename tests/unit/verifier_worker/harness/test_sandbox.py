@@ -1,0 +1,157 @@
+"""The candidate sandbox, applied for real in a forked child: what a
+candidate can no longer do once kforge_harness.sandbox.confine() ran."""
+
+import json
+import os
+import socket
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "..", "verifier_worker", "harness"))
+
+from kforge_harness import sandbox  # noqa: E402
+
+
+def _attempt(fn):
+    try:
+        fn()
+        return "allowed"
+    except OSError as e:
+        return f"denied:{e.errno}"
+
+
+def run_confined(work_dir, probes, **overrides):
+    """Forks, confines the child, runs each probe there; returns
+    ({probe: outcome}, sandbox report)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        result = {}
+        try:
+            config = {"work_dir": work_dir, "device": "cpu", "max_open_files": 256,
+                      "max_file_bytes": 1 << 20, "max_processes": 64, "memory_bytes": 1 << 30}
+            config.update(overrides)
+            result["report"] = sandbox.confine(config)
+            result["probes"] = {name: _attempt(fn) for name, fn in probes.items()}
+        except BaseException as e:  # report, never raise out of a fork
+            result["error"] = repr(e)
+        os.write(write_end, json.dumps(result).encode())
+        os._exit(0)
+    os.close(write_end)
+    data = b""
+    while chunk := os.read(read_end, 65536):
+        data += chunk
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    result = json.loads(data)
+    if "error" in result:
+        raise AssertionError(result["error"])
+    return result["probes"], result["report"]
+
+
+class SandboxTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.work = os.path.join(self.dir.name, "work")
+        os.mkdir(self.work)
+        self.outside = os.path.join(self.dir.name, "outside.txt")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_network_sockets_are_refused_unix_sockets_work(self):
+        probes, report = run_confined(self.work, {
+            "inet": lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close(),
+            "inet6": lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close(),
+            "unix": lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close(),
+        })
+        if "seccomp" not in report["applied"]:
+            self.skipTest(f"seccomp not applied here: {report['skipped']}")
+        self.assertEqual(probes["inet"], "denied:13")
+        self.assertEqual(probes["inet6"], "denied:13")
+        self.assertEqual(probes["unix"], "allowed")
+
+    def test_writes_outside_the_work_dir_are_refused(self):
+        inside = os.path.join(self.work, "ok.txt")
+        probes, report = run_confined(self.work, {
+            "inside": lambda: open(inside, "w").close(),
+            "outside": lambda: open(self.outside, "w").close(),
+            "mkdir_outside": lambda: os.mkdir(os.path.join(self.dir.name, "newdir")),
+            "devnull": lambda: open("/dev/null", "w").close(),
+        })
+        if "landlock" not in report["applied"]:
+            self.skipTest(f"landlock not applied here: {report['skipped']}")
+        self.assertEqual(probes["inside"], "allowed")
+        self.assertEqual(probes["outside"], "denied:13")
+        self.assertEqual(probes["mkdir_outside"], "denied:13")
+        self.assertEqual(probes["devnull"], "allowed")
+        self.assertFalse(os.path.exists(self.outside))
+
+    def test_no_escape_from_the_process_group_and_no_signals_outside_it(self):
+        parent = os.getpid()
+        probes, report = run_confined(self.work, {
+            "setsid": os.setsid,
+            "setpgid": lambda: os.setpgid(0, 0),
+            "kill_parent": lambda: os.kill(parent, 0),
+            "kill_own_group": lambda: os.killpg(os.getpgrp(), 0),
+        })
+        if "seccomp" not in report["applied"]:
+            self.skipTest(f"seccomp not applied here: {report['skipped']}")
+        self.assertEqual(probes["setsid"], "denied:1")
+        self.assertEqual(probes["setpgid"], "denied:1")
+        self.assertEqual(probes["kill_parent"], "denied:1")
+        self.assertEqual(probes["kill_own_group"], "allowed")
+
+    def test_child_processes_still_work_for_compilers(self):
+        def spawn():
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+        probes, _ = run_confined(self.work, {"fork": spawn})
+        self.assertEqual(probes["fork"], "allowed")
+
+    def test_file_size_and_memory_limits(self):
+        def big_file():
+            with open(os.path.join(self.work, "big"), "wb") as f:
+                f.write(b"x" * (2 << 20))
+
+        def big_allocation():
+            bytearray(1 << 31)
+        probes, report = run_confined(self.work, {"big_file": big_file, "alloc": lambda: None},
+                                      max_file_bytes=1 << 20)
+        self.assertEqual(probes["big_file"], "denied:27")  # EFBIG
+        self.assertIn("rlimits", report["applied"])
+        # Without a memory cgroup the data limit stops a 2 GiB allocation.
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            sandbox.confine({"work_dir": self.work, "device": "cpu", "max_open_files": 64,
+                             "max_file_bytes": 1 << 20, "max_processes": 64,
+                             "memory_bytes": 256 << 20})
+            try:
+                big_allocation()
+                os.write(write_end, b"allowed")
+            except MemoryError:
+                os.write(write_end, b"MemoryError")
+            os._exit(0)
+        os.close(write_end)
+        outcome = os.read(read_end, 100)
+        os.waitpid(pid, 0)
+        self.assertEqual(outcome, b"MemoryError")
+
+    def test_environment_points_into_the_work_dir(self):
+        probes, _ = run_confined(self.work, {
+            "home": lambda: None if os.environ["HOME"] == self.work else (_ for _ in ()).throw(OSError(0, "home")),
+            "triton": lambda: None if os.environ["TRITON_CACHE_DIR"].startswith(self.work) else (_ for _ in ()).throw(OSError(0, "triton")),
+            "cwd": lambda: None if os.getcwd() == os.path.realpath(self.work) else (_ for _ in ()).throw(OSError(0, os.getcwd())),
+        })
+        self.assertEqual(probes, {"home": "allowed", "triton": "allowed", "cwd": "allowed"})
+
+
+if __name__ == "__main__":
+    unittest.main()

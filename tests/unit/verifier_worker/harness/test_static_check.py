@@ -1,0 +1,480 @@
+"""Specification of the verifier's stage-1 static checker (static_check.py).
+
+Run from the repository root:
+    python3 -m unittest discover -s tests/unit/verifier_worker/harness -v
+Standard library only; the checker never runs the candidates below.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+from pathlib import Path
+
+HARNESS_DIR = Path(__file__).resolve().parents[4] / "verifier_worker" / "harness"
+sys.path.insert(0, str(HARNESS_DIR))
+
+from kforge_harness import static_check  # noqa: E402
+from kforge_harness.static_check import check_source  # noqa: E402
+
+# A correct Triton candidate. FORWARD_EXTRA is replaced by extra forward lines,
+# INIT_EXTRA by extra __init__ lines and MODULE_EXTRA by extra module-level code.
+TEMPLATE = '''\
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+MODULE_EXTRA
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        INIT_EXTRA
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        FORWARD_EXTRA
+        relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return y.view(x.shape)
+
+
+def get_inputs():
+    return [torch.randn(64, 4096)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def candidate(forward="pass", init="pass", module=""):
+    """TEMPLATE with the given lines spliced in at the right indentation."""
+    src = TEMPLATE.replace("MODULE_EXTRA", textwrap.dedent(module).strip())
+    src = src.replace("INIT_EXTRA", textwrap.indent(textwrap.dedent(init).strip(), " " * 8)[8:])
+    return src.replace("FORWARD_EXTRA",
+                       textwrap.indent(textwrap.dedent(forward).strip(), " " * 8)[8:])
+
+
+def line_of(source, marker):
+    """1-based number of the first line containing marker."""
+    for number, line in enumerate(source.splitlines(), 1):
+        if marker in line:
+            return number
+    raise AssertionError(f"{marker!r} not in source")
+
+
+class StaticCheckTest(unittest.TestCase):
+    def assertFlagged(self, source, flag, marker, require_triton=True):
+        """The source fails with `flag` reported on the line holding `marker`."""
+        result = check_source(source, require_triton=require_triton)
+        self.assertFalse(result["ok"])
+        line = line_of(source, marker)
+        hits = [f for f in result["findings"] if f["flag"] == flag and f["line"] == line]
+        self.assertTrue(hits, f"no {flag} on line {line}; findings: "
+                        + json.dumps(result["findings"], indent=1))
+        self.assertTrue(hits[0]["message"].startswith(f"line {line}: "))
+        return result
+
+    def assertOk(self, source, require_triton=True):
+        result = check_source(source, require_triton=require_triton)
+        self.assertEqual(result["findings"], [])
+        self.assertTrue(result["ok"])
+        return result
+
+    # --- structure (rules 1-3) --------------------------------------------------
+
+    def test_correct_triton_relu_passes_and_lists_its_kernel(self):
+        result = self.assertOk(candidate())
+        self.assertEqual(result["kernels"], ["relu_kernel"])
+        self.assertEqual(result["launched_kernels"], ["relu_kernel"])
+        self.assertEqual(len(result["normalized_sha256"]), 64)
+        json.dumps(result)  # JSON-serialisable as is
+
+    def test_kernel_defined_but_not_launched_fails(self):
+        source = candidate().replace("        relu_kernel[(triton.cdiv(n, 1024),)]"
+                                     "(x, y, n, BLOCK=1024)\n", "")
+        result = check_source(source)
+        self.assertFalse(result["ok"])
+        self.assertEqual(result["kernels"], ["relu_kernel"])
+        self.assertEqual(result["launched_kernels"], [])
+        self.assertIn("forward launches no @triton.jit kernel",
+                      " ".join(f["message"] for f in result["findings"]))
+        self.assertEqual({f["flag"] for f in result["findings"]}, {""})
+
+    def test_no_kernel_defined_fails(self):
+        source = "import torch.nn as nn\nclass ModelNew(nn.Module):\n" \
+                 "    def forward(self, x):\n        return x\n"
+        result = check_source(source)
+        self.assertFalse(result["ok"])
+        self.assertIn("defines no @triton.jit kernel", result["findings"][0]["message"])
+
+    def test_missing_model_new_fails(self):
+        result = check_source(candidate().replace("class ModelNew", "class Other"))
+        self.assertFalse(result["ok"])
+        self.assertTrue(any(f["message"].startswith("no class ModelNew") and f["flag"] == ""
+                            for f in result["findings"]), result["findings"])
+
+    def test_launch_through_helper_function_passes(self):
+        source = textwrap.dedent('''\
+            import torch
+            from torch import nn
+            from triton import jit, cdiv
+            import triton, triton.language as tl
+
+            @triton.autotune(configs=[triton.Config({"BLOCK": 256})], key=["n"])
+            @jit
+            def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+            def _launch(x, y):
+                copy_kernel[lambda meta: (cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel())
+
+            def copy(x):
+                y = torch.empty_like(x)
+                _launch(x, y)
+                return y
+
+            class ModelNew(nn.Module):
+                def forward(self, x):
+                    return self._run(x)
+
+                def _run(self, x):
+                    return copy(x)
+            ''')
+        result = self.assertOk(source)
+        self.assertEqual(result["kernels"], ["copy_kernel"])
+        self.assertEqual(result["launched_kernels"], ["copy_kernel"])
+
+    def test_launch_through_autograd_function_and_submodule_passes(self):
+        source = candidate(module='''
+            class _Relu(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    y = torch.empty_like(x)
+                    relu_kernel[(1,)](x, y, x.numel(), BLOCK=1024)
+                    return y
+
+            relu = _Relu.apply  # the Triton tutorials' pattern
+
+            class Block(nn.Module):
+                def forward(self, x):
+                    return relu(x)
+            ''', init="self.block = Block()")
+        launch = "        relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)\n"
+        source = source.replace(launch + "        return y.view(x.shape)",
+                                "        return self.block(x)")
+        result = self.assertOk(source)
+        self.assertEqual(result["launched_kernels"], ["relu_kernel"])
+
+    def test_syntax_error_reports_its_line(self):
+        source = "import torch\n\nclass ModelNew(:\n    pass\n"
+        result = check_source(source)
+        self.assertFalse(result["ok"])
+        self.assertEqual(len(result["findings"]), 1)
+        self.assertEqual(result["findings"][0]["line"], 3)
+        self.assertEqual(result["findings"][0]["flag"], "")
+        self.assertIn("syntax error", result["findings"][0]["message"])
+        self.assertEqual(result["normalized_sha256"], "")
+
+    def test_oversize_source_is_rejected_with_a_single_finding(self):
+        source = candidate() + "#" * 300_000
+        result = check_source(source)
+        self.assertFalse(result["ok"])
+        self.assertEqual(len(result["findings"]), 1)
+        self.assertIn("over the 262144-byte limit", result["findings"][0]["message"])
+        self.assertFalse(check_source(candidate(), max_bytes=100)["ok"])
+
+    def test_unknown_import_is_a_plain_failure(self):
+        source = candidate(module="import einops")
+        result = self.assertFlagged(source, "", "import einops")
+        self.assertIn("allowlist", result["findings"][0]["message"])
+
+    def test_findings_are_sorted_by_line(self):
+        source = candidate(forward="import os\neval('1')", module="import subprocess")
+        lines = [f["line"] for f in check_source(source)["findings"]]
+        self.assertEqual(lines, sorted(lines))
+        self.assertGreaterEqual(len(lines), 3)
+
+    # --- rule 4: torch fallback -----------------------------------------------------
+
+    def test_torch_matmul_in_forward_is_a_fallback(self):
+        source = candidate(forward="z = torch.matmul(x, x)")
+        result = self.assertFlagged(source, "HACK_TORCH_FALLBACK", "torch.matmul")
+        message = [f["message"] for f in result["findings"]][0]
+        self.assertIn("torch.matmul in forward", message)
+        self.assertIn("(torch fallback)", message)
+
+    def test_aliased_torch_is_still_caught(self):
+        source = candidate(module="import torch as T", forward="z = T.matmul(x, x)")
+        result = self.assertFlagged(source, "HACK_TORCH_FALLBACK", "T.matmul")
+        self.assertIn("torch.matmul", result["findings"][0]["message"])
+        source = candidate(module="mm = torch.mm", forward="z = mm(x, x)")
+        self.assertFlagged(source, "HACK_TORCH_FALLBACK", "z = mm(x, x)")
+        source = candidate(module="from torch.nn import functional as Fn",
+                           forward="z = Fn.gelu(x)")
+        self.assertFlagged(source, "HACK_TORCH_FALLBACK", "Fn.gelu")
+
+    def test_tensor_compute_methods_and_matmul_operator_are_fallbacks(self):
+        for line in ("z = x.sum(dim=-1)", "z = x.softmax(-1)", "z = x.exp().clone()",
+                     "z = x @ x", "y.copy_(x.relu())"):
+            with self.subTest(line=line):
+                self.assertFlagged(candidate(forward=line), "HACK_TORCH_FALLBACK", line)
+
+    def test_nn_layer_in_init_is_a_fallback(self):
+        source = candidate(init="self.fc = nn.Linear(16, 16)")
+        self.assertFlagged(source, "HACK_TORCH_FALLBACK", "nn.Linear")
+        source = candidate(init="self.act = torch.nn.ReLU()")
+        self.assertFlagged(source, "HACK_TORCH_FALLBACK", "torch.nn.ReLU")
+
+    def test_torch_compile_anywhere_is_a_fallback(self):
+        source = candidate(module="compiled = torch.compile(lambda t: t)")
+        self.assertFlagged(source, "HACK_TORCH_FALLBACK", "torch.compile")
+
+    def test_fallback_in_a_helper_reached_from_forward_is_caught(self):
+        source = candidate(module="def helper(t):\n    return torch.nn.functional.relu(t)",
+                           forward="z = helper(x)")
+        self.assertFlagged(source, "HACK_TORCH_FALLBACK", "return torch.nn.functional.relu")
+
+    def test_allocation_view_and_init_ops_are_allowed(self):
+        source = candidate(
+            init='''
+                self.weight = nn.Parameter(torch.empty(16, 16, dtype=torch.float32))
+                nn.init.kaiming_uniform_(self.weight)
+                self.bias = nn.Parameter(torch.zeros(16))
+                self.blocks = nn.ModuleList([nn.Identity()])
+            ''',
+            forward='''
+                w = self.weight.t().contiguous().to(torch.float16).view(-1)
+                out = torch.empty((x.size(0), x.shape[1]), device=x.device, dtype=x.dtype)
+                out.fill_(0)
+                a, b = x.chunk(2, dim=0)
+                dev = torch.cuda.current_device() if torch.cuda.is_available() else None
+                sizes = (x.stride(0), x.dim(), x.element_size(), triton.next_power_of_2(n))
+                with torch.no_grad():
+                    pass
+            ''')
+        self.assertOk(source)
+
+    def test_own_method_named_like_a_torch_op_is_not_a_fallback(self):
+        source = candidate(module='''
+            class Wrapped(nn.Module):
+                def relu(self, x):
+                    y = torch.empty_like(x)
+                    relu_kernel[(1,)](x, y, x.numel(), BLOCK=1024)
+                    return y
+
+                def forward(self, x):
+                    return self.relu(x)
+            ''', init="self.inner = Wrapped()", forward="z = self.inner(x).sum")
+        # Wrapped.relu is reached (and allowed); the .sum on its result is not.
+        result = self.assertFlagged(source, "HACK_TORCH_FALLBACK", "self.inner(x).sum")
+        self.assertEqual(len(result["findings"]), 1, result["findings"])
+        self.assertOk(source.replace(".sum", ""))
+
+    # --- rules 5-15 ---------------------------------------------------------------------
+
+    def test_try_except_is_a_fallback(self):
+        source = candidate(forward="try:\n    z = 1\nexcept Exception:\n    z = 2")
+        self.assertFlagged(source, "HACK_TRY_EXCEPT_FALLBACK", "try:")
+        source = candidate(module="from contextlib import suppress",
+                           forward="with suppress(RuntimeError):\n    z = 1")
+        self.assertFlagged(source, "HACK_TRY_EXCEPT_FALLBACK", "with suppress")
+
+    def test_reference_model_reuse(self):
+        source = candidate().replace("class ModelNew(nn.Module)", "class ModelNew(Model)")
+        self.assertFlagged(source, "HACK_REFERENCE_REUSE", "class ModelNew(Model)")
+        source = candidate(forward="z = super(Model, self).forward(x)")
+        self.assertFlagged(source, "HACK_REFERENCE_REUSE", "super(Model")
+        source = candidate(module="from reference import Model")
+        self.assertFlagged(source, "HACK_REFERENCE_REUSE", "from reference import Model")
+
+    def test_introspection(self):
+        cases = [
+            ({"module": "import inspect"}, "import inspect"),
+            ({"module": "import sys"}, "import sys"),
+            ({"forward": "g = eval('x')"}, "eval("),
+            ({"forward": "g = getattr(x, name)"}, "getattr(x, name)"),
+            ({"forward": "g = x.__dict__"}, "x.__dict__"),
+            ({"forward": "g = type(x).__subclasses__()"}, "__subclasses__"),
+            ({"forward": "g = torch._C._get_tracing_state()"}, "torch._C"),
+            ({"forward": "torch.backends.cuda.matmul.allow_tf32 = True"}, "allow_tf32"),
+            ({"forward": "g = globals()"}, "globals()"),
+        ]
+        for parts, marker in cases:
+            with self.subTest(marker=marker):
+                self.assertFlagged(candidate(**parts), "HACK_INTROSPECTION", marker)
+
+    def test_time_module_is_the_harnesss(self):
+        source = candidate(module="from time import perf_counter",
+                           forward="t0 = perf_counter()")
+        result = self.assertFlagged(source, "HACK_INTROSPECTION", "from time import")
+        self.assertIn("time functions are the harness's", result["findings"][0]["message"])
+        self.assertFlagged(source, "HACK_INTROSPECTION", "t0 = perf_counter()")
+
+    def test_concurrency(self):
+        cases = [
+            ({"module": "import threading"}, "import threading"),
+            ({"module": "from concurrent.futures import ThreadPoolExecutor"}, "concurrent"),
+            ({"forward": "s = torch.cuda.Stream()"}, "torch.cuda.Stream"),
+            ({"forward": "torch.cuda.synchronize()"}, "synchronize"),
+            ({"forward": "y.record_stream(s)"}, "record_stream"),
+            ({"forward": "e = torch.cuda.Event(enable_timing=True)"}, "torch.cuda.Event"),
+        ]
+        for parts, marker in cases:
+            with self.subTest(marker=marker):
+                self.assertFlagged(candidate(**parts), "HACK_CONCURRENCY", marker)
+
+    def test_subprocess(self):
+        self.assertFlagged(candidate(module="import subprocess"), "HACK_SUBPROCESS",
+                           "import subprocess")
+        source = candidate(module="import os", forward="os.system('nvidia-smi')")
+        self.assertFlagged(source, "HACK_SUBPROCESS", "import os")
+        self.assertFlagged(source, "HACK_SUBPROCESS", "os.system(")
+        source = candidate(module="from os import system as run", forward="run('ls')")
+        self.assertFlagged(source, "HACK_SUBPROCESS", "run('ls')")
+
+    def test_early_exit_is_result_forgery(self):
+        for parts, marker in [({"module": "import sys", "forward": "sys.exit(0)"}, "sys.exit"),
+                              ({"module": "import os", "forward": "os._exit(0)"}, "os._exit"),
+                              ({"forward": "exit()"}, "exit()"),
+                              ({"forward": "raise SystemExit"}, "SystemExit")]:
+            with self.subTest(marker=marker):
+                self.assertFlagged(candidate(**parts), "HACK_RESULT_FORGERY", marker)
+
+    def test_network(self):
+        self.assertFlagged(candidate(module="import socket"), "HACK_NETWORK", "import socket")
+        self.assertFlagged(candidate(module="from urllib.request import urlopen"),
+                           "HACK_NETWORK", "urllib")
+
+    def test_file_access(self):
+        cases = [
+            ({"forward": "data = open('/etc/passwd').read()"}, "open("),
+            ({"module": "import pathlib"}, "import pathlib"),
+            ({"forward": "torch.save(y, 'out.pt')"}, "torch.save"),
+            ({"module": "import numpy as np", "forward": "np.save('a.npy', 1)"}, "np.save"),
+        ]
+        for parts, marker in cases:
+            with self.subTest(marker=marker):
+                self.assertFlagged(candidate(**parts), "HACK_FILE_ACCESS", marker)
+
+    def test_monkeypatching_imported_modules(self):
+        cases = [
+            ({"module": "torch.allclose = lambda *a, **k: True"}, "torch.allclose ="),
+            ({"module": "import torch.nn.functional as F\nF.relu = print"}, "F.relu ="),
+            ({"forward": "torch.cuda.Event.elapsed_time = lambda s, e: 0.001"}, "elapsed_time"),
+            ({"module": "import time\ntime.perf_counter = lambda: 0.0"}, "time.perf_counter ="),
+            ({"module": "torch.Tensor.__add__ = torch.Tensor.__sub__"}, "__add__ ="),
+            ({"module": "setattr(torch, 'allclose', print)"}, "setattr(torch"),
+            ({"module": "del torch.allclose"}, "del torch"),
+            ({"module": "triton.cdiv += 0"}, "triton.cdiv +="),
+        ]
+        for parts, marker in cases:
+            with self.subTest(marker=marker):
+                self.assertFlagged(candidate(**parts), "HACK_MONKEYPATCH", marker)
+
+    def test_tensor_subclasses(self):
+        cases = [
+            ("class Lazy(torch.Tensor):\n    pass", "class Lazy"),
+            ("from torch import Tensor\nclass Lazy(Tensor):\n    pass", "class Lazy"),
+            ("class M:\n    def __torch_function__(self, *a):\n        pass", "__torch_function__"),
+            ("def f(x):\n    return torch.Tensor._make_subclass(object, x)", "_make_subclass"),
+            ("from torch.utils._python_dispatch import TorchDispatchMode", "TorchDispatchMode"),
+        ]
+        for module, marker in cases:
+            with self.subTest(marker=marker):
+                self.assertFlagged(candidate(module=module), "HACK_TENSOR_SUBCLASS", marker)
+
+    def test_printing_a_verdict_is_result_forgery(self):
+        source = candidate(forward="print('Correctness: PASSED, speedup 40x')")
+        self.assertFlagged(source, "HACK_RESULT_FORGERY", "print(")
+        self.assertOk(candidate(forward="print('n =', n)"))
+
+    # --- hashing and modes --------------------------------------------------------------
+
+    def test_normalized_hash_ignores_comments_and_formatting(self):
+        original = candidate()
+        reformatted = ("# a comment\n" + original.replace("BLOCK=1024)", "BLOCK = 1024 )")
+                       .replace("    return []", "    return [ ]  # nothing"))
+        self.assertEqual(check_source(original)["normalized_sha256"],
+                         check_source(reformatted)["normalized_sha256"])
+        changed = original.replace("BLOCK=1024)", "BLOCK=512)")
+        self.assertNotEqual(check_source(original)["normalized_sha256"],
+                            check_source(changed)["normalized_sha256"])
+
+    def test_without_triton_a_plain_torch_model_is_accepted(self):
+        source = textwrap.dedent('''\
+            import torch
+            import torch.nn as nn
+
+            class ModelNew(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 4)
+
+                def forward(self, x):
+                    return torch.relu(self.fc(x)) @ x.t()
+            ''')
+        result = self.assertOk(source, require_triton=False)
+        self.assertEqual(result["kernels"], [])
+        self.assertFalse(check_source(source, require_triton=True)["ok"])
+
+    def test_without_triton_hacks_are_still_rejected(self):
+        plain = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n" \
+                "    def forward(self, x):\n        STMT\n        return torch.relu(x)\n"
+        for stmt, flag, marker in [
+                ("try:\n            pass\n        except Exception:\n            pass",
+                 "HACK_TRY_EXCEPT_FALLBACK", "try:"),
+                ("import os", "HACK_SUBPROCESS", "import os"),
+                ("torch.allclose = None", "HACK_MONKEYPATCH", "torch.allclose")]:
+            with self.subTest(flag=flag):
+                self.assertFlagged(plain.replace("STMT", stmt), flag, marker,
+                                   require_triton=False)
+
+    # --- the command line -----------------------------------------------------------------
+
+    def _cli(self, source, *flags):
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write(source)
+        self.addCleanup(os.unlink, f.name)
+        env = dict(os.environ, PYTHONPATH=str(HARNESS_DIR))
+        return subprocess.run([sys.executable, "-m", "kforge_harness.static_check", f.name,
+                               *flags], capture_output=True, text=True, env=env, timeout=60)
+
+    def test_cli_prints_json_and_exits_zero_or_one(self):
+        ok = self._cli(candidate())
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertTrue(json.loads(ok.stdout)["ok"])
+        bad = self._cli(candidate(forward="z = torch.mm(x, x)"))
+        self.assertEqual(bad.returncode, 1, bad.stderr)
+        self.assertEqual(json.loads(bad.stdout)["findings"][0]["flag"], "HACK_TORCH_FALLBACK")
+        plain = self._cli("import torch\nclass ModelNew(torch.nn.Module):\n"
+                          "    def forward(self, x):\n        return x.sum()\n",
+                          "--no-require-triton")
+        self.assertEqual(plain.returncode, 0, plain.stdout)
+
+    def test_checker_imports_no_torch(self):
+        code = "import sys, kforge_harness.static_check; print('torch' in sys.modules)"
+        env = dict(os.environ, PYTHONPATH=str(HARNESS_DIR))
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env, timeout=60)
+        self.assertEqual(run.stdout.strip(), "False", run.stderr)
+        self.assertFalse(hasattr(static_check, "torch"))
+
+
+if __name__ == "__main__":
+    unittest.main()

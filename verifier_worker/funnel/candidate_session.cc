@@ -1,0 +1,86 @@
+#include "verifier_worker/funnel/candidate_session.h"
+
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace kforge {
+namespace {
+
+// How long a dead child's exit report may take to arrive from the zygote.
+constexpr absl::Duration kExitReportWait = absl::Seconds(5);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CandidateSession>> CandidateSession::Start(
+    ZygoteClient& zygote, const google::protobuf::Struct& config, absl::Duration timeout) {
+  KF_ASSIGN_OR_RETURN(auto pair, FrameChannel::Pair());
+  KF_ASSIGN_OR_RETURN(int pid, zygote.Spawn(config, pair.second.fd(), timeout));
+  // Only the child holds the other end now, so its death reads as EOF here.
+  pair.second.Release().Reset();
+  std::unique_ptr<CandidateSession> session(
+      new CandidateSession(zygote, std::move(pair.first), pid));
+  absl::StatusOr<Frame> ready = session->channel_.Receive(absl::Now() + timeout);
+  if (!ready.ok() || ready->type() != "ready") {
+    session->CollectExit();
+    return absl::UnavailableError(absl::StrCat(
+        "the candidate process did not start: ",
+        ready.ok() ? ready->GetString("message") : std::string(ready.status().message()), " ",
+        session->crash_));
+  }
+  session->ready_ = *std::move(ready);
+  return session;
+}
+
+CandidateSession::~CandidateSession() {
+  if (!reaped_) {
+    (void)channel_.Send(Frame::Of("exit"));
+    Kill("");
+  }
+}
+
+void CandidateSession::Kill(const std::string& reason) {
+  if (!reason.empty() && kill_reason_.empty()) kill_reason_ = reason;
+  ::kill(-pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);
+  CollectExit();
+}
+
+void CandidateSession::CollectExit() {
+  if (reaped_) return;
+  reaped_ = true;
+  std::optional<ExitInfo> exit = zygote_.WaitExit(pid_, kExitReportWait);
+  if (!exit.has_value()) {
+    ::kill(-pid_, SIGKILL);
+    crash_ = "ended, exit status unknown";
+    return;
+  }
+  clean_exit_ = exit->exited && exit->code == 0;
+  crash_ = clean_exit_ ? "exited with code 0 without a result" : exit->Describe();
+  if (!exit->exited && exit->signal == SIGKILL && kill_reason_.empty()) {
+    crash_ += " (not by the verifier: likely the memory or process limit)";
+  }
+}
+
+absl::StatusOr<Frame> CandidateSession::Request(const Frame& request, absl::Duration timeout) {
+  if (reaped_) return absl::UnavailableError(absl::StrCat("the candidate process ", crash_));
+  absl::Status sent = channel_.Send(request);
+  absl::StatusOr<Frame> reply =
+      sent.ok() ? channel_.Receive(absl::Now() + timeout) : absl::StatusOr<Frame>(sent);
+  if (reply.ok()) return reply;
+  if (absl::IsDeadlineExceeded(reply.status())) {
+    Kill("timeout");
+    return absl::DeadlineExceededError(absl::StrCat(
+        "no answer within ", absl::FormatDuration(timeout), "; its process group was killed"));
+  }
+  if (absl::IsDataLoss(reply.status())) {
+    Kill("garbage on the result channel");
+    return absl::UnavailableError(
+        absl::StrCat("garbage on the result channel: ", reply.status().message()));
+  }
+  CollectExit();
+  return absl::UnavailableError(absl::StrCat("the candidate process ", crash_));
+}
+
+}  // namespace kforge

@@ -1,0 +1,61 @@
+// One candidate's sandboxed child, forked by the zygote, and the private
+// channel to it. Requests have wall-clock limits; past one the child's whole
+// process group is killed. The destructor always kills and reaps it, so no
+// candidate process outlives its verification.
+//
+//   KF_ASSIGN_OR_RETURN(auto session, CandidateSession::Start(zygote, config, timeout));
+//   absl::StatusOr<Frame> reply = session->Request(frame, absl::Seconds(60));
+//   // DEADLINE_EXCEEDED: timed out (killed); UNAVAILABLE: it crashed or
+//   // exited, and crash_description() says how.
+#ifndef KFORGE_VERIFIER_WORKER_FUNNEL_CANDIDATE_SESSION_H_
+#define KFORGE_VERIFIER_WORKER_FUNNEL_CANDIDATE_SESSION_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "verifier_worker/sandbox/frame_channel.h"
+#include "verifier_worker/sandbox/zygote_client.h"
+
+namespace kforge {
+
+class CandidateSession {
+ public:
+  // Forks the child and waits for its sandbox report ("ready").
+  static absl::StatusOr<std::unique_ptr<CandidateSession>> Start(
+      ZygoteClient& zygote, const google::protobuf::Struct& config, absl::Duration timeout);
+  CandidateSession(const CandidateSession&) = delete;
+  CandidateSession& operator=(const CandidateSession&) = delete;
+  ~CandidateSession();
+
+  absl::StatusOr<Frame> Request(const Frame& request, absl::Duration timeout);
+
+  const Frame& ready() const { return ready_; }
+  int pid() const { return pid_; }
+  // After UNAVAILABLE: "exited with code 0 without a result", "killed by
+  // signal 9 (Killed)", ...
+  const std::string& crash_description() const { return crash_; }
+  // The child exited with status 0 before answering (an early exit(0)).
+  bool exited_cleanly_without_result() const { return clean_exit_; }
+  // Why it was killed ("timeout"), empty if it was not.
+  const std::string& kill_reason() const { return kill_reason_; }
+
+ private:
+  CandidateSession(ZygoteClient& zygote, FrameChannel channel, int pid)
+      : zygote_(zygote), channel_(std::move(channel)), pid_(pid) {}
+  void Kill(const std::string& reason);
+  void CollectExit();
+
+  ZygoteClient& zygote_;
+  FrameChannel channel_;
+  int pid_;
+  Frame ready_;
+  std::string crash_;
+  bool clean_exit_ = false;
+  std::string kill_reason_;
+  bool reaped_ = false;
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_FUNNEL_CANDIDATE_SESSION_H_

@@ -1,0 +1,75 @@
+// The five-stage verifier funnel for one candidate: static checks (in the
+// zygote), then, in a fresh sandboxed child, compile, tiny run, multi-input
+// correctness against references computed by the trusted reference server,
+// and calibrated timing against eager and torch.compile baselines. Stops at
+// the first stage that does not pass. Never throws and never fails as a
+// whole: a verifier-side problem becomes OUTCOME_INTERNAL_ERROR.
+//
+//   KF_ASSIGN_OR_RETURN(auto funnel, Funnel::Create(config, &metrics));
+//   v1::Verdict verdict = funnel->Verify(request);   // options already defaulted
+//
+// Thread-safe: up to `max_concurrent` candidates run stages 1-4 at once;
+// timing takes the device alone.
+#ifndef KFORGE_VERIFIER_WORKER_FUNNEL_FUNNEL_H_
+#define KFORGE_VERIFIER_WORKER_FUNNEL_FUNNEL_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "kforge/v1/verifier_service.pb.h"
+#include "verifier_worker/funnel/verdict_cache.h"
+#include "verifier_worker/sandbox/reference_client.h"
+#include "verifier_worker/sandbox/zygote_client.h"
+#include "verifier_worker/verifier_metrics.h"
+
+namespace kforge {
+
+struct FunnelConfig {
+  HarnessSetup harness;
+  std::string work_dir;  // per-candidate sandbox folders go under it
+  int max_concurrent = 2;
+  size_t cache_entries = 10000;
+  absl::Duration start_timeout = absl::Seconds(120);
+  int candidate_threads = 1;  // CPU threads a candidate may use
+};
+
+class Funnel {
+ public:
+  // Starts the zygote and checks the reference server answers.
+  static absl::StatusOr<std::unique_ptr<Funnel>> Create(FunnelConfig config,
+                                                        VerifierMetrics* metrics);
+  ~Funnel();
+
+  kforge::v1::Verdict Verify(const kforge::v1::VerifyRequest& request);
+
+  // "NVIDIA H100 80GB HBM3" or "cpu".
+  const std::string& device_name() const { return device_name_; }
+  bool healthy() const;
+
+ private:
+  class Run;  // one verification, funnel.cc
+  Funnel(FunnelConfig config, VerifierMetrics* metrics);
+  absl::StatusOr<ZygoteClient*> Zygote();
+
+  const FunnelConfig config_;
+  VerifierMetrics* const metrics_;  // may be null
+  ReferenceClient reference_;
+  VerdictCache cache_;
+  std::string device_name_;
+  bool has_compile_ = false;
+  mutable absl::Mutex zygote_mu_;
+  std::unique_ptr<ZygoteClient> zygote_ ABSL_GUARDED_BY(zygote_mu_);
+  // Readers: correctness stages; the writer: timing, which needs the device
+  // to itself.
+  absl::Mutex device_mu_;
+  absl::Mutex slots_mu_;
+  absl::CondVar slot_freed_;
+  int free_slots_ ABSL_GUARDED_BY(slots_mu_);
+  std::atomic<int64_t> next_candidate_{1};
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_FUNNEL_FUNNEL_H_

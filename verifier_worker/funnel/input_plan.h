@@ -1,0 +1,46 @@
+// Which input sets a verification uses, from the job's MultiInputOptions:
+// a tiny set for stage 3, then the task's own inputs, other distributions,
+// scaled values, secret seeds, ragged, larger and batch-1 shapes and another
+// dtype for stage 4. Secret seeds come from `rng`, fresh per verification,
+// so a candidate cannot precompute answers for known seeds.
+#ifndef KFORGE_VERIFIER_WORKER_FUNNEL_INPUT_PLAN_H_
+#define KFORGE_VERIFIER_WORKER_FUNNEL_INPUT_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "kforge/v1/verifier_options.pb.h"
+#include "verifier_worker/sandbox/frame.h"
+
+namespace kforge {
+
+struct InputSetSpec {
+  std::string name;
+  uint64_t seed = 0;
+  std::string distribution = "task";  // task, normal, uniform, heavy_tailed
+  double value_scale = 1.0;
+  double size_scale = 1.0;
+  bool ragged = false;
+  bool batch_one = false;
+  std::string dtype;  // "" keeps the task's dtype
+  // Same shapes and dtype as the task's own inputs: usable for timing.
+  bool same_shape = false;
+
+  google::protobuf::Value ToValue() const;
+};
+
+struct InputPlan {
+  InputSetSpec tiny;
+  std::vector<InputSetSpec> sets;  // stage 4, "task_inputs" first
+};
+
+// `alt_dtype` is the dtype of the other-dtype set ("bfloat16" on GPU,
+// "" to leave it out).
+InputPlan BuildInputPlan(const kforge::v1::MultiInputOptions& options,
+                         const std::string& alt_dtype, absl::BitGen& rng);
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_FUNNEL_INPUT_PLAN_H_

@@ -1,0 +1,160 @@
+#include "verifier_worker/funnel/reference_set.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "verifier_worker/funnel/tensor_compare.h"
+
+namespace kforge {
+namespace {
+
+using kforge::v1::HackFlag;
+
+Tolerance ToleranceFor(const std::string& dtype, const kforge::v1::Tolerances& t) {
+  auto make = [](const kforge::v1::Tolerance& tol) { return Tolerance{tol.atol(), tol.rtol()}; };
+  if (dtype == "float32" || dtype == "float64") {
+    return make(t.allow_reduced_precision() ? t.bf16() : t.fp32());
+  }
+  if (dtype == "float16") return make(t.fp16());
+  if (dtype == "bfloat16") return make(t.bf16());
+  return Tolerance{0, 0};  // integers and booleans compare exactly
+}
+
+absl::StatusOr<TensorView> View(const TensorEntry& entry, const Frame& frame) {
+  KF_ASSIGN_OR_RETURN(DType dtype, ParseDType(entry.dtype));
+  return TensorView{dtype, entry.shape, frame.TensorBytes(entry)};
+}
+
+std::map<std::string, TensorEntry> ByName(const Frame& frame) {
+  std::map<std::string, TensorEntry> out;
+  absl::StatusOr<std::vector<TensorEntry>> entries = frame.Tensors();
+  if (!entries.ok()) return out;
+  for (TensorEntry& e : *entries) out[e.name] = std::move(e);
+  return out;
+}
+
+// Compares `count` candidate tensors named prefix+i with `expected`. Fills
+// the error measures of `result` with the worst output.
+bool CompareList(const std::vector<TensorEntry>& expected, const Frame& expected_frame,
+                 const std::map<std::string, TensorEntry>& got, const Frame& got_frame,
+                 const std::string& prefix, const kforge::v1::Tolerances& tolerances,
+                 kforge::v1::InputSetResult& result, std::string& message) {
+  for (size_t i = 0; i < expected.size(); ++i) {
+    auto it = got.find(absl::StrCat(prefix, i));
+    if (it == got.end()) {
+      message = absl::StrCat("the candidate returned ", i, " outputs; the reference returns ",
+                             expected.size());
+      return false;
+    }
+    absl::StatusOr<TensorView> want = View(expected[i], expected_frame);
+    absl::StatusOr<TensorView> have = View(it->second, got_frame);
+    if (!want.ok() || !have.ok()) {
+      message = absl::StrCat("output ", i, ": ", (want.ok() ? have.status() : want.status()).message());
+      return false;
+    }
+    const CompareResult compared =
+        CompareTensors(*want, *have, ToleranceFor(expected[i].dtype, tolerances));
+    result.set_max_abs_error(std::max(result.max_abs_error(), compared.max_abs_error));
+    result.set_rel_l2_error(std::max(result.rel_l2_error(), compared.rel_l2_error));
+    if (!compared.passed) {
+      message = expected.size() > 1 ? absl::StrCat("output ", i, ": ", compared.message)
+                                    : compared.message;
+      return false;
+    }
+  }
+  if (got.contains(absl::StrCat(prefix, expected.size()))) {
+    message = absl::StrCat("the candidate returned more outputs than the reference's ",
+                           expected.size());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, ReferenceSet>> ParsePrepared(
+    const Frame& prepared, const std::vector<InputSetSpec>& specs) {
+  const std::map<std::string, TensorEntry> tensors = ByName(prepared);
+  const google::protobuf::Value* sets = prepared.Get("sets");
+  if (sets == nullptr) return absl::DataLossError("prepared frame without sets");
+  std::map<std::string, ReferenceSet> out;
+  for (const google::protobuf::Value& value : sets->list_value().values()) {
+    const auto& f = value.struct_value().fields();
+    ReferenceSet set;
+    const std::string name = f.count("name") ? f.at("name").string_value() : "";
+    auto spec = std::find_if(specs.begin(), specs.end(),
+                             [&](const InputSetSpec& s) { return s.name == name; });
+    if (spec == specs.end()) return absl::DataLossError(absl::StrCat("unplanned set ", name));
+    set.spec = *spec;
+    set.ok = f.count("ok") && f.at("ok").bool_value();
+    set.message = f.count("message") ? f.at("message").string_value() : "";
+    if (set.ok) {
+      set.init_inputs = f.at("init_inputs");
+      for (int i = 0; i < static_cast<int>(f.at("inputs").number_value()); ++i) {
+        set.inputs.push_back(tensors.at(absl::StrCat(name, "/in", i)));
+      }
+      for (int i = 0; i < static_cast<int>(f.at("outputs").number_value()); ++i) {
+        set.outputs.push_back(tensors.at(absl::StrCat(name, "/out", i)));
+      }
+    }
+    out[name] = std::move(set);
+  }
+  return out;
+}
+
+void AttachInputs(const ReferenceSet& set, const Frame& prepared, Frame& request) {
+  for (size_t i = 0; i < set.inputs.size(); ++i) {
+    const TensorEntry& e = set.inputs[i];
+    request.AddTensor(absl::StrCat(set.spec.name, "/in", i), prepared.TensorBytes(e), e.dtype,
+                      e.shape);
+  }
+}
+
+SetCheck CheckOutputsOnly(const ReferenceSet& set, const Frame& prepared, const Frame& reply,
+                          const std::string& prefix, const kforge::v1::Tolerances& tolerances) {
+  SetCheck check;
+  check.result.set_name(set.spec.name);
+  std::string message;
+  const bool ok = CompareList(set.outputs, prepared, ByName(reply), reply, prefix, tolerances,
+                              check.result, message);
+  check.result.set_passed(ok);
+  check.result.set_message(message);
+  return check;
+}
+
+SetCheck CheckCandidateOutputs(const ReferenceSet& set, const Frame& prepared, const Frame& reply,
+                               int runs, const kforge::v1::Tolerances& tolerances) {
+  SetCheck check = CheckOutputsOnly(set, prepared, reply, "run0/out", tolerances);
+  const std::map<std::string, TensorEntry> got = ByName(reply);
+  std::string message;
+  if (check.result.passed() && runs > 1) {
+    kforge::v1::InputSetResult ignored;
+    for (int r = 1; r < runs; ++r) {
+      if (!CompareList(set.outputs, prepared, got, reply, absl::StrCat("run", r, "/out"),
+                       tolerances, ignored, message)) {
+        check.flags.emplace_back(kforge::v1::HACK_NONDETERMINISTIC,
+                                 absl::StrCat(set.spec.name, ": run ", r + 1,
+                                              " on the same input disagrees: ", message));
+        check.result.set_passed(false);
+        check.result.set_message(absl::StrCat("not the same answer twice: ", message));
+        break;
+      }
+    }
+  }
+  // Inputs must come back byte for byte as they were sent.
+  for (size_t i = 0; i < set.inputs.size(); ++i) {
+    auto it = got.find(absl::StrCat("after/in", i));
+    if (it == got.end() || reply.TensorBytes(it->second) != prepared.TensorBytes(set.inputs[i])) {
+      check.flags.emplace_back(kforge::v1::HACK_INPUT_MUTATION,
+                               absl::StrCat(set.spec.name, ": input ", i, " was modified"));
+      check.result.set_passed(false);
+      check.result.set_message(absl::StrCat("input ", i, " was modified by the candidate"));
+      break;
+    }
+  }
+  return check;
+}
+
+}  // namespace kforge

@@ -1,0 +1,55 @@
+// The reference server's answer for one input set, and the comparison of a
+// candidate's reply against it. The comparison runs here, in the verifier,
+// on raw bytes: candidate code cannot reach or patch it.
+#ifndef KFORGE_VERIFIER_WORKER_FUNNEL_REFERENCE_SET_H_
+#define KFORGE_VERIFIER_WORKER_FUNNEL_REFERENCE_SET_H_
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kforge/v1/verdict.pb.h"
+#include "kforge/v1/verifier_options.pb.h"
+#include "verifier_worker/funnel/input_plan.h"
+#include "verifier_worker/sandbox/frame.h"
+
+namespace kforge {
+
+struct ReferenceSet {
+  InputSetSpec spec;
+  bool ok = false;
+  std::string message;  // why the reference could not run this set
+  google::protobuf::Value init_inputs;
+  std::vector<TensorEntry> inputs;
+  std::vector<TensorEntry> outputs;
+};
+
+// Splits a "prepared" frame into its sets (in plan order). The frame owns
+// the bytes; keep it alive as long as the sets.
+absl::StatusOr<std::map<std::string, ReferenceSet>> ParsePrepared(
+    const Frame& prepared, const std::vector<InputSetSpec>& specs);
+
+// Adds the set's inputs to `request` under "<set>/in<i>".
+void AttachInputs(const ReferenceSet& set, const Frame& prepared, Frame& request);
+
+struct SetCheck {
+  kforge::v1::InputSetResult result;
+  std::vector<std::pair<kforge::v1::HackFlag, std::string>> flags;
+};
+
+// Compares the candidate's "run<r>/out<i>" outputs with the reference and
+// "after/in<i>" with the inputs as sent; `runs` > 1 also checks the runs
+// agree with each other.
+SetCheck CheckCandidateOutputs(const ReferenceSet& set, const Frame& prepared, const Frame& reply,
+                               int runs, const kforge::v1::Tolerances& tolerances);
+
+// Compares one output list ("<prefix><i>") of a reply with the set's
+// reference outputs; used to re-check timed runs.
+SetCheck CheckOutputsOnly(const ReferenceSet& set, const Frame& prepared, const Frame& reply,
+                          const std::string& prefix, const kforge::v1::Tolerances& tolerances);
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_FUNNEL_REFERENCE_SET_H_

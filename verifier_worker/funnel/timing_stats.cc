@@ -1,0 +1,57 @@
+#include "verifier_worker/funnel/timing_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace kforge {
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<long>(mid), values.end());
+  const double upper = values[mid];
+  if (values.size() % 2 == 1) return upper;
+  const double lower = *std::max_element(values.begin(), values.begin() + static_cast<long>(mid));
+  return (lower + upper) / 2;
+}
+
+double TrimmedMean(std::vector<double> values, double trim) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t drop = static_cast<size_t>(std::floor(values.size() * trim));
+  const auto first = values.begin() + static_cast<long>(drop);
+  const auto last = values.end() - static_cast<long>(drop);
+  if (first >= last) return Median(values);
+  return std::accumulate(first, last, 0.0) / static_cast<double>(last - first);
+}
+
+double CoefficientOfVariation(const std::vector<double>& values) {
+  if (values.size() < 2) return 0;
+  const double mean = std::accumulate(values.begin(), values.end(), 0.0) / values.size();
+  if (mean <= 0) return 0;
+  double sq = 0;
+  for (double v : values) sq += (v - mean) * (v - mean);
+  return std::sqrt(sq / static_cast<double>(values.size() - 1)) / mean;
+}
+
+kforge::v1::Timing SummarizeTiming(const std::vector<double>& device_ms,
+                                   const std::vector<double>& host_ms,
+                                   const kforge::v1::TimingProtocol& protocol) {
+  kforge::v1::Timing timing;
+  timing.set_trials(static_cast<int>(device_ms.size()));
+  if (device_ms.empty()) return timing;
+  timing.set_mean_ms(TrimmedMean(device_ms, protocol.trim_fraction()));
+  timing.set_median_ms(Median(device_ms));
+  timing.set_min_ms(*std::min_element(device_ms.begin(), device_ms.end()));
+  timing.set_cv(CoefficientOfVariation(device_ms));
+  timing.set_host_mean_ms(TrimmedMean(host_ms, protocol.trim_fraction()));
+  return timing;
+}
+
+double Representative(const kforge::v1::Timing& timing,
+                      const kforge::v1::TimingProtocol& protocol) {
+  return protocol.statistic() == kforge::v1::TIMING_MEDIAN ? timing.median_ms() : timing.mean_ms();
+}
+
+}  // namespace kforge

@@ -1,0 +1,238 @@
+"""Runs one candidate in a freshly forked, sandboxed child of the zygote.
+
+The C++ verifier drives it over a private socket (protocol.py), one request
+at a time:
+  compile  {source, init_inputs, init_seed, device} + tiny inputs: executes
+           the module, builds ModelNew as the reference was built (same init
+           inputs, same seed), and launches it once on the tiny inputs so
+           Triton kernels compile; the outputs come back for stage 3
+  run      {set, init_inputs} + inputs: poisons free memory, runs the model
+           (twice when asked) and returns the outputs and the inputs as they
+           are afterwards (the verifier checks they are unchanged)
+  time     {sets, trials, warmup, flush_l2}: one block of timed trials over
+           input sets already sent; returns per-trial times and the last
+           output for a re-check
+  profile  share of GPU time spent in the candidate's own Triton kernels
+  exit
+Results never travel on stdout or stderr; the verifier never reads them.
+"""
+
+import os
+import socket
+import sys
+import traceback
+import types
+
+from . import guards, protocol, sandbox, task_inputs, timing
+
+
+class CandidateError(Exception):
+    """A failure of the candidate (not of the harness), with a flag if any."""
+
+    def __init__(self, message, flag=""):
+        super().__init__(message)
+        self.flag = flag
+
+
+def _short_traceback(exc):
+    # Only frames from the candidate module, so the message names its lines.
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    keep = [line for line in lines if "kforge_harness" not in line]
+    return "".join(keep[-12:]).strip()
+
+
+class Runner:
+    def __init__(self, sock, config):
+        self.sock = sock
+        self.config = config
+        self.device = config["device"]
+        self.model = None
+        self.model_init = None
+        self.pool = {}  # set name -> [inputs on device]
+
+    # -- helpers --------------------------------------------------------
+
+    def _build(self, init_inputs):
+        import torch
+        key = repr(init_inputs)
+        if self.model is not None and key == self.model_init:
+            return
+        torch.manual_seed(self.init_seed)
+        model = self.module.ModelNew(*task_inputs.decode_init_inputs(init_inputs))
+        if not isinstance(model, torch.nn.Module):
+            raise CandidateError("ModelNew(...) is not a torch.nn.Module")
+        self.model = model.to(self.device).eval()
+        self.model_init = key
+
+    def _poison(self, nbytes):
+        """Fills free allocator memory with NaN so an output element the
+        candidate never writes cannot pass."""
+        import torch
+        if nbytes <= 0:
+            return
+        numel = max(1, nbytes // 4) * 2
+        garbage = torch.full((numel,), float("nan"), dtype=torch.float32, device=self.device)
+        del garbage
+
+    def _call(self, inputs):
+        import torch
+        with torch.no_grad():
+            result = self.model(*inputs)
+        outputs = task_inputs.as_output_list(result)
+        for i, out in enumerate(outputs):
+            if type(out) is not torch.Tensor:
+                raise CandidateError(f"output {i} is a {type(out).__module__}.{type(out).__name__}, "
+                                     "not a plain torch.Tensor", "HACK_OUTPUT_NOT_PLAIN_TENSOR")
+            if out.device.type != torch.device(self.device).type:
+                raise CandidateError(f"output {i} is on {out.device}, expected {self.device}")
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return outputs
+
+    def _check_guards(self):
+        patched = guards.replaced(self.guarded)
+        if patched:
+            raise CandidateError("replaced harness functions: " + ", ".join(patched),
+                                 "HACK_PATCHED_FUNCTION")
+
+    def _inputs(self, header, payload, name):
+        tensors = protocol.unpack_tensors(header["tensors"], payload, self.device)
+        count = sum(1 for e in header["tensors"] if e["name"].startswith(name + "/in"))
+        inputs = [tensors[f"{name}/in{i}"] for i in range(count)]
+        self.pool[name] = inputs
+        return inputs
+
+    def _reply_outputs(self, header, runs, inputs):
+        packer = protocol.TensorPacker()
+        for r, outputs in enumerate(runs):
+            for i, out in enumerate(outputs):
+                packer.add(f"run{r}/out{i}", out)
+        for i, x in enumerate(inputs):
+            packer.add(f"after/in{i}", x)
+        header["tensors"] = packer.entries
+        return header, packer.payload()
+
+    # -- requests ---------------------------------------------------------
+
+    def compile(self, request, payload):
+        self.init_seed = int(request["init_seed"])
+        self.module = types.ModuleType("candidate")
+        self.module.__file__ = "candidate.py"
+        # The candidate's source is written into its own directory so Triton
+        # (which reads kernel source with inspect) can find it.
+        with open("candidate.py", "w") as f:
+            f.write(request["source"])
+        sys.modules["candidate"] = self.module
+        code = compile(request["source"], os.path.abspath("candidate.py"), "exec")
+        exec(code, self.module.__dict__)
+        if not hasattr(self.module, "ModelNew"):
+            raise CandidateError("the module defines no ModelNew")
+        self._build(request["init_inputs"])
+        self._check_guards()
+        inputs = self._inputs(request, payload, request["set"])
+        self._poison(request.get("poison_bytes", 0))
+        outputs = self._call(inputs)
+        self._check_guards()
+        return self._reply_outputs({"type": "compiled"}, [outputs], inputs)
+
+    def run(self, request, payload):
+        self._build(request["init_inputs"])
+        inputs = self._inputs(request, payload, request["set"])
+        runs = []
+        for _ in range(int(request.get("repeat", 1))):
+            self._poison(request.get("poison_bytes", 0))
+            runs.append(self._call(inputs))
+        self._check_guards()
+        return self._reply_outputs({"type": "ran"}, runs, inputs)
+
+    def time(self, request, payload):
+        pool = [self.pool[name] for name in request["sets"]]
+        timer = timing.Timer(self.device)
+        call = lambda *inputs: self._call(list(inputs))
+        if request.get("warmup", 0):
+            timer.trials(call, pool, request["warmup"], False)
+        event_ms, host_ms, outputs, index = timer.trials(
+            call, pool, request["trials"], request["flush_l2"], request.get("start", 0))
+        self._check_guards()
+        packer = protocol.TensorPacker()
+        for i, out in enumerate(outputs):
+            packer.add(f"last/out{i}", out)
+        return {"type": "timed", "event_ms": event_ms, "host_ms": host_ms,
+                "last_set": request["sets"][index], "tensors": packer.entries}, packer.payload()
+
+    def profile(self, request, payload):
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+        inputs = self.pool[request["set"]]
+        kernels = set(request.get("kernels", []))
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            self._call(inputs)
+        total, own, names = 0.0, 0.0, []
+        for event in prof.key_averages():
+            cuda_us = getattr(event, "device_time_total", None)
+            if cuda_us is None:
+                cuda_us = getattr(event, "cuda_time_total", 0.0)
+            if cuda_us <= 0 or event.key.startswith("cuda") or event.key.startswith("aten::"):
+                continue
+            total += cuda_us
+            names.append(event.key)
+            if any(event.key == k or event.key.startswith(k + "_") for k in kernels):
+                own += cuda_us
+        self._check_guards()
+        return {"type": "profiled", "total_us": total, "own_us": own, "kernels": names[:32]}, b""
+
+    def serve(self):
+        handlers = {"compile": self.compile, "run": self.run, "time": self.time,
+                    "profile": self.profile}
+        while True:
+            request, payload = protocol.recv_frame(self.sock)
+            if request.get("type") == "exit":
+                return
+            handler = handlers.get(request.get("type"))
+            try:
+                if handler is None:
+                    raise ValueError(f"unknown request {request.get('type')!r}")
+                header, out = handler(request, payload)
+            except CandidateError as e:
+                header, out = {"type": "failed", "message": str(e), "flag": e.flag}, b""
+            except Exception as e:  # the candidate's code raised
+                header, out = {"type": "failed", "message": _short_traceback(e), "flag": ""}, b""
+            protocol.send_frame(self.sock, header, out)
+
+
+def _keep_freed_memory_in_heap():
+    """On the CPU, freed blocks below 32 MiB stay in malloc's heap (instead
+    of going back to the kernel, which would hand out zeroed pages), so the
+    NaN poison written before each run is what an unwritten output holds."""
+    import ctypes
+    libc = ctypes.CDLL(None)
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    libc.mallopt(m_mmap_threshold, 32 << 20)
+    libc.mallopt(m_trim_threshold, 1 << 30)
+
+
+def run_child(sock, config):
+    """Entry point in the forked child; never returns."""
+    code = 0
+    try:
+        report = sandbox.confine(config)
+        if not config["device"].startswith("cuda"):
+            _keep_freed_memory_in_heap()
+        import torch
+        torch.set_num_threads(config.get("threads", 1))
+        guarded = guards.capture()
+        protocol.send_frame(sock, {"type": "ready", "pid": os.getpid(), **report})
+        runner = Runner(sock, config)
+        runner.guarded = guarded
+        runner.serve()
+    except EOFError:
+        pass
+    except BaseException:
+        try:
+            protocol.send_frame(sock, {"type": "failed", "message": traceback.format_exc(limit=6),
+                                       "flag": ""})
+        except OSError:
+            pass
+        code = 70
+    finally:
+        os._exit(code)

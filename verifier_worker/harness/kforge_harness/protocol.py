@@ -1,0 +1,146 @@
+"""Framed messages between the C++ verifier and the harness processes.
+
+A frame is: magic b"KFRM", u32 header length, u64 payload length (little
+endian), a UTF-8 JSON header, then the payload. Tensors travel in the payload
+as raw little-endian bytes described by the header's "tensors" list
+(name, dtype, shape, offset, nbytes); nothing is ever pickled.
+
+The C++ twin is verifier_worker/sandbox/frame_channel.{h,cc}.
+"""
+
+import array
+import json
+import socket
+import struct
+
+MAGIC = b"KFRM"
+_PREFIX = struct.Struct("<4sIQ")
+# A header larger than this is a protocol error, not a message.
+MAX_HEADER_BYTES = 64 << 20
+
+
+class ProtocolError(Exception):
+    pass
+
+
+def _recv_exact(sock, n, fds=None):
+    chunks = []
+    while n > 0:
+        if fds is not None:
+            data, ancdata, _flags, _addr = sock.recvmsg(min(n, 1 << 20), socket.CMSG_SPACE(16 * 4))
+            for level, kind, cdata in ancdata:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    received = array.array("i")
+                    received.frombytes(cdata[: len(cdata) - (len(cdata) % received.itemsize)])
+                    fds.extend(received)
+        else:
+            data = sock.recv(min(n, 1 << 20))
+        if not data:
+            raise EOFError("peer closed the channel")
+        chunks.append(data)
+        n -= len(data)
+    return b"".join(chunks)
+
+
+def recv_frame(sock, want_fds=False):
+    """Returns (header dict, payload bytes[, fds])."""
+    fds = [] if want_fds else None
+    magic, header_len, payload_len = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size, fds))
+    if magic != MAGIC or header_len > MAX_HEADER_BYTES:
+        raise ProtocolError("bad frame prefix")
+    header = json.loads(_recv_exact(sock, header_len, fds).decode("utf-8"))
+    payload = _recv_exact(sock, payload_len) if payload_len else b""
+    if want_fds:
+        return header, payload, fds
+    return header, payload
+
+
+def send_frame(sock, header, payload=b"", fds=None):
+    body = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    prefix = _PREFIX.pack(MAGIC, len(body), len(payload))
+    if fds:
+        sock.sendmsg([prefix + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    else:
+        sock.sendall(prefix + body)
+    if payload:
+        sock.sendall(payload)
+
+
+# --- tensors as raw bytes -------------------------------------------------
+
+_DTYPE_NAMES = None
+
+
+def _dtype_names():
+    global _DTYPE_NAMES
+    if _DTYPE_NAMES is None:
+        import torch
+        _DTYPE_NAMES = {
+            torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+            torch.float64: "float64", torch.int64: "int64", torch.int32: "int32",
+            torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
+        }
+    return _DTYPE_NAMES
+
+
+def dtype_name(dtype):
+    name = _dtype_names().get(dtype)
+    if name is None:
+        raise ProtocolError(f"unsupported dtype {dtype}")
+    return name
+
+
+def dtype_from_name(name):
+    for dtype, known in _dtype_names().items():
+        if known == name:
+            return dtype
+    raise ProtocolError(f"unknown dtype {name!r}")
+
+
+def tensor_bytes(tensor):
+    """Raw little-endian bytes of a tensor (copied to the CPU, contiguous)."""
+    import torch
+    t = tensor.detach().contiguous().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    elif t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    return t.numpy().tobytes()
+
+
+def tensor_from_bytes(data, dtype_str, shape, device="cpu"):
+    import torch
+    dtype = dtype_from_name(dtype_str)
+    carrier = {torch.bfloat16: torch.int16, torch.bool: torch.uint8}.get(dtype, dtype)
+    t = torch.frombuffer(bytearray(data), dtype=carrier) if len(data) else torch.empty(0, dtype=carrier)
+    if carrier is not dtype:
+        t = t.view(dtype) if dtype is torch.bfloat16 else t.to(dtype)
+    return t.reshape(shape).to(device)
+
+
+class TensorPacker:
+    """Collects named tensors into one payload and its header entries."""
+
+    def __init__(self):
+        self.entries = []
+        self.parts = []
+        self.size = 0
+
+    def add(self, name, tensor):
+        data = tensor_bytes(tensor)
+        self.entries.append({"name": name, "dtype": dtype_name(tensor.dtype),
+                             "shape": list(tensor.shape), "offset": self.size, "nbytes": len(data)})
+        self.parts.append(data)
+        self.size += len(data)
+
+    def payload(self):
+        return b"".join(self.parts)
+
+
+def unpack_tensors(entries, payload, device="cpu"):
+    """{name: tensor} from header entries and a payload."""
+    out = {}
+    for e in entries:
+        chunk = payload[e["offset"]: e["offset"] + e["nbytes"]]
+        out[e["name"]] = tensor_from_bytes(chunk, e["dtype"], e["shape"], device)
+    return out

@@ -1,0 +1,157 @@
+"""The trusted reference server: one long-lived process per verifier (per
+GPU) that never sees candidate code. It loads tasks, makes input sets from
+the seeds it is given, computes reference outputs, and times the eager and
+torch.compile baselines with the same protocol as the candidate.
+
+Run as `python -m kforge_harness.reference_server FD` where FD is a
+connected Unix socket to the C++ verifier (frames, protocol.py).
+"""
+
+import collections
+import os
+import socket
+import sys
+import traceback
+
+import torch
+
+from . import protocol, task_inputs, timing
+
+# Tasks kept loaded (module, models, compiled models, input pools).
+MAX_TASKS = 16
+
+
+class LoadedTask:
+    def __init__(self, source, device):
+        self.module = task_inputs.load_task(source)
+        self.device = torch.device(device)
+        self.models = {}       # key of init inputs -> eager model
+        self.compiled = {}     # key of init inputs -> torch.compile'd model
+        self.sets = {}         # set name -> (init key, [inputs on device])
+
+    def model(self, init_inputs, init_seed, dtype):
+        key = repr((init_inputs, init_seed, dtype))
+        if key not in self.models:
+            torch.manual_seed(init_seed)
+            model = self.module.Model(*init_inputs).to(self.device)
+            if dtype:
+                model = model.to(getattr(torch, dtype))
+            self.models[key] = model.eval()
+        return key, self.models[key]
+
+
+class ReferenceServer:
+    def __init__(self, sock):
+        self.sock = sock
+        self.tasks = collections.OrderedDict()
+
+    def task(self, key, source, device):
+        if key in self.tasks:
+            self.tasks.move_to_end(key)
+            return self.tasks[key]
+        loaded = LoadedTask(source, device)
+        self.tasks[key] = loaded
+        while len(self.tasks) > MAX_TASKS:
+            self.tasks.popitem(last=False)
+        return loaded
+
+    def device_info(self, request):
+        device = request.get("device", "cpu")
+        info = {"type": "device_info", "torch": torch.__version__, "device": "cpu",
+                "cuda": torch.cuda.is_available(), "compile": hasattr(torch, "compile")}
+        try:
+            import triton
+            info["triton"] = triton.__version__
+        except ImportError:
+            info["triton"] = ""
+        if device.startswith("cuda"):
+            info["device"] = torch.cuda.get_device_name(torch.device(device))
+        return info, b""
+
+    def prepare(self, request):
+        """Input sets and reference outputs. A set the reference itself cannot
+        run (a size the task does not support, a dtype it rejects, or values
+        that make its output non-finite where the task's own did not) comes
+        back with ok false and the reason."""
+        task = self.task(request["task_key"], request["source"], request["device"])
+        packer = protocol.TensorPacker()
+        results = []
+        for spec in request["sets"]:
+            try:
+                results.append(self._prepare_set(task, spec, request["init_seed"], packer))
+            except Exception as e:  # the task's own code failed on this variant
+                results.append({"name": spec["name"], "ok": False,
+                                "message": f"{type(e).__name__}: {e}"})
+        return {"type": "prepared", "sets": results, "tensors": packer.entries}, packer.payload()
+
+    def _prepare_set(self, task, spec, init_seed, packer):
+        init_inputs, inputs, changes = task_inputs.make_inputs(task.module, spec)
+        key, model = task.model(init_inputs, init_seed, spec.get("dtype", ""))
+        on_device = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        with torch.no_grad():
+            outputs = task_inputs.as_output_list(model(*on_device))
+        if spec.get("require_finite") and not all(torch.isfinite(o).all() for o in outputs):
+            raise ValueError("reference output is not finite for these values")
+        task.sets[spec["name"]] = (key, on_device)
+        name = spec["name"]
+        for i, x in enumerate(inputs):
+            if not isinstance(x, torch.Tensor):
+                raise ValueError(f"input {i} is a {type(x).__name__}, not a tensor")
+            packer.add(f"{name}/in{i}", x)
+        for i, o in enumerate(outputs):
+            packer.add(f"{name}/out{i}", o)
+        return {"name": name, "ok": True, "inputs": len(inputs), "outputs": len(outputs),
+                "init_inputs": task_inputs.encode_init_inputs(init_inputs),
+                "changed_constants": changes}
+
+    def time(self, request):
+        """One block of baseline trials over the named sets' inputs."""
+        task = self.tasks.get(request["task_key"])
+        if task is None:
+            raise ValueError("task not prepared")
+        pool, key = [], None
+        for name in request["sets"]:
+            key, inputs = task.sets[name]
+            pool.append(inputs)
+        fn = task.models[key]
+        if request["mode"] == "compile":
+            if not hasattr(torch, "compile"):
+                return {"type": "timed", "unavailable": f"torch {torch.__version__} has no torch.compile"}, b""
+            if key not in task.compiled:
+                task.compiled[key] = torch.compile(fn)
+            fn = task.compiled[key]
+        timer = timing.Timer(request["device"])
+        with torch.no_grad():
+            if request.get("warmup", 0):
+                timer.trials(fn, pool, request["warmup"], False)
+            event_ms, host_ms, _, _ = timer.trials(fn, pool, request["trials"], request["flush_l2"])
+        return {"type": "timed", "event_ms": event_ms, "host_ms": host_ms}, b""
+
+    def serve(self):
+        handlers = {"prepare": self.prepare, "time": self.time, "device_info": self.device_info}
+        while True:
+            try:
+                request, _ = protocol.recv_frame(self.sock)
+            except EOFError:
+                return
+            handler = handlers.get(request.get("type"))
+            try:
+                if handler is None:
+                    raise ValueError(f"unknown request {request.get('type')!r}")
+                header, payload = handler(request)
+            except Exception as e:
+                header, payload = {"type": "error", "message": f"{type(e).__name__}: {e}",
+                                   "traceback": traceback.format_exc(limit=8)}, b""
+            header["id"] = request.get("id")
+            protocol.send_frame(self.sock, header, payload)
+
+
+def main():
+    fd = int(sys.argv[1])
+    sock = socket.socket(fileno=fd)
+    torch.set_grad_enabled(False)
+    ReferenceServer(sock).serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Confines a freshly forked candidate process before its code loads.
+
+Applied in this order, each step reported as applied or skipped (with why):
+  session      setsid: own process group, so the verifier can kill the whole
+               tree at once
+  cgroups      join the per-candidate cgroups the verifier made (memory and
+               pids limits that CUDA tolerates, unlike RLIMIT_AS)
+  rlimits      open files, file size, no core dumps; processes (non-root);
+               data size only where no memory cgroup could be joined
+  filesystem   own working directory, HOME, TMPDIR and Triton cache
+  landlock     writes, creates and deletes only beneath its own directory
+               (and to device files, which CUDA opens read-write)
+  seccomp      no sockets but Unix ones (no network), no ptrace, no new
+               sessions or process groups, no mounts or namespaces, no
+               signals to processes other than its own group
+"""
+
+import ctypes
+import os
+import resource
+import struct
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+
+def _errno_message(what):
+    err = ctypes.get_errno()
+    return f"{what}: {os.strerror(err)}"
+
+
+# --- seccomp ---------------------------------------------------------------
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+RET_ALLOW = 0x7FFF0000
+RET_KILL_PROCESS = 0x80000000
+RET_ERRNO = 0x00050000
+EPERM, EACCES = 1, 13
+
+# x86_64 syscall numbers refused outright.
+DENIED_SYSCALLS = {
+    "ptrace": 101, "setsid": 112, "setpgid": 109, "mount": 165, "umount2": 166,
+    "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308,
+    "process_vm_readv": 310, "process_vm_writev": 311, "kexec_load": 246,
+    "init_module": 175, "finit_module": 313, "delete_module": 176, "bpf": 321,
+    "perf_event_open": 298, "keyctl": 250, "add_key": 248, "request_key": 249,
+    "userfaultfd": 323, "reboot": 169, "swapon": 167, "swapoff": 168,
+    "acct": 163, "settimeofday": 164, "clock_settime": 227, "adjtimex": 159,
+    "open_by_handle_at": 304, "name_to_handle_at": 303, "fanotify_init": 300,
+}
+SYS_SOCKET, SYS_KILL, SYS_TGKILL, SYS_TKILL = 41, 62, 234, 200
+AF_UNIX = 1
+
+
+class _Assembler:
+    """A few classic-BPF instructions with labels resolved at the end."""
+
+    LD_ABS, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
+
+    def __init__(self):
+        self.code = []  # (op, k, jt_label, jf_label)
+        self.labels = {}
+
+    def label(self, name):
+        self.labels[name] = len(self.code)
+
+    def load(self, offset):
+        self.code.append((self.LD_ABS, offset, None, None))
+
+    def jump(self, op, k, jt=None, jf=None):
+        self.code.append((op, k, jt, jf))
+
+    def ret(self, k):
+        self.code.append((self.RET, k, None, None))
+
+    def assemble(self):
+        out = []
+        for i, (op, k, jt, jf) in enumerate(self.code):
+            rel = lambda label: 0 if label is None else self.labels[label] - i - 1
+            out.append(struct.pack("<HBBI", op, rel(jt), rel(jf), k & 0xFFFFFFFF))
+        return b"".join(out)
+
+
+def seccomp_program(pid):
+    a = _Assembler()
+    a.load(4)                                  # seccomp_data.arch
+    a.jump(a.JEQ, AUDIT_ARCH_X86_64, "arch_ok", None)
+    a.ret(RET_KILL_PROCESS)
+    a.label("arch_ok")
+    a.load(0)                                  # seccomp_data.nr
+    a.jump(a.JGE, 0x40000000, "kill", None)    # x32 ABI
+    for nr in sorted(DENIED_SYSCALLS.values()):
+        a.jump(a.JEQ, nr, "eperm", None)
+    a.jump(a.JEQ, SYS_SOCKET, "socket", None)
+    a.jump(a.JEQ, SYS_KILL, "kill_check", None)
+    a.jump(a.JEQ, SYS_TGKILL, "self_only", None)
+    a.jump(a.JEQ, SYS_TKILL, "eperm", None)
+    a.ret(RET_ALLOW)
+    a.label("socket")
+    a.load(16)                                 # args[0] low 32 bits: domain
+    a.jump(a.JEQ, AF_UNIX, "allow", None)
+    a.ret(RET_ERRNO | EACCES)
+    a.label("kill_check")                      # kill(0 | pid | -pgid, sig)
+    a.load(16)
+    a.jump(a.JEQ, 0, "allow", None)
+    a.jump(a.JEQ, pid, "allow", None)
+    a.jump(a.JEQ, -pid, "allow", None)
+    a.ret(RET_ERRNO | EPERM)
+    a.label("self_only")                       # tgkill(own tgid, ...)
+    a.load(16)
+    a.jump(a.JEQ, pid, "allow", None)
+    a.label("eperm")
+    a.ret(RET_ERRNO | EPERM)
+    a.label("kill")
+    a.ret(RET_KILL_PROCESS)
+    a.label("allow")
+    a.ret(RET_ALLOW)
+    return a.assemble()
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def install_seccomp():
+    if os.uname().machine != "x86_64":
+        raise OSError(f"seccomp filter is written for x86_64, not {os.uname().machine}")
+    program = seccomp_program(os.getpid())
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(_errno_message("prctl(PR_SET_SECCOMP)"))
+
+
+# --- landlock --------------------------------------------------------------
+
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LL_WRITE_FILE, LL_REMOVE_DIR, LL_REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
+LL_MAKE_ALL = sum(1 << b for b in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
+LL_REFER, LL_TRUNCATE = 1 << 13, 1 << 14
+
+
+def install_landlock(writable_dir):
+    abi = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, 1)
+    if abi < 1:
+        raise OSError(_errno_message("landlock unavailable"))
+    handled = LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_ALL
+    if abi >= 2:
+        handled |= LL_REFER
+    if abi >= 3:
+        handled |= LL_TRUNCATE
+    attr = struct.pack("<Q", handled)
+    ruleset = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, len(attr), 0)
+    if ruleset < 0:
+        raise OSError(_errno_message("landlock_create_ruleset"))
+    try:
+        rules = [(writable_dir, handled), ("/dev", LL_WRITE_FILE | (LL_TRUNCATE if abi >= 3 else 0))]
+        for path, allowed in rules:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                beneath = struct.pack("<Qi", allowed, fd)
+                if _libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, 1, beneath, 0) != 0:
+                    raise OSError(_errno_message(f"landlock_add_rule {path}"))
+            finally:
+                os.close(fd)
+        if _libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            raise OSError(_errno_message("landlock_restrict_self"))
+    finally:
+        os.close(ruleset)
+    return abi
+
+
+# --- the rest ----------------------------------------------------------------
+
+def _user_process_count():
+    uid, count = os.getuid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+            except OSError:
+                pass
+    return count
+
+
+def _set_rlimits(config, joined_memory_cgroup, applied, skipped):
+    limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, config["max_open_files"]),
+              (resource.RLIMIT_FSIZE, config["max_file_bytes"])]
+    if os.getuid() != 0:
+        limits.append((resource.RLIMIT_NPROC, _user_process_count() + config["max_processes"]))
+    else:
+        skipped.append("RLIMIT_NPROC (root ignores it; the pids cgroup bounds processes)")
+    if not joined_memory_cgroup:
+        limits.append((resource.RLIMIT_DATA, config["memory_bytes"]))
+    for kind, value in limits:
+        soft, hard = resource.getrlimit(kind)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(kind, (value, value))
+    applied.append("rlimits")
+
+
+def confine(config):
+    """Applies every step; returns {"applied": [...], "skipped": [...]}. A step
+    that fails is skipped with its reason unless config marks it required."""
+    applied, skipped = [], []
+    os.setsid()
+    applied.append("session")
+    joined_memory = False
+    for kind, procs_file in config.get("cgroups", {}).items():
+        try:
+            with open(procs_file, "w") as f:
+                f.write(str(os.getpid()))
+            applied.append(f"cgroup:{kind}")
+            joined_memory = joined_memory or kind == "memory"
+        except OSError as e:
+            skipped.append(f"cgroup:{kind} ({e.strerror})")
+    _set_rlimits(config, joined_memory, applied, skipped)
+    work = config["work_dir"]
+    for var in ("HOME", "TMPDIR", "XDG_CACHE_HOME"):
+        os.environ[var] = work
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(work, "triton-cache")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, "inductor-cache")
+    os.chdir(work)
+    applied.append("filesystem")
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(_errno_message("prctl(PR_SET_NO_NEW_PRIVS)"))
+    for name, step in (("landlock", lambda: install_landlock(work)), ("seccomp", install_seccomp)):
+        try:
+            step()
+            applied.append(name)
+        except OSError as e:
+            if name in config.get("required", []):
+                raise
+            skipped.append(f"{name} ({e})")
+    return {"applied": applied, "skipped": skipped}

@@ -1,0 +1,161 @@
+"""Loading a KernelBench-style task and making its input sets.
+
+Runs only in trusted processes (the reference server). A task module defines
+`Model`, `get_inputs()`, `get_init_inputs()` and module-level size constants
+that those functions read. Input sets vary values (distributions, scale,
+secret seeds) and sizes (tiny, larger, ragged, batch 1) by rewriting the size
+constants for the duration of the call; constants that `get_init_inputs`
+reads change the model too, so both models are rebuilt from the reported
+init inputs.
+"""
+
+import math
+import types
+
+import torch
+
+# Size constants below this are treated as hyper-parameters (kernel sizes,
+# reduction dims, channel counts of 3) and never rescaled.
+MIN_SCALABLE_SIZE = 16
+
+
+def load_task(source, name="kforge_task"):
+    module = types.ModuleType(name)
+    module.__file__ = f"<{name}>"
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    for required in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, required):
+            raise ValueError(f"task defines no {required}")
+    return module
+
+
+def _referenced_globals(fn):
+    names = set(fn.__code__.co_names)
+    for const in fn.__code__.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= set(const.co_names)
+    return names
+
+
+def size_constants(module):
+    """{name: (value, is_init)} for int / tuple-of-int module globals the
+    input functions read."""
+    shape_names = _referenced_globals(module.get_inputs)
+    init_names = _referenced_globals(module.get_init_inputs)
+    found = {}
+    for name in shape_names | init_names:
+        value = module.__dict__.get(name)
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        is_int_tuple = isinstance(value, tuple) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value)
+        if is_int or is_int_tuple:
+            found[name] = (value, name in init_names)
+    return found
+
+
+def _rescale(value, scale, ragged):
+    if isinstance(value, tuple):
+        return tuple(_rescale(v, scale, ragged) for v in value)
+    if value < MIN_SCALABLE_SIZE:
+        return value
+    n = max(2, int(round(value * scale)))
+    if ragged and n % 2 == 0:
+        n += 1  # odd: not a multiple of any power-of-two tile
+    return n
+
+
+def overridden_constants(module, spec):
+    """The size constants this input set changes, {name: new value}."""
+    changes = {}
+    for name, (value, _is_init) in size_constants(module).items():
+        new = value
+        if spec.get("batch_one") and "batch" in name.lower() and isinstance(value, int):
+            new = 1
+        elif spec.get("size_scale", 1.0) != 1.0 or spec.get("ragged"):
+            new = _rescale(value, spec.get("size_scale", 1.0), spec.get("ragged", False))
+        if new != value:
+            changes[name] = new
+    return changes
+
+
+def _heavy_tailed(like, generator):
+    # Signed Pareto (alpha 3): rare large magnitudes, which a kernel that
+    # only works on [0, 1) inputs gets wrong.
+    u = torch.rand(like.shape, generator=generator, dtype=torch.float64).clamp_min(1e-12)
+    sign = torch.randint(0, 2, like.shape, generator=generator, dtype=torch.int8) * 2 - 1
+    return ((u.pow(-1.0 / 3.0) - 1.0) * sign).to(like.dtype)
+
+
+def _redistribute(tensor, distribution, generator):
+    if not tensor.is_floating_point() or distribution in ("", "task"):
+        return tensor
+    if distribution == "normal":
+        return torch.randn(tensor.shape, generator=generator, dtype=tensor.dtype)
+    if distribution == "uniform":
+        return torch.rand(tensor.shape, generator=generator, dtype=tensor.dtype) * 2 - 1
+    if distribution == "heavy_tailed":
+        return _heavy_tailed(tensor, generator)
+    raise ValueError(f"unknown distribution {distribution!r}")
+
+
+def make_inputs(module, spec):
+    """(init_inputs, inputs) for one input set spec:
+    {name, seed, distribution, value_scale, size_scale, ragged, batch_one, dtype}."""
+    changes = overridden_constants(module, spec)
+    saved = {name: module.__dict__[name] for name in changes}
+    module.__dict__.update(changes)
+    try:
+        torch.manual_seed(int(spec["seed"]))
+        inputs = list(module.get_inputs())
+        init_inputs = list(module.get_init_inputs())
+    finally:
+        module.__dict__.update(saved)
+    generator = torch.Generator().manual_seed(int(spec["seed"]) + 1)
+    scale = float(spec.get("value_scale", 1.0))
+    dtype = spec.get("dtype") or ""
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            x = _redistribute(x, spec.get("distribution", "task"), generator)
+            if scale != 1.0 and x.is_floating_point():
+                x = x * scale
+            if dtype and x.is_floating_point():
+                x = x.to(getattr(torch, dtype))
+        out.append(x)
+    return init_inputs, out, changes
+
+
+def encode_init_inputs(values):
+    """Init inputs as JSON: numbers, strings, None, lists; tuples tagged."""
+    def enc(v):
+        if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+            return v
+        if isinstance(v, float):
+            if math.isfinite(v):
+                return v
+            return {"__float__": repr(v)}
+        if isinstance(v, tuple):
+            return {"__tuple__": [enc(x) for x in v]}
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        raise ValueError(f"init input of type {type(v).__name__} cannot be passed on")
+    return [enc(v) for v in values]
+
+
+def decode_init_inputs(values):
+    def dec(v):
+        if isinstance(v, dict) and "__tuple__" in v:
+            return tuple(dec(x) for x in v["__tuple__"])
+        if isinstance(v, dict) and "__float__" in v:
+            return float(v["__float__"])
+        if isinstance(v, list):
+            return [dec(x) for x in v]
+        return v
+    return [dec(v) for v in values]
+
+
+def as_output_list(result):
+    """Model outputs as a list of tensors (a tensor, or a tuple/list of them)."""
+    if isinstance(result, (tuple, list)):
+        return list(result)
+    return [result]

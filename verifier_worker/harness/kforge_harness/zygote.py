@@ -1,0 +1,118 @@
+"""The zygote: a trusted, single-threaded Python with torch (and Triton)
+imported and CUDA untouched (CUDA does not survive fork). It runs stage 1
+(static checks: parsing only, never executing candidate code) and forks one
+fresh child per candidate, which costs milliseconds instead of the seconds of
+a new Python importing torch.
+
+Run as `python -m kforge_harness.zygote FD`; FD is a connected Unix socket to
+the C++ verifier. Requests (frames):
+  static_check {id, source, require_triton, max_bytes} -> static_result
+  spawn {id, config} + one fd (the candidate's channel) -> spawned {id, pid}
+  ping -> pong {python, torch, triton}
+and, unprompted, exited {pid, exit_code | signal} when a child ends.
+"""
+
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+
+# Everything a child needs is imported here, before any fork.
+import torch  # noqa: F401  (pre-imported for the children)
+import torch.nn  # noqa: F401
+import torch.nn.functional  # noqa: F401
+
+try:
+    import triton  # noqa: F401
+    import triton.language  # noqa: F401
+    TRITON_VERSION = triton.__version__
+except ImportError:
+    TRITON_VERSION = ""
+
+from . import candidate_runner, guards, protocol, sandbox, static_check, task_inputs, timing  # noqa: F401
+
+
+def _static_check(request):
+    result = static_check.check_source(request["source"], bool(request.get("require_triton", True)),
+                                       int(request.get("max_bytes", 262144)))
+    result["type"] = "static_result"
+    return result
+
+
+def _spawn(control, request, fds):
+    if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        return {"type": "error", "message": f"spawn needs exactly one fd, got {len(fds)}"}
+    pid = os.fork()
+    if pid == 0:
+        # The child: drop the zygote's control channel and its signal setup.
+        control.close()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        candidate_runner.run_child(socket.socket(fileno=fds[0]), request["config"])
+    os.close(fds[0])
+    return {"type": "spawned", "pid": pid}
+
+
+def _reap(control):
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        message = {"type": "exited", "pid": pid}
+        if os.WIFSIGNALED(status):
+            message["signal"] = os.WTERMSIG(status)
+        else:
+            message["exit_code"] = os.WEXITSTATUS(status)
+        protocol.send_frame(control, message)
+
+
+def serve(control):
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    # A handler must exist for the wakeup fd to see SIGCHLD.
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    while True:
+        ready, _, _ = select.select([control, wake_read], [], [])
+        if wake_read in ready:
+            os.read(wake_read, 4096)
+            _reap(control)
+        if control not in ready:
+            continue
+        try:
+            request, _payload, fds = protocol.recv_frame(control, want_fds=True)
+        except EOFError:
+            return
+        kind = request.get("type")
+        try:
+            if kind == "static_check":
+                reply = _static_check(request)
+            elif kind == "spawn":
+                reply = _spawn(control, request, fds)
+            elif kind == "ping":
+                reply = {"type": "pong", "python": sys.version.split()[0],
+                         "torch": torch.__version__, "triton": TRITON_VERSION}
+            else:
+                reply = {"type": "error", "message": f"unknown request {kind!r}"}
+        except Exception as e:
+            reply = {"type": "error", "message": f"{type(e).__name__}: {e}",
+                     "traceback": traceback.format_exc(limit=6)}
+        reply["id"] = request.get("id")
+        protocol.send_frame(control, reply)
+
+
+def main():
+    control = socket.socket(fileno=int(sys.argv[1]))
+    serve(control)
+
+
+if __name__ == "__main__":
+    main()

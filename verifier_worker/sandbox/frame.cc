@@ -1,0 +1,98 @@
+#include "verifier_worker/sandbox/frame.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kforge {
+
+using google::protobuf::Value;
+
+Frame Frame::Of(absl::string_view type) {
+  Frame frame;
+  frame.Set("type", type);
+  return frame;
+}
+
+Frame& Frame::Set(const std::string& key, absl::string_view value) {
+  (*header.mutable_fields())[key].set_string_value(std::string(value));
+  return *this;
+}
+
+Frame& Frame::Set(const std::string& key, double value) {
+  (*header.mutable_fields())[key].set_number_value(value);
+  return *this;
+}
+
+Frame& Frame::Set(const std::string& key, bool value) {
+  (*header.mutable_fields())[key].set_bool_value(value);
+  return *this;
+}
+
+Frame& Frame::Set(const std::string& key, Value value) {
+  (*header.mutable_fields())[key] = std::move(value);
+  return *this;
+}
+
+const Value* Frame::Get(const std::string& key) const {
+  auto it = header.fields().find(key);
+  return it == header.fields().end() ? nullptr : &it->second;
+}
+
+std::string Frame::GetString(const std::string& key) const {
+  const Value* v = Get(key);
+  return v != nullptr && v->has_string_value() ? v->string_value() : "";
+}
+
+double Frame::GetNumber(const std::string& key, double fallback) const {
+  const Value* v = Get(key);
+  return v != nullptr && v->kind_case() == Value::kNumberValue ? v->number_value() : fallback;
+}
+
+bool Frame::GetBool(const std::string& key) const {
+  const Value* v = Get(key);
+  return v != nullptr && v->bool_value();
+}
+
+void Frame::AddTensor(const std::string& name, absl::string_view bytes, const std::string& dtype,
+                      const std::vector<int64_t>& shape) {
+  Value entry;
+  auto& fields = *entry.mutable_struct_value()->mutable_fields();
+  fields["name"].set_string_value(name);
+  fields["dtype"].set_string_value(dtype);
+  for (int64_t d : shape) {
+    fields["shape"].mutable_list_value()->add_values()->set_number_value(static_cast<double>(d));
+  }
+  if (shape.empty()) fields["shape"].mutable_list_value();
+  fields["offset"].set_number_value(static_cast<double>(payload.size()));
+  fields["nbytes"].set_number_value(static_cast<double>(bytes.size()));
+  payload.append(bytes.data(), bytes.size());
+  *(*header.mutable_fields())["tensors"].mutable_list_value()->add_values() = std::move(entry);
+}
+
+absl::StatusOr<std::vector<TensorEntry>> Frame::Tensors() const {
+  std::vector<TensorEntry> out;
+  const Value* list = Get("tensors");
+  if (list == nullptr) return out;
+  for (const Value& v : list->list_value().values()) {
+    const auto& f = v.struct_value().fields();
+    TensorEntry entry;
+    auto get = [&](const char* key) -> const Value& {
+      static const Value kEmpty;
+      auto it = f.find(key);
+      return it == f.end() ? kEmpty : it->second;
+    };
+    entry.name = get("name").string_value();
+    entry.dtype = get("dtype").string_value();
+    for (const Value& d : get("shape").list_value().values()) {
+      entry.shape.push_back(static_cast<int64_t>(d.number_value()));
+    }
+    entry.offset = static_cast<uint64_t>(get("offset").number_value());
+    entry.nbytes = static_cast<uint64_t>(get("nbytes").number_value());
+    if (entry.offset + entry.nbytes > payload.size()) {
+      return absl::DataLossError(absl::StrCat("tensor ", entry.name, " lies outside the payload"));
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+}  // namespace kforge

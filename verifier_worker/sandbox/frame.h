@@ -1,0 +1,63 @@
+// Frames exchanged with the Python harness processes: a JSON header (held as
+// a google::protobuf::Struct) and a raw payload whose tensors the header
+// describes. Wire format and the Python twin: harness/kforge_harness/protocol.py.
+//
+//   Frame request = Frame::Of("run");
+//   request.Set("set", "seed_17").Set("repeat", 2);
+//   request.AddTensor("seed_17/in0", tensor_bytes, "float32", {16, 1024});
+#ifndef KFORGE_VERIFIER_WORKER_SANDBOX_FRAME_H_
+#define KFORGE_VERIFIER_WORKER_SANDBOX_FRAME_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/struct.pb.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kforge {
+
+struct TensorEntry {
+  std::string name;
+  std::string dtype;  // torch name: "float32", "bfloat16", ...
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+};
+
+class Frame {
+ public:
+  static Frame Of(absl::string_view type);
+
+  Frame& Set(const std::string& key, absl::string_view value);
+  Frame& Set(const std::string& key, const char* value) { return Set(key, absl::string_view(value)); }
+  Frame& Set(const std::string& key, double value);
+  Frame& Set(const std::string& key, int value) { return Set(key, static_cast<double>(value)); }
+  Frame& Set(const std::string& key, int64_t value) { return Set(key, static_cast<double>(value)); }
+  Frame& Set(const std::string& key, bool value);
+  Frame& Set(const std::string& key, google::protobuf::Value value);
+
+  std::string type() const { return GetString("type"); }
+  std::string GetString(const std::string& key) const;
+  double GetNumber(const std::string& key, double fallback = 0) const;
+  bool GetBool(const std::string& key) const;
+  const google::protobuf::Value* Get(const std::string& key) const;
+
+  // Appends a tensor's bytes to the payload and describes it in "tensors".
+  void AddTensor(const std::string& name, absl::string_view bytes, const std::string& dtype,
+                 const std::vector<int64_t>& shape);
+  // The "tensors" entries of the header, checked against the payload size.
+  absl::StatusOr<std::vector<TensorEntry>> Tensors() const;
+  absl::string_view TensorBytes(const TensorEntry& entry) const {
+    return absl::string_view(payload).substr(entry.offset, entry.nbytes);
+  }
+
+  google::protobuf::Struct header;
+  std::string payload;
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_SANDBOX_FRAME_H_

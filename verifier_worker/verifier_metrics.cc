@@ -1,0 +1,93 @@
+#include "verifier_worker/verifier_metrics.h"
+
+#include "absl/strings/ascii.h"
+
+namespace kforge {
+namespace {
+
+// "STAGE_TINY_RUN" -> "tiny_run"; "OUTCOME_PASSED" -> "passed".
+std::string Label(const std::string& enum_name) {
+  const size_t underscore = enum_name.find('_');
+  return absl::AsciiStrToLower(underscore == std::string::npos ? enum_name
+                                                               : enum_name.substr(underscore + 1));
+}
+
+const prometheus::Histogram::BucketBoundaries& StageBuckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+  return kBuckets;
+}
+
+}  // namespace
+
+VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
+    : queue_depth(prometheus::BuildGauge()
+                      .Name("kforge_verifier_queue_depth")
+                      .Help("Candidates accepted and waiting for a verification slot.")
+                      .Register(registry)
+                      .Add({})),
+      in_flight(prometheus::BuildGauge()
+                    .Name("kforge_verifier_candidates_in_flight")
+                    .Help("Candidates being verified now.")
+                    .Register(registry)
+                    .Add({})),
+      zygote_up(prometheus::BuildGauge()
+                    .Name("kforge_verifier_zygote_up")
+                    .Help("1 while the candidate zygote is running.")
+                    .Register(registry)
+                    .Add({})),
+      verdicts_(prometheus::BuildCounter()
+                    .Name("kforge_verifier_verdicts_total")
+                    .Help("Verdicts by the last stage reached and its outcome.")
+                    .Register(registry)),
+      stage_seconds_(prometheus::BuildHistogram()
+                         .Name("kforge_verifier_stage_duration_seconds")
+                         .Help("Wall time of each funnel stage.")
+                         .Register(registry)),
+      hack_flags_(prometheus::BuildCounter()
+                      .Name("kforge_verifier_hack_flags_total")
+                      .Help("Reward-hacking patterns detected, by flag.")
+                      .Register(registry)),
+      kills_(prometheus::BuildCounter()
+                 .Name("kforge_verifier_sandbox_kills_total")
+                 .Help("Candidate processes killed, by reason.")
+                 .Register(registry)),
+      cache_hits_(prometheus::BuildCounter()
+                      .Name("kforge_verifier_cache_hits_total")
+                      .Help("Verdicts served from the cache.")
+                      .Register(registry)
+                      .Add({})),
+      cache_misses_(prometheus::BuildCounter()
+                        .Name("kforge_verifier_cache_misses_total")
+                        .Help("Verdict cache lookups that missed.")
+                        .Register(registry)
+                        .Add({})) {}
+
+void VerifierMetrics::RecordVerdict(const kforge::v1::Verdict& verdict) {
+  const auto& stages = verdict.stages();
+  const std::string outcome =
+      stages.empty() ? "unspecified" : Label(kforge::v1::StageOutcome_Name(stages.rbegin()->outcome()));
+  verdicts_.Add({{"stage", Label(kforge::v1::Stage_Name(verdict.stage_reached()))},
+                 {"outcome", outcome}})
+      .Increment();
+  if (verdict.cached()) return;
+  for (const auto& stage : stages) {
+    if (stage.outcome() == kforge::v1::OUTCOME_SKIPPED) continue;
+    stage_seconds_.Add({{"stage", Label(kforge::v1::Stage_Name(stage.stage()))}}, StageBuckets())
+        .Observe(stage.seconds());
+  }
+  for (int flag : verdict.hack_flags()) {
+    hack_flags_.Add({{"flag", Label(kforge::v1::HackFlag_Name(static_cast<kforge::v1::HackFlag>(flag)))}})
+        .Increment();
+  }
+}
+
+void VerifierMetrics::RecordKill(const std::string& reason) {
+  kills_.Add({{"reason", reason}}).Increment();
+}
+
+void VerifierMetrics::RecordCacheLookup(bool hit) {
+  (hit ? cache_hits_ : cache_misses_).Increment();
+}
+
+}  // namespace kforge

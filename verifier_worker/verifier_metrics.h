@@ -1,0 +1,42 @@
+// Every metric family the verifier exports, declared in one place with the
+// kforge_verifier_ prefix.
+#ifndef KFORGE_VERIFIER_WORKER_VERIFIER_METRICS_H_
+#define KFORGE_VERIFIER_WORKER_VERIFIER_METRICS_H_
+
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "kforge/v1/verdict.pb.h"
+
+namespace kforge {
+
+class VerifierMetrics {
+ public:
+  explicit VerifierMetrics(prometheus::Registry& registry);
+
+  // One verdict: its final stage and outcome, each stage's latency, flags.
+  void RecordVerdict(const kforge::v1::Verdict& verdict);
+  void RecordKill(const std::string& reason);
+  void RecordCacheLookup(bool hit);
+
+  prometheus::Gauge& queue_depth;
+  prometheus::Gauge& in_flight;
+  prometheus::Gauge& zygote_up;
+
+ private:
+  prometheus::Family<prometheus::Counter>& verdicts_;
+  prometheus::Family<prometheus::Histogram>& stage_seconds_;
+  prometheus::Family<prometheus::Counter>& hack_flags_;
+  prometheus::Family<prometheus::Counter>& kills_;
+  prometheus::Counter& cache_hits_;
+  prometheus::Counter& cache_misses_;
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_VERIFIER_METRICS_H_

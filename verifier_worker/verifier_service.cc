@@ -1,0 +1,119 @@
+#include "verifier_worker/verifier_service.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/config/json_config.h"
+#include "common/grpc_status.h"
+
+namespace kforge {
+
+absl::Status PrepareVerifyRequest(v1::VerifyRequest& request) {
+  if (request.task().reference_source().empty()) {
+    return absl::InvalidArgumentError("task.reference_source: is required");
+  }
+  if (request.completion().empty()) return absl::InvalidArgumentError("completion: is required");
+  return FinalizeConfig(request.mutable_options(), "options");
+}
+
+VerifierServiceImpl::VerifierServiceImpl(Funnel* funnel, VerifierMetrics* metrics,
+                                         const v1::VerifierWorkerConfig* config)
+    : funnel_(funnel), metrics_(metrics), config_(config),
+      pool_("kf-verify", config->max_concurrent()) {}
+
+bool VerifierServiceImpl::Admit() {
+  const int limit = config_->max_concurrent() + config_->max_queued();
+  int current = admitted_.load();
+  do {
+    if (current >= limit) return false;
+  } while (!admitted_.compare_exchange_weak(current, current + 1));
+  metrics_->queue_depth.Set(static_cast<double>(pool_.queued()));
+  return true;
+}
+
+void VerifierServiceImpl::Release() {
+  admitted_.fetch_sub(1);
+  metrics_->queue_depth.Set(static_cast<double>(pool_.queued()));
+}
+
+grpc::Status VerifierServiceImpl::Verify(grpc::ServerContext*, const v1::VerifyRequest* request,
+                                         v1::VerifyResponse* response) {
+  v1::VerifyRequest prepared = *request;
+  if (absl::Status s = PrepareVerifyRequest(prepared); !s.ok()) return ToGrpcStatus(s);
+  if (!Admit()) {
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat("verifier full: ", config_->max_concurrent(), " running and ",
+                         config_->max_queued(), " queued")};
+  }
+  response->set_request_id(request->request_id());
+  *response->mutable_verdict() = funnel_->Verify(prepared);
+  Release();
+  return grpc::Status::OK;
+}
+
+grpc::Status VerifierServiceImpl::VerifyStream(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::VerifyStreamResponse, v1::VerifyRequest>* stream) {
+  // Shared between this RPC thread (reading) and the pool (answering).
+  struct StreamState {
+    absl::Mutex mu;
+    std::set<std::string> in_flight ABSL_GUARDED_BY(mu);
+    int credits ABSL_GUARDED_BY(mu) = 0;
+    bool broken ABSL_GUARDED_BY(mu) = false;
+  } state;
+  // Called with state.mu held.
+  auto write = [&](const v1::VerifyStreamResponse& message) {
+    if (!state.broken && !stream->Write(message)) state.broken = true;
+  };
+  {
+    absl::MutexLock lock(&state.mu);
+    state.credits = config_->max_queued();
+    v1::VerifyStreamResponse grant;
+    grant.mutable_credit()->set_credits(state.credits);
+    write(grant);
+  }
+  v1::VerifyRequest request;
+  while (stream->Read(&request)) {
+    v1::VerifyStreamResponse ack;
+    ack.mutable_ack()->set_request_id(request.request_id());
+    absl::Status valid = PrepareVerifyRequest(request);
+    absl::MutexLock lock(&state.mu);
+    if (request.request_id().empty()) valid = absl::InvalidArgumentError("request_id: is required");
+    if (valid.ok() && state.in_flight.contains(request.request_id())) {
+      valid = absl::AlreadyExistsError("duplicate request_id in flight");
+    }
+    if (valid.ok() && state.credits <= 0) {
+      valid = absl::ResourceExhaustedError("sent without a credit");
+    }
+    if (valid.ok() && !Admit()) valid = absl::ResourceExhaustedError("verifier full");
+    ack.mutable_ack()->set_accepted(valid.ok());
+    ack.mutable_ack()->set_reason(std::string(valid.message()));
+    write(ack);
+    if (!valid.ok()) continue;
+    --state.credits;
+    state.in_flight.insert(request.request_id());
+    pool_.Submit([this, &state, &write, request] {
+      v1::VerifyStreamResponse result;
+      result.mutable_result()->set_request_id(request.request_id());
+      *result.mutable_result()->mutable_verdict() = funnel_->Verify(request);
+      Release();
+      absl::MutexLock lock(&state.mu);
+      write(result);
+      ++state.credits;
+      v1::VerifyStreamResponse grant;
+      grant.mutable_credit()->set_credits(1);
+      write(grant);
+      state.in_flight.erase(request.request_id());
+    });
+  }
+  // The client is done sending: answer what was accepted, then close.
+  absl::MutexLock lock(&state.mu);
+  state.mu.Await(absl::Condition(
+      +[](StreamState* s) { return s->in_flight.empty(); },
+      &state));
+  if (context->IsCancelled()) return {grpc::StatusCode::CANCELLED, "the client went away"};
+  return grpc::Status::OK;
+}
+
+}  // namespace kforge

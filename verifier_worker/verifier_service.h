@@ -1,0 +1,48 @@
+// The gRPC shell of VerifierService over the Funnel. Verify answers one
+// candidate; VerifyStream takes many, acknowledges each on receipt, answers
+// in completion order, and grants credits so a client can never have more
+// than `max_queued` candidates waiting here (a slow verifier pushes back).
+#ifndef KFORGE_VERIFIER_WORKER_VERIFIER_SERVICE_H_
+#define KFORGE_VERIFIER_WORKER_VERIFIER_SERVICE_H_
+
+#include <atomic>
+
+#include "common/server/work_pool.h"
+#include "kforge/v1/service_config.pb.h"
+#include "kforge/v1/verifier_service.grpc.pb.h"
+#include "verifier_worker/funnel/funnel.h"
+#include "verifier_worker/verifier_metrics.h"
+
+namespace kforge {
+
+// Checks a request and fills its option defaults. INVALID_ARGUMENT names
+// the field.
+absl::Status PrepareVerifyRequest(kforge::v1::VerifyRequest& request);
+
+class VerifierServiceImpl final : public kforge::v1::VerifierService::Service {
+ public:
+  VerifierServiceImpl(Funnel* funnel, VerifierMetrics* metrics,
+                      const kforge::v1::VerifierWorkerConfig* config);
+
+  grpc::Status Verify(grpc::ServerContext* context, const kforge::v1::VerifyRequest* request,
+                      kforge::v1::VerifyResponse* response) override;
+  grpc::Status VerifyStream(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<kforge::v1::VerifyStreamResponse, kforge::v1::VerifyRequest>* stream)
+      override;
+
+ private:
+  // Takes one admission slot; false when the verifier is full.
+  bool Admit();
+  void Release();
+
+  Funnel* const funnel_;
+  VerifierMetrics* const metrics_;
+  const kforge::v1::VerifierWorkerConfig* const config_;
+  std::atomic<int> admitted_{0};
+  WorkPool pool_;
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_VERIFIER_SERVICE_H_
