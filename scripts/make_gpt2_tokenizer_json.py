@@ -223,7 +223,9 @@ def write_tokenizer_json(spec, path):
 NODE_ENCODE = """
 const enc = require(process.argv[1]);
 const lines = require('fs').readFileSync(0, 'utf-8').split('\\n').filter(l => l.length);
-for (const line of lines) process.stdout.write(JSON.stringify(enc.encode(JSON.parse(line))) + '\\n');
+for (const line of lines) {
+  process.stdout.write(JSON.stringify(enc.encode(JSON.parse(line))) + '\\n');
+}
 """
 
 

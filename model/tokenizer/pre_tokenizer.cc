@@ -12,9 +12,11 @@ namespace {
 constexpr absl::string_view kGpt2Regex =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr absl::string_view kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr absl::string_view kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 struct Char {
   uint32_t offset;  // byte offset in the text
@@ -64,7 +66,7 @@ class Matcher {
     }
     // `\p{N}{1,max_digits}`
     if (c_[i].cls == CharClass::kNumber) {
-      return std::min(RunEnd(i, CharClass::kNumber), i + max_digits);
+      return RunEnd(i, CharClass::kNumber, i + max_digits);
     }
     // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
     const size_t start = c_[i].cp == ' ' ? i + 1 : i;
@@ -92,8 +94,10 @@ class Matcher {
     return end - i >= 2 ? end - 1 : i + 1;
   }
 
-  size_t RunEnd(size_t i, CharClass cls) const {
-    while (i < n_ && c_[i].cls == cls) ++i;
+  // The end of the run of `cls` characters from i, stopping at `limit`.
+  size_t RunEnd(size_t i, CharClass cls, size_t limit = SIZE_MAX) const {
+    limit = std::min(limit, n_);
+    while (i < limit && c_[i].cls == cls) ++i;
     return i;
   }
 

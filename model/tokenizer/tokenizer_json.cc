@@ -196,7 +196,8 @@ absl::Status ReadPreTokenizerStep(const Struct& step, absl::string_view where,
   if (out->split.has_value()) return Invalid(where, "a second splitting step");
   KF_ASSIGN_OR_RETURN(std::string behavior, StringField(step, "behavior", where));
   if (behavior != "Isolated") {
-    return Invalid(where, absl::StrCat("behavior \"", behavior, "\" is not supported (only Isolated)"));
+    return Invalid(where, absl::StrCat("behavior \"", behavior,
+                                       "\" is not supported (only Isolated)"));
   }
   KF_ASSIGN_OR_RETURN(bool invert, BoolField(step, "invert", false, where));
   if (invert) return Invalid(where, "invert=true is not supported");
@@ -237,7 +238,8 @@ absl::Status ReadDecoder(const Struct& root) {
   KF_ASSIGN_OR_RETURN(const Struct* decoder, ObjectField(root, "decoder", "tokenizer"));
   KF_ASSIGN_OR_RETURN(std::string type, StringField(*decoder, "type", "decoder"));
   if (type != "ByteLevel") {
-    return Invalid("decoder", absl::StrCat("type \"", type, "\" is not supported (only ByteLevel)"));
+    return Invalid("decoder",
+                   absl::StrCat("type \"", type, "\" is not supported (only ByteLevel)"));
   }
   return absl::OkStatus();
 }

@@ -84,7 +84,8 @@ std::string TinyTokenizerJson(const TinySpec& spec) {
 }
 
 std::unique_ptr<BpeTokenizer> TinyTokenizer(const TinySpec& spec) {
-  absl::StatusOr<std::unique_ptr<BpeTokenizer>> tok = BpeTokenizer::FromJson(TinyTokenizerJson(spec));
+  absl::StatusOr<std::unique_ptr<BpeTokenizer>> tok =
+      BpeTokenizer::FromJson(TinyTokenizerJson(spec));
   EXPECT_TRUE(tok.ok()) << tok.status();
   return tok.ok() ? *std::move(tok) : nullptr;
 }
@@ -366,6 +367,21 @@ std::vector<std::string> Split(SplitPattern pattern, absl::string_view text) {
   std::vector<absl::string_view> pieces;
   SplitPreTokens(pattern, text, &pieces);
   return std::vector<std::string>(pieces.begin(), pieces.end());
+}
+
+TEST(BpeTokenizerSplitTest, KnownPatternsAreRecognisedByTheirExactText) {
+  EXPECT_EQ(*tokenizer::SplitPatternFromRegex(
+                R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"),
+            SplitPattern::kGpt2);
+  EXPECT_EQ(*tokenizer::SplitPatternFromRegex(
+                R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L})"
+                R"(\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
+            SplitPattern::kQwen2);
+  EXPECT_EQ(*tokenizer::SplitPatternFromRegex(
+                R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L})"
+                R"(\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
+            SplitPattern::kLlama3);
+  EXPECT_FALSE(tokenizer::SplitPatternFromRegex(R"(\p{L}+|\p{N}+)").ok());
 }
 
 TEST(BpeTokenizerSplitTest, Gpt2PatternKeepsASpaceWithTheNextWord) {
