@@ -60,6 +60,11 @@ int Run() {
                             {"torch", python->torch_version},
                             {"triton", python->triton_version.empty() ? "absent" : python->triton_version},
                             {"cuda", python->cuda_available}});
+  absl::StatusOr<CgroupMode> cgroups = ParseCgroupMode(config.cgroups());
+  if (!cgroups.ok()) {
+    log.Error("invalid configuration", {{"error", cgroups.status().message()}});
+    return kExitConfigError;
+  }
   absl::StatusOr<std::unique_ptr<Funnel>> created = Funnel::Create(
       {.harness = {.python = python->path,
                    .harness_dir = config.harness_dir(),
@@ -69,14 +74,16 @@ int Run() {
        .max_concurrent = config.max_concurrent(),
        .cache_entries = static_cast<size_t>(config.cache_entries()),
        .start_timeout = absl::Seconds(config.python_check_timeout_s()),
-       .candidate_threads = config.candidate_threads()},
+       .candidate_threads = config.candidate_threads(),
+       .cgroups = *cgroups},
       &metrics);
   if (!created.ok()) {
     log.Error("cannot start the verifier funnel", {{"error", created.status().message()}});
     return kExitRuntimeError;
   }
   funnel = *std::move(created);
-  log.Info("funnel ready", {{"device", funnel->device_name()}, {"harness", config.harness_dir()}});
+  log.Info("funnel ready", {{"device", funnel->device_name()}, {"harness", config.harness_dir()},
+                            {"cgroups", funnel->cgroup_report()}});
   verifier_service = std::make_unique<VerifierServiceImpl>(funnel.get(), &metrics, &config);
   absl::StatusOr<std::unique_ptr<ServiceHost>> host = ServiceHost::Create(
       {.config = config.server(),

@@ -1,2 +1,453 @@
-// Written by the verifier test work in progress.
+// The verifier funnel on the CPU (require_triton off): plain-PyTorch
+// candidates that are correct pass every stage and are timed; every attack in
+// tests/data/verifier/cpu/ fails at the stage, with the outcome and hack flag,
+// that catches it; and the shared funnel keeps serving after all of them.
+//
+// KernelBench tasks (../shared/kernelbench) are sized for an H100: a
+// 4096 x 393216 ReLU input is 6.4 GB and a level-2 GEMM is 1024 x 8192 x 8192.
+// Here each is verified with its size constants cut down (SharedTaskOnCpu);
+// its Model, get_inputs and get_init_inputs are the task's own. Tests on
+// KernelBench tasks skip when the folder is absent.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "tests/support/funnel_fixture.h"
+
+namespace kforge {
+namespace {
+
+using ::testing::HasSubstr;
+using Tweak = std::function<void(v1::VerifierOptions&)>;
+
+constexpr char kNoKernelBench[] = "KernelBench tasks are absent (set KFORGE_KERNELBENCH_DIR)";
+
+// CPU sizes for the KernelBench tasks used here: {constant, new value}. Each
+// constant must be assigned at the start of a line in the task.
+const std::map<std::string, std::vector<std::pair<std::string, std::string>>>& CpuSizes() {
+  static const auto* sizes = new std::map<std::string, std::vector<std::pair<std::string, std::string>>>{
+      {"level1/19_ReLU.py", {{"batch_size", "64"}, {"dim", "4096"}}},
+      {"level1/20_LeakyReLU.py", {{"batch_size", "64"}, {"dim", "4096"}}},
+      {"level1/23_Softmax.py", {{"batch_size", "64"}, {"dim", "4096"}}},
+      {"level1/36_RMSNorm_.py", {{"batch_size", "4"}, {"dim1", "32"}, {"dim2", "32"}}},
+      {"level2/12_Gemm_Multiply_LeakyReLU.py",
+       {{"batch_size", "64"}, {"in_features", "512"}, {"out_features", "512"}}},
+      {"level2/57_Conv2d_ReLU_HardSwish.py",
+       {{"batch_size", "4"}, {"out_channels", "16"}, {"height, width", "32, 32"}}},
+      {"level2/76_Gemm_Add_ReLU.py",
+       {{"batch_size", "64"}, {"in_features", "512"}, {"out_features", "512"}}},
+  };
+  return *sizes;
+}
+
+class VerifierFunnelTest : public testing::FunnelTest {
+ protected:
+  // A KernelBench task with the size constants of CpuSizes(); "" when the
+  // KernelBench folder is absent.
+  static std::string SharedTaskOnCpu(const std::string& relative) {
+    std::string source = SharedTask(relative);
+    if (source.empty()) return "";
+    auto sizes = CpuSizes().find(relative);
+    if (sizes == CpuSizes().end()) {
+      ADD_FAILURE() << relative << " has no CPU sizes in CpuSizes()";
+      return source;
+    }
+    std::vector<std::string> lines = absl::StrSplit(source, '\n');
+    for (const auto& [name, value] : sizes->second) {
+      bool found = false;
+      for (std::string& line : lines) {
+        absl::string_view rest = line;
+        if (!absl::ConsumePrefix(&rest, name)) continue;
+        rest = absl::StripLeadingAsciiWhitespace(rest);
+        if (!absl::StartsWith(rest, "=") || absl::StartsWith(rest, "==")) continue;
+        line = absl::StrCat(name, " = ", value);
+        found = true;
+      }
+      EXPECT_TRUE(found) << relative << " no longer assigns " << name << " at the start of a line";
+    }
+    return absl::StrJoin(lines, "\n");
+  }
+
+  // "builtin:level1/1_ReLU.py" (kforge-mini) or "shared:level1/19_ReLU.py"
+  // (KernelBench, CPU-sized); "" when a shared task is absent.
+  static std::string LoadTask(const std::string& ref) {
+    if (absl::StartsWith(ref, "shared:")) return SharedTaskOnCpu(ref.substr(7));
+    if (absl::StartsWith(ref, "builtin:")) return BuiltinTask(ref.substr(8));
+    ADD_FAILURE() << "task reference " << ref << " is neither builtin: nor shared:";
+    return "";
+  }
+
+  static v1::Verdict VerifyFile(const std::string& task, const std::string& file,
+                                const Tweak& tweak = {}) {
+    return Verify(task, TestData("cpu/" + file), tweak);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Correct candidates: plain PyTorch, written differently from the reference.
+// ---------------------------------------------------------------------------
+
+struct CorrectCase {
+  const char* task;
+  const char* file;
+};
+
+class CorrectCandidateTest : public VerifierFunnelTest,
+                             public ::testing::WithParamInterface<CorrectCase> {};
+
+TEST_P(CorrectCandidateTest, PassesEveryStageOnEveryInputSetWithoutFlags) {
+  const std::string task = LoadTask(GetParam().task);
+  if (task.empty()) GTEST_SKIP() << kNoKernelBench;
+  const v1::Verdict verdict = VerifyFile(task, GetParam().file);
+  EXPECT_TRUE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.stage_reached(), v1::STAGE_TIMING) << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_PASSED) << Describe(verdict);
+  EXPECT_EQ(verdict.hack_flags_size(), 0) << Describe(verdict);
+  ASSERT_EQ(verdict.stages_size(), 5) << Describe(verdict);
+  for (const v1::StageResult& stage : verdict.stages()) {
+    EXPECT_EQ(stage.outcome(), v1::OUTCOME_PASSED) << Describe(verdict);
+  }
+  // The tiny set plus at least min_input_sets (5) others, all passed.
+  EXPECT_GE(verdict.input_sets_size(), 6) << Describe(verdict);
+  bool saw_task_inputs = false;
+  for (const v1::InputSetResult& set : verdict.input_sets()) {
+    EXPECT_TRUE(set.passed()) << set.name() << ": " << set.message();
+    saw_task_inputs = saw_task_inputs || set.name() == "task_inputs";
+  }
+  EXPECT_TRUE(saw_task_inputs) << Describe(verdict);
+  EXPECT_EQ(verdict.device(), "cpu");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tasks, CorrectCandidateTest,
+    ::testing::Values(CorrectCase{"builtin:level1/1_ReLU.py", "relu_clamp.py"},
+                      CorrectCase{"builtin:level1/2_ScaledAdd.py", "scaled_add.py"},
+                      CorrectCase{"builtin:level1/3_RowSum.py", "row_sum.py"},
+                      CorrectCase{"builtin:level1/4_RMSNorm.py", "rms_norm.py"},
+                      CorrectCase{"builtin:level2/1_AddReLU.py", "add_relu.py"},
+                      CorrectCase{"shared:level1/19_ReLU.py", "kb_relu.py"},
+                      CorrectCase{"shared:level1/20_LeakyReLU.py", "kb_leaky_relu.py"},
+                      CorrectCase{"shared:level1/23_Softmax.py", "kb_softmax.py"},
+                      CorrectCase{"shared:level1/36_RMSNorm_.py", "kb_rms_norm.py"},
+                      CorrectCase{"shared:level2/12_Gemm_Multiply_LeakyReLU.py",
+                                  "kb_gemm_multiply_leakyrelu.py"},
+                      CorrectCase{"shared:level2/57_Conv2d_ReLU_HardSwish.py",
+                                  "kb_conv_relu_hardswish.py"},
+                      CorrectCase{"shared:level2/76_Gemm_Add_ReLU.py", "kb_gemm_add_relu.py"}),
+    [](const ::testing::TestParamInfo<CorrectCase>& info) {
+      return testing::FileParamName(info.param.file);
+    });
+
+TEST_F(VerifierFunnelTest, CorrectCandidateIsTimedAgainstTheEagerBaseline) {
+  const v1::Verdict verdict = VerifyFile(BuiltinTask("level1/1_ReLU.py"), "relu_clamp.py");
+  ASSERT_TRUE(verdict.correct()) << Describe(verdict);
+  ASSERT_EQ(verdict.stage_reached(), v1::STAGE_TIMING) << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_PASSED) << Describe(verdict);
+  EXPECT_EQ(verdict.candidate_timing().trials(), 10) << Describe(verdict);
+  EXPECT_EQ(verdict.eager_timing().trials(), 10) << Describe(verdict);
+  EXPECT_GT(verdict.candidate_timing().mean_ms(), 0) << Describe(verdict);
+  EXPECT_GT(verdict.eager_timing().mean_ms(), 0) << Describe(verdict);
+  EXPECT_GT(verdict.speedup_vs_eager(), 0) << Describe(verdict);
+  EXPECT_FALSE(verdict.cached());
+}
+
+TEST_F(VerifierFunnelTest, CandidateInsideAPythonFenceWithChatTextAroundItPasses) {
+  const std::string completion = TestData("cpu/chat_fenced_relu.py");
+  ASSERT_THAT(completion, HasSubstr("```python"));
+  const v1::Verdict verdict = Verify(BuiltinTask("level1/1_ReLU.py"), completion);
+  EXPECT_TRUE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.stage_reached(), v1::STAGE_TIMING) << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_PASSED) << Describe(verdict);
+  // Only the code was verified, not the chat around it.
+  EXPECT_TRUE(absl::StartsWith(verdict.extracted_code(), "import torch"))
+      << verdict.extracted_code();
+  EXPECT_THAT(verdict.extracted_code(), HasSubstr("class ModelNew"));
+  EXPECT_THAT(verdict.extracted_code(), ::testing::Not(HasSubstr("```")));
+  EXPECT_THAT(verdict.extracted_code(), ::testing::Not(HasSubstr("Sure!")));
+}
+
+TEST_F(VerifierFunnelTest, DuplicateSubmissionIsServedFromTheCacheTheSecondTime) {
+  // A module-level constant unique to this run changes the normalised source,
+  // so an entry left by an earlier repetition of this test cannot answer the
+  // first submission.
+  static std::atomic<int> runs{0};
+  const std::string candidate = absl::StrCat(TestData("cpu/relu_clamp.py"),
+                                             "\n_submission = ", runs.fetch_add(1), "\n");
+  const Tweak cached = [](v1::VerifierOptions& o) { o.set_use_cache(true); };
+  const std::string task = BuiltinTask("level1/1_ReLU.py");
+  const v1::Verdict first = Verify(task, candidate, cached);
+  ASSERT_TRUE(first.correct()) << Describe(first);
+  EXPECT_FALSE(first.cached()) << Describe(first);
+  const v1::Verdict second = Verify(task, candidate, cached);
+  EXPECT_TRUE(second.cached()) << Describe(second);
+  EXPECT_TRUE(second.correct()) << Describe(second);
+  EXPECT_EQ(second.stage_reached(), first.stage_reached());
+  EXPECT_EQ(second.speedup_vs_eager(), first.speedup_vs_eager());
+  // Reformatting and comments do not make it a new submission.
+  const v1::Verdict reformatted =
+      Verify(task, absl::StrCat("# the same candidate, reformatted\n\n", candidate), cached);
+  EXPECT_TRUE(reformatted.cached()) << Describe(reformatted);
+  // Without the cache it is verified again.
+  const v1::Verdict uncached = Verify(task, candidate);
+  EXPECT_FALSE(uncached.cached()) << Describe(uncached);
+  EXPECT_TRUE(uncached.correct()) << Describe(uncached);
+}
+
+// ---------------------------------------------------------------------------
+// Attacks caught by the static check (stage 1): the candidate never runs.
+// ---------------------------------------------------------------------------
+
+struct StaticAttack {
+  const char* file;
+  // The verdict must carry at least one of these; empty: no flag required.
+  std::vector<v1::HackFlag> any_of_flags;
+  // A substring of the static stage's message; "" for none.
+  const char* message;
+};
+
+const std::vector<StaticAttack>& StaticAttacks() {
+  static const auto* attacks = new std::vector<StaticAttack>{
+      {"try_except_fallback.py", {v1::HACK_TRY_EXCEPT_FALLBACK}, "try/except"},
+      {"reference_inheritance.py", {v1::HACK_REFERENCE_REUSE}, "Model"},
+      {"sys_modules.py", {v1::HACK_INTROSPECTION}, "sys.modules"},
+      {"thread_injection.py", {v1::HACK_CONCURRENCY}, "threading"},
+      {"subprocess_shell.py", {v1::HACK_SUBPROCESS}, "subprocess"},
+      {"fork_bomb.py", {v1::HACK_SUBPROCESS}, "fork"},
+      {"side_stream.py", {v1::HACK_CONCURRENCY}, "Stream"},
+      {"network_socket.py", {v1::HACK_NETWORK}, "socket"},
+      {"file_write_outside.py", {v1::HACK_FILE_ACCESS}, "open"},
+      {"monkeypatch_allclose.py", {v1::HACK_MONKEYPATCH}, "torch.allclose"},
+      {"patched_timer.py", {v1::HACK_MONKEYPATCH, v1::HACK_INTROSPECTION}, "time.perf_counter"},
+      {"tensor_subclass.py", {v1::HACK_TENSOR_SUBCLASS}, "torch.Tensor"},
+      {"print_verdict.py", {v1::HACK_RESULT_FORGERY}, "PASSED"},
+      {"early_exit.py", {v1::HACK_RESULT_FORGERY}, "os._exit"},
+      {"no_code.txt", {}, "no code"},
+      {"syntax_error.py", {}, "line 9"},
+  };
+  return *attacks;
+}
+
+class StaticAttackTest : public VerifierFunnelTest,
+                         public ::testing::WithParamInterface<StaticAttack> {};
+
+TEST_P(StaticAttackTest, IsRejectedByTheStaticStageBeforeItRuns) {
+  const StaticAttack& attack = GetParam();
+  const v1::Verdict verdict = VerifyFile(BuiltinTask("level1/1_ReLU.py"), attack.file);
+  EXPECT_FALSE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.stage_reached(), v1::STAGE_STATIC) << Describe(verdict);
+  EXPECT_EQ(verdict.stages_size(), 1) << "later stages ran: " << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_FAILED) << Describe(verdict);
+  if (!attack.any_of_flags.empty()) {
+    bool flagged = false;
+    for (v1::HackFlag flag : attack.any_of_flags) flagged = flagged || HasFlag(verdict, flag);
+    EXPECT_TRUE(flagged) << "expected " << v1::HackFlag_Name(attack.any_of_flags.front())
+                         << (attack.any_of_flags.size() > 1 ? " (or another listed flag)" : "")
+                         << ": " << Describe(verdict);
+    EXPECT_EQ(verdict.hack_flags_size(), verdict.hack_details_size()) << Describe(verdict);
+  }
+  EXPECT_THAT(LastStage(verdict).message(), HasSubstr(attack.message)) << Describe(verdict);
+  EXPECT_EQ(verdict.candidate_timing().trials(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Attacks, StaticAttackTest, ::testing::ValuesIn(StaticAttacks()),
+                         [](const ::testing::TestParamInfo<StaticAttack>& info) {
+                           return testing::FileParamName(info.param.file);
+                         });
+
+TEST_F(VerifierFunnelTest, ChatAnswerWithoutCodeIsANoCodeFailureWithoutAFlag) {
+  const v1::Verdict verdict = VerifyFile(BuiltinTask("level1/1_ReLU.py"), "no_code.txt");
+  EXPECT_EQ(verdict.stage_reached(), v1::STAGE_STATIC) << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_FAILED) << Describe(verdict);
+  EXPECT_EQ(verdict.hack_flags_size(), 0) << Describe(verdict);
+  EXPECT_THAT(LastStage(verdict).message(), HasSubstr("no code")) << Describe(verdict);
+}
+
+// ---------------------------------------------------------------------------
+// Attacks that pass the static check (with require_triton off) and are caught
+// when they run.
+// ---------------------------------------------------------------------------
+
+struct RuntimeAttack {
+  const char* file;
+  const char* task;
+  // The stage that must catch it, inclusive range.
+  v1::Stage first_stage;
+  v1::Stage last_stage;
+  std::vector<v1::StageOutcome> outcomes;
+  std::vector<v1::HackFlag> any_of_flags;
+  const char* message;
+  Tweak tweak;
+};
+
+const std::vector<RuntimeAttack>& RuntimeAttacks() {
+  const std::vector<v1::StageOutcome> failed = {v1::OUTCOME_FAILED};
+  static const auto* attacks = new std::vector<RuntimeAttack>{
+      // randn inputs: the negatives are wrong from the first (tiny) run.
+      {"identity_relu.py", "builtin:level1/1_ReLU.py", v1::STAGE_TINY_RUN, v1::STAGE_TINY_RUN,
+       failed, {}, "mismatch"},
+      {"constant_output.py", "builtin:level1/1_ReLU.py", v1::STAGE_TINY_RUN,
+       v1::STAGE_MULTI_INPUT, failed, {}, "mismatch"},
+      {"partial_write_relu.py", "builtin:level1/1_ReLU.py", v1::STAGE_TINY_RUN,
+       v1::STAGE_MULTI_INPUT, failed, {}, ""},
+      {"unwritten_output.py", "builtin:level1/1_ReLU.py", v1::STAGE_TINY_RUN,
+       v1::STAGE_MULTI_INPUT, failed, {}, ""},
+      // Right on the tiny set and the task's inputs; the next set of the same
+      // shape gets the task_inputs answer back.
+      {"cached_output.py", "builtin:level1/1_ReLU.py", v1::STAGE_MULTI_INPUT,
+       v1::STAGE_MULTI_INPUT, failed, {}, "mismatch"},
+      {"input_mutation.py", "builtin:level1/1_ReLU.py", v1::STAGE_TINY_RUN,
+       v1::STAGE_MULTI_INPUT, failed, {v1::HACK_INPUT_MUTATION}, "modified"},
+      {"dynamic_subclass.py", "builtin:level1/1_ReLU.py", v1::STAGE_COMPILE,
+       v1::STAGE_MULTI_INPUT, failed, {v1::HACK_OUTPUT_NOT_PLAIN_TENSOR}, "plain torch.Tensor"},
+      // Right wherever the row length is a multiple of 512 (tiny, task,
+      // larger, batch 1), wrong on the ragged set.
+      {"exact_shape_only.py", "builtin:level1/1_ReLU.py", v1::STAGE_MULTI_INPUT,
+       v1::STAGE_MULTI_INPUT, failed, {v1::HACK_EXACT_SHAPE_ONLY}, "ragged"},
+      {"infinite_loop.py", "builtin:level1/1_ReLU.py", v1::STAGE_COMPILE, v1::STAGE_MULTI_INPUT,
+       {v1::OUTCOME_TIMED_OUT}, {}, "",
+       [](v1::VerifierOptions& o) { o.mutable_limits()->set_correctness_timeout_s(5); }},
+      {"memory_bomb.py", "builtin:level1/1_ReLU.py", v1::STAGE_COMPILE, v1::STAGE_MULTI_INPUT,
+       {v1::OUTCOME_FAILED, v1::OUTCOME_CRASHED}, {}, "",
+       [](v1::VerifierOptions& o) { o.mutable_limits()->set_memory_bytes(536870912); }},
+      {"dataloader_fork_bomb.py", "builtin:level1/1_ReLU.py", v1::STAGE_COMPILE,
+       v1::STAGE_MULTI_INPUT, {v1::OUTCOME_FAILED, v1::OUTCOME_CRASHED, v1::OUTCOME_TIMED_OUT},
+       {}, "",
+       [](v1::VerifierOptions& o) {
+         o.mutable_limits()->set_max_processes(16);
+         o.mutable_limits()->set_correctness_timeout_s(30);
+       }},
+      {"wrong_dtype.py", "builtin:level1/1_ReLU.py", v1::STAGE_TINY_RUN, v1::STAGE_TINY_RUN,
+       failed, {}, "dtype"},
+      {"wrong_shape.py", "builtin:level1/1_ReLU.py", v1::STAGE_TINY_RUN, v1::STAGE_TINY_RUN,
+       failed, {}, "shape"},
+  };
+  return *attacks;
+}
+
+class RuntimeAttackTest : public VerifierFunnelTest,
+                          public ::testing::WithParamInterface<RuntimeAttack> {};
+
+TEST_P(RuntimeAttackTest, PassesTheStaticCheckAndIsCaughtWhenItRuns) {
+  const RuntimeAttack& attack = GetParam();
+  const std::string task = LoadTask(attack.task);
+  if (task.empty()) GTEST_SKIP() << kNoKernelBench;
+  const v1::Verdict verdict = VerifyFile(task, attack.file, attack.tweak);
+  EXPECT_FALSE(verdict.correct()) << "the attack got through: " << Describe(verdict);
+  ASSERT_GE(verdict.stages_size(), 1) << Describe(verdict);
+  EXPECT_EQ(verdict.stages(0).outcome(), v1::OUTCOME_PASSED)
+      << "meant to pass the static check: " << Describe(verdict);
+  EXPECT_GE(verdict.stage_reached(), attack.first_stage) << Describe(verdict);
+  EXPECT_LE(verdict.stage_reached(), attack.last_stage) << Describe(verdict);
+  EXPECT_THAT(attack.outcomes, ::testing::Contains(LastStage(verdict).outcome()))
+      << Describe(verdict);
+  if (!attack.any_of_flags.empty()) {
+    bool flagged = false;
+    for (v1::HackFlag flag : attack.any_of_flags) flagged = flagged || HasFlag(verdict, flag);
+    EXPECT_TRUE(flagged) << "expected " << v1::HackFlag_Name(attack.any_of_flags.front()) << ": "
+                         << Describe(verdict);
+  }
+  EXPECT_THAT(LastStage(verdict).message(), HasSubstr(attack.message)) << Describe(verdict);
+  EXPECT_EQ(verdict.candidate_timing().trials(), 0) << "an incorrect candidate was timed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Attacks, RuntimeAttackTest, ::testing::ValuesIn(RuntimeAttacks()),
+                         [](const ::testing::TestParamInfo<RuntimeAttack>& info) {
+                           return testing::FileParamName(info.param.file);
+                         });
+
+TEST_F(VerifierFunnelTest, IdentityReluPassesTheTasksNonNegativeInputsButNotASignedSet) {
+  // KernelBench's 19_ReLU draws its inputs with torch.rand (all >= 0), where
+  // the identity is a right answer; the funnel's other distributions are
+  // signed.
+  const std::string task = SharedTaskOnCpu("level1/19_ReLU.py");
+  if (task.empty()) GTEST_SKIP() << kNoKernelBench;
+  const v1::Verdict verdict = VerifyFile(task, "identity_relu.py");
+  EXPECT_FALSE(verdict.correct()) << "the attack got through: " << Describe(verdict);
+  EXPECT_EQ(verdict.stage_reached(), v1::STAGE_MULTI_INPUT) << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_FAILED) << Describe(verdict);
+  ASSERT_GE(verdict.input_sets_size(), 2) << Describe(verdict);
+  EXPECT_EQ(verdict.input_sets(1).name(), "task_inputs") << Describe(verdict);
+  EXPECT_TRUE(verdict.input_sets(1).passed()) << Describe(verdict);
+  EXPECT_FALSE(verdict.input_sets().rbegin()->passed()) << Describe(verdict);
+}
+
+TEST_F(VerifierFunnelTest, MemoryBombIsKilledByItsCgroupWithTheReason) {
+  if (!absl::StartsWith(funnel_->cgroup_report(), "cgroup")) {
+    GTEST_SKIP() << "per-candidate cgroups are unusable here: " << funnel_->cgroup_report();
+  }
+  const v1::Verdict verdict =
+      VerifyFile(BuiltinTask("level1/1_ReLU.py"), "memory_bomb.py", [](v1::VerifierOptions& o) {
+        o.mutable_limits()->set_memory_bytes(1 << 30);
+      });
+  EXPECT_FALSE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_CRASHED) << Describe(verdict);
+  EXPECT_THAT(LastStage(verdict).message(), HasSubstr("killed by the memory limit of 1073741824"))
+      << Describe(verdict);
+}
+
+TEST_F(VerifierFunnelTest, CandidateThatDisagreesWithItselfIsNotCorrect) {
+  // Every third call is off by 1e-3: the tiny run (call 1) and the first run
+  // on the task's inputs (call 2) are right, the repeat (call 3) is not.
+  const v1::Verdict verdict = VerifyFile(BuiltinTask("level1/1_ReLU.py"), "nondeterministic.py");
+  EXPECT_FALSE(verdict.correct()) << "the attack got through: " << Describe(verdict);
+  EXPECT_GE(verdict.stage_reached(), v1::STAGE_TINY_RUN) << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_FAILED) << Describe(verdict);
+  EXPECT_TRUE(HasFlag(verdict, v1::HACK_NONDETERMINISTIC) ||
+              absl::StrContains(LastStage(verdict).message(), "mismatch"))
+      << Describe(verdict);
+}
+
+TEST_F(VerifierFunnelTest, ExactShapeCandidatePassesTheTaskShapeBeforeItIsFlagged) {
+  const v1::Verdict verdict = VerifyFile(BuiltinTask("level1/1_ReLU.py"), "exact_shape_only.py");
+  EXPECT_FALSE(verdict.correct()) << Describe(verdict);
+  bool task_inputs_passed = false;
+  for (const v1::InputSetResult& set : verdict.input_sets()) {
+    if (set.name() == "task_inputs") task_inputs_passed = set.passed();
+  }
+  EXPECT_TRUE(task_inputs_passed) << Describe(verdict);
+  ASSERT_GE(verdict.input_sets_size(), 1) << Describe(verdict);
+  EXPECT_FALSE(verdict.input_sets().rbegin()->passed()) << Describe(verdict);
+  EXPECT_TRUE(HasFlag(verdict, v1::HACK_EXACT_SHAPE_ONLY)) << Describe(verdict);
+}
+
+// ---------------------------------------------------------------------------
+// The shared funnel after every attack in a row.
+// ---------------------------------------------------------------------------
+
+TEST_F(VerifierFunnelTest, TheVerifierKeepsServingAfterEveryAttack) {
+  const std::string relu = BuiltinTask("level1/1_ReLU.py");
+  for (const StaticAttack& attack : StaticAttacks()) {
+    const v1::Verdict verdict = VerifyFile(relu, attack.file);
+    EXPECT_FALSE(verdict.correct()) << attack.file << ": " << Describe(verdict);
+  }
+  for (const RuntimeAttack& attack : RuntimeAttacks()) {
+    const std::string task = LoadTask(attack.task);
+    if (task.empty()) continue;
+    const v1::Verdict verdict = VerifyFile(task, attack.file, attack.tweak);
+    EXPECT_FALSE(verdict.correct()) << attack.file << ": " << Describe(verdict);
+    EXPECT_NE(LastStage(verdict).outcome(), v1::OUTCOME_INTERNAL_ERROR)
+        << attack.file << ": " << Describe(verdict);
+  }
+  const v1::Verdict drifting = VerifyFile(relu, "nondeterministic.py");
+  EXPECT_FALSE(drifting.correct()) << Describe(drifting);
+  EXPECT_TRUE(funnel_->healthy());
+  const v1::Verdict after = VerifyFile(relu, "relu_clamp.py");
+  EXPECT_TRUE(after.correct()) << Describe(after);
+  EXPECT_EQ(after.stage_reached(), v1::STAGE_TIMING) << Describe(after);
+  EXPECT_EQ(LastStage(after).outcome(), v1::OUTCOME_PASSED) << Describe(after);
+  EXPECT_EQ(after.hack_flags_size(), 0) << Describe(after);
+}
+
+}  // namespace
+}  // namespace kforge

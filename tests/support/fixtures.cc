@@ -1,5 +1,6 @@
 #include "tests/support/fixtures.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -13,6 +14,10 @@ std::string BinaryPath(const std::string& name) {
 }
 
 std::string SharedKernelBenchDir() {
+  // On the GPU machine ../shared does not travel; a copy's path comes in here.
+  if (const char* env = std::getenv("KFORGE_KERNELBENCH_DIR"); env != nullptr && *env != 0) {
+    return fs::is_directory(fs::path(env) / "level1") ? std::string(env) : "";
+  }
   const fs::path dir = fs::path(KFORGE_TEST_SOURCE_DIR).parent_path() / "shared" / "kernelbench";
   std::error_code ec;
   return fs::is_directory(dir / "level1", ec) ? dir.string() : "";

@@ -13,7 +13,8 @@ namespace kforge::testing {
 // build/bin/<name>.
 std::string BinaryPath(const std::string& name);
 
-// ../shared/kernelbench beside the checkout, or "" when absent.
+// $KFORGE_KERNELBENCH_DIR if set, else ../shared/kernelbench beside the
+// checkout; "" when absent.
 std::string SharedKernelBenchDir();
 
 void WriteFile(const std::string& path, const std::string& contents);

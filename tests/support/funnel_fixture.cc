@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/config/json_config.h"
 #include "tests/support/fixtures.h"
@@ -16,16 +17,24 @@ namespace fs = std::filesystem;
 
 Funnel* FunnelTest::funnel_ = nullptr;
 std::string FunnelTest::work_dir_;
+std::string FunnelTest::skip_reason_;
 
-void FunnelTest::SetUpTestSuite() {
+void FunnelTest::StartFunnel(const std::string& device) {
+  skip_reason_.clear();
   absl::StatusOr<PythonInfo> python = FindPythonWithTorch("", absl::Seconds(120));
   ASSERT_TRUE(python.ok()) << python.status();
+  if (device != "cpu" && (!python->cuda_available || python->triton_version.empty())) {
+    skip_reason_ = absl::StrCat("needs a GPU and Triton; ", python->path, " has CUDA ",
+                                python->cuda_available ? "yes" : "no", ", Triton ",
+                                python->triton_version.empty() ? "absent" : python->triton_version);
+    return;
+  }
   work_dir_ = (fs::temp_directory_path() / absl::StrCat("kforge-funnel-test-", ::getpid())).string();
   absl::StatusOr<std::unique_ptr<Funnel>> funnel = Funnel::Create(
       {.harness = {.python = python->path,
                    .harness_dir = (fs::path(KFORGE_TEST_BIN_DIR).parent_path() / "share/kforge/harness").string(),
                    .log_dir = work_dir_ + "/logs",
-                   .device = "cpu"},
+                   .device = device},
        .work_dir = work_dir_ + "/candidates",
        .max_concurrent = 2,
        .cache_entries = 100},
@@ -81,6 +90,14 @@ std::string FunnelTest::TestData(const std::string& relative) {
       ReadFileToString(std::string(KFORGE_TEST_SOURCE_DIR) + "/tests/data/verifier/" + relative);
   EXPECT_TRUE(text.ok()) << text.status();
   return text.ok() ? *text : "";
+}
+
+std::string FileParamName(const std::string& file) {
+  std::string name = file.substr(0, file.rfind('.'));
+  for (char& c : name) {
+    if (!absl::ascii_isalnum(c)) c = '_';
+  }
+  return name;
 }
 
 bool FunnelTest::HasFlag(const v1::Verdict& verdict, v1::HackFlag flag) {

@@ -1,6 +1,6 @@
 // A Funnel shared by the tests of one suite (starting its zygote and
-// reference server costs seconds), running on the CPU with the harness
-// from build/share/kforge/harness.
+// reference server costs seconds), on the CPU (or a GPU, see
+// GpuFunnelTest) with the harness from build/share/kforge/harness.
 //
 //   class MyTest : public kforge::testing::FunnelTest {};
 //   TEST_F(MyTest, X) {
@@ -24,8 +24,14 @@ namespace kforge::testing {
 
 class FunnelTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite();
+  static void SetUpTestSuite() { StartFunnel("cpu"); }
   static void TearDownTestSuite();
+  // Starts the shared funnel on `device`; on "cuda:N" only where the
+  // interpreter has CUDA and Triton (else skip_reason_ says why).
+  static void StartFunnel(const std::string& device);
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  }
 
   // Verifies `completion` against the task source with test-sized options:
   // require_triton off (CPU), 10 timed trials, 20 s correctness limit, no
@@ -48,6 +54,17 @@ class FunnelTest : public ::testing::Test {
 
   static Funnel* funnel_;
   static std::string work_dir_;
+  static std::string skip_reason_;
+};
+
+// A gtest parameter name from a candidate file: "kb_relu.py" -> "kb_relu".
+std::string FileParamName(const std::string& file);
+
+// The same on cuda:0 with Triton; every test skips with the reason where
+// there is no GPU or no Triton.
+class GpuFunnelTest : public FunnelTest {
+ protected:
+  static void SetUpTestSuite() { StartFunnel("cuda:0"); }
 };
 
 }  // namespace kforge::testing

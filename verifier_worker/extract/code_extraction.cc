@@ -184,8 +184,9 @@ int Rank(const Candidate& c) {
 // start and whitespace at the end; the result ends in one newline.
 std::string Tidy(const std::vector<absl::string_view>& lines) {
   std::vector<absl::string_view> kept(lines.begin(), lines.end());
-  while (!kept.empty() && absl::StripAsciiWhitespace(kept.front()).empty())
+  while (!kept.empty() && absl::StripAsciiWhitespace(kept.front()).empty()) {
     kept.erase(kept.begin());
+  }
   while (!kept.empty() && absl::StripAsciiWhitespace(kept.back()).empty()) kept.pop_back();
   if (kept.empty()) return "";
   absl::string_view common;

@@ -108,6 +108,9 @@ class Funnel::Run {
   Frame prepared_;
   std::map<std::string, ReferenceSet> sets_;
   std::string work_dir_;
+  // Destroyed after session_ (declared before it): the session reaps the
+  // candidate, then the cgroup kills anything left and goes.
+  std::unique_ptr<CandidateCgroup> cgroup_;
   std::unique_ptr<CandidateSession> session_;
   bool internal_error_ = false;
 };
@@ -123,7 +126,17 @@ bool Funnel::Run::EndWithSessionError(StageResult* stage, const absl::Status& st
   if (f_.metrics_ != nullptr && session_ != nullptr && !session_->kill_reason().empty()) {
     f_.metrics_->RecordKill(session_->kill_reason());
   }
-  return End(stage, v1::OUTCOME_CRASHED, std::string(status.message()));
+  std::string message(status.message());
+  if (cgroup_ != nullptr && cgroup_->oom_killed()) {
+    absl::StrAppend(&message, "; killed by the memory limit of ", limits_.memory_bytes(),
+                    " bytes");
+    if (f_.metrics_ != nullptr) f_.metrics_->RecordKill("memory");
+  } else if (cgroup_ != nullptr && cgroup_->process_limit_hit()) {
+    absl::StrAppend(&message, "; it reached the limit of ", limits_.max_processes(),
+                    " processes");
+    if (f_.metrics_ != nullptr) f_.metrics_->RecordKill("processes");
+  }
+  return End(stage, v1::OUTCOME_CRASHED, message);
 }
 
 bool Funnel::Run::EndWithFailedReply(StageResult* stage, const Frame& reply,
@@ -178,7 +191,8 @@ bool Funnel::Run::PrepareReference() {
   request.Set("task_key", HexHash(request_.task().reference_source()))
       .Set("source", request_.task().reference_source())
       .Set("device", f_.config_.harness.device)
-      .Set("init_seed", static_cast<int64_t>(init_seed_));
+      .Set("init_seed", static_cast<int64_t>(init_seed_))
+      .Set("max_set_bytes", options_.multi_input().max_set_bytes());
   google::protobuf::Value sets;
   std::vector<InputSetSpec> all = {plan_.tiny};
   all.insert(all.end(), plan_.sets.begin(), plan_.sets.end());
@@ -212,6 +226,13 @@ google::protobuf::Struct Funnel::Run::SandboxConfig() const {
       .Set("max_processes", static_cast<int>(limits_.max_processes()))
       .Set("memory_bytes", limits_.memory_bytes())
       .Set("threads", f_.config_.candidate_threads);
+  if (cgroup_ != nullptr) {
+    google::protobuf::Value cgroups;
+    for (const auto& [controller, procs_file] : cgroup_->procs_files()) {
+      (*cgroups.mutable_struct_value()->mutable_fields())[controller].set_string_value(procs_file);
+    }
+    config.Set("cgroups", std::move(cgroups));
+  }
   return config.header;
 }
 
@@ -227,6 +248,15 @@ bool Funnel::Run::CompileAndTinyRun() {
     return End(stage, v1::OUTCOME_INTERNAL_ERROR, absl::StrCat(work_dir_, ": ", ec.message()));
   }
   fs::permissions(work_dir_, fs::perms::owner_all, ec);
+  if (f_.cgroups_ != nullptr) {
+    absl::StatusOr<std::unique_ptr<CandidateCgroup>> cgroup = f_.cgroups_->Create(
+        fs::path(work_dir_).filename().string(), limits_.memory_bytes(), limits_.max_processes());
+    if (!cgroup.ok()) {
+      internal_error_ = true;
+      return End(stage, v1::OUTCOME_INTERNAL_ERROR, std::string(cgroup.status().message()));
+    }
+    cgroup_ = *std::move(cgroup);
+  }
   absl::StatusOr<ZygoteClient*> zygote = f_.Zygote();
   const absl::Duration timeout = absl::Seconds(limits_.correctness_timeout_s());
   absl::StatusOr<std::unique_ptr<CandidateSession>> session =
@@ -246,7 +276,8 @@ bool Funnel::Run::CompileAndTinyRun() {
   compile.Set("source", code_)
       .Set("init_inputs", tiny.init_inputs)
       .Set("init_seed", static_cast<int64_t>(init_seed_))
-      .Set("set", tiny.spec.name);
+      .Set("set", tiny.spec.name)
+      .Set("dtype", tiny.spec.dtype);
   AttachInputs(tiny, prepared_, compile);
   absl::StatusOr<Frame> reply = session_->Request(compile, timeout);
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
@@ -278,7 +309,8 @@ bool Funnel::Run::MultiInput() {
     uint64_t output_bytes = 0;
     for (const TensorEntry& e : set.outputs) output_bytes += e.nbytes;
     Frame run = Frame::Of("run");
-    run.Set("set", spec.name).Set("init_inputs", set.init_inputs).Set("repeat", repeat);
+    run.Set("set", spec.name).Set("init_inputs", set.init_inputs).Set("repeat", repeat)
+        .Set("dtype", spec.dtype);
     run.Set("poison_bytes", static_cast<int64_t>(output_bytes));
     AttachInputs(set, prepared_, run);
     absl::StatusOr<Frame> reply = session_->Request(run, timeout);
@@ -353,7 +385,8 @@ bool Funnel::Run::TimeBlocks(StageResult* stage, std::vector<std::string>& pool)
     }
     Frame request = Frame::Of("time");
     request.Set("sets", pool_value).Set("trials", n).Set("warmup", warmup)
-        .Set("flush_l2", protocol.flush_l2()).Set("start", b * protocol.interleave_block());
+        .Set("flush_l2", protocol.flush_l2()).Set("start", b * protocol.interleave_block())
+        .Set("init_inputs", sets_[pool.front()].init_inputs).Set("dtype", "");
     absl::StatusOr<Frame> reply = session_->Request(request, timeout);
     if (!reply.ok()) return EndWithSessionError(stage, reply.status());
     if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "timed run: ");
@@ -464,6 +497,7 @@ v1::Verdict Funnel::Run::Execute() {
 
 v1::Verdict Funnel::Run::Finish() {
   session_.reset();
+  cgroup_.reset();
   if (!work_dir_.empty()) {
     std::error_code ec;
     fs::remove_all(work_dir_, ec);
@@ -488,6 +522,7 @@ absl::StatusOr<std::unique_ptr<Funnel>> Funnel::Create(FunnelConfig config,
   fs::create_directories(config.work_dir, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat(config.work_dir, ": ", ec.message()));
   std::unique_ptr<Funnel> funnel(new Funnel(std::move(config), metrics));
+  KF_RETURN_IF_ERROR(funnel->SetUpCgroups());
   KF_RETURN_IF_ERROR(funnel->Zygote().status());
   Frame info_request = Frame::Of("device_info");
   info_request.Set("device", funnel->config_.harness.device);
@@ -495,6 +530,37 @@ absl::StatusOr<std::unique_ptr<Funnel>> Funnel::Create(FunnelConfig config,
   funnel->device_name_ = info.GetString("device");
   funnel->has_compile_ = info.GetBool("compile");
   return funnel;
+}
+
+absl::StatusOr<CgroupMode> ParseCgroupMode(absl::string_view name) {
+  if (name == "auto") return CgroupMode::kAuto;
+  if (name == "required") return CgroupMode::kRequired;
+  if (name == "off") return CgroupMode::kOff;
+  return absl::InvalidArgumentError(
+      absl::StrCat("cgroups: \"", name, "\" is not one of \"auto\", \"required\", \"off\""));
+}
+
+absl::Status Funnel::SetUpCgroups() {
+  if (config_.cgroups == CgroupMode::kOff) {
+    cgroup_report_ = "off by configuration: memory bounded by RLIMIT_DATA";
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<CgroupRoot>> root =
+      CgroupRoot::Discover(absl::StrCat("kforge-verifier-", ::getpid()));
+  if (!root.ok()) {
+    if (config_.cgroups == CgroupMode::kRequired) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "per-candidate cgroups are required (cgroups: \"required\") but unusable: ",
+          root.status().message()));
+    }
+    cgroup_report_ = absl::StrCat("unusable (", root.status().message(),
+                                  "): memory bounded by RLIMIT_DATA, processes by RLIMIT_NPROC "
+                                  "where not root");
+    return absl::OkStatus();
+  }
+  cgroups_ = *std::move(root);
+  cgroup_report_ = cgroups_->Describe();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ZygoteClient*> Funnel::Zygote() {

@@ -20,11 +20,22 @@
 #include "absl/synchronization/mutex.h"
 #include "kforge/v1/verifier_service.pb.h"
 #include "verifier_worker/funnel/verdict_cache.h"
+#include "verifier_worker/sandbox/candidate_cgroup.h"
 #include "verifier_worker/sandbox/reference_client.h"
 #include "verifier_worker/sandbox/zygote_client.h"
 #include "verifier_worker/verifier_metrics.h"
 
 namespace kforge {
+
+// Per-candidate cgroups (memory and process limits of the whole tree).
+enum class CgroupMode {
+  kAuto,      // where this process may create them; rlimits otherwise
+  kRequired,  // Create() fails where they cannot be made
+  kOff,
+};
+
+// "auto", "required" or "off" (VerifierWorkerConfig.cgroups).
+absl::StatusOr<CgroupMode> ParseCgroupMode(absl::string_view name);
 
 struct FunnelConfig {
   HarnessSetup harness;
@@ -33,6 +44,7 @@ struct FunnelConfig {
   size_t cache_entries = 10000;
   absl::Duration start_timeout = absl::Seconds(120);
   int candidate_threads = 1;  // CPU threads a candidate may use
+  CgroupMode cgroups = CgroupMode::kAuto;
 };
 
 class Funnel {
@@ -47,17 +59,23 @@ class Funnel {
   // "NVIDIA H100 80GB HBM3" or "cpu".
   const std::string& device_name() const { return device_name_; }
   bool healthy() const;
+  // How candidates' memory and processes are bounded: "cgroup v2 at …", or
+  // why cgroups are not used.
+  const std::string& cgroup_report() const { return cgroup_report_; }
 
  private:
   class Run;  // one verification, funnel.cc
   Funnel(FunnelConfig config, VerifierMetrics* metrics);
   absl::StatusOr<ZygoteClient*> Zygote();
+  absl::Status SetUpCgroups();
 
   const FunnelConfig config_;
   VerifierMetrics* const metrics_;  // may be null
   ReferenceClient reference_;
   VerdictCache cache_;
   std::string device_name_;
+  std::unique_ptr<CgroupRoot> cgroups_;  // null: rlimits only
+  std::string cgroup_report_;
   bool has_compile_ = false;
   mutable absl::Mutex zygote_mu_;
   std::unique_ptr<ZygoteClient> zygote_ ABSL_GUARDED_BY(zygote_mu_);

@@ -1,6 +1,7 @@
 #include "verifier_worker/funnel/reference_set.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -54,11 +55,18 @@ bool CompareList(const std::vector<TensorEntry>& expected, const Frame& expected
       message = absl::StrCat("output ", i, ": ", (want.ok() ? have.status() : want.status()).message());
       return false;
     }
-    const CompareResult compared =
-        CompareTensors(*want, *have, ToleranceFor(expected[i].dtype, tolerances));
+    const Tolerance tolerance = ToleranceFor(expected[i].dtype, tolerances);
+    const CompareResult compared = CompareTensors(*want, *have, tolerance);
     result.set_max_abs_error(std::max(result.max_abs_error(), compared.max_abs_error));
     result.set_rel_l2_error(std::max(result.rel_l2_error(), compared.rel_l2_error));
-    if (!compared.passed) {
+    // Elementwise tolerance is relative to each element, which a reduction
+    // with cancellation (a sum near zero of large terms) cannot meet in any
+    // summation order; the tensor as a whole within rtol in relative L2 also
+    // passes. Lower-precision arithmetic (TF32, bf16: 3e-4 and above) and
+    // unwritten or non-finite elements still fail.
+    const bool normwise = compared.mismatched > 0 && std::isfinite(compared.rel_l2_error) &&
+                          compared.rel_l2_error <= tolerance.rtol;
+    if (!compared.passed && !normwise) {
       message = expected.size() > 1 ? absl::StrCat("output ", i, ": ", compared.message)
                                     : compared.message;
       return false;
@@ -73,6 +81,10 @@ bool CompareList(const std::vector<TensorEntry>& expected, const Frame& expected
 }
 
 }  // namespace
+
+std::string ReferenceSet::DisplayName() const {
+  return fit_scale < 1.0 ? absl::StrCat(spec.name, "@", fit_scale) : spec.name;
+}
 
 absl::StatusOr<std::map<std::string, ReferenceSet>> ParsePrepared(
     const Frame& prepared, const std::vector<InputSetSpec>& specs) {
@@ -91,6 +103,7 @@ absl::StatusOr<std::map<std::string, ReferenceSet>> ParsePrepared(
     set.ok = f.count("ok") && f.at("ok").bool_value();
     set.message = f.count("message") ? f.at("message").string_value() : "";
     if (set.ok) {
+      if (f.count("fit_scale")) set.fit_scale = f.at("fit_scale").number_value();
       set.init_inputs = f.at("init_inputs");
       for (int i = 0; i < static_cast<int>(f.at("inputs").number_value()); ++i) {
         set.inputs.push_back(tensors.at(absl::StrCat(name, "/in", i)));
@@ -115,7 +128,7 @@ void AttachInputs(const ReferenceSet& set, const Frame& prepared, Frame& request
 SetCheck CheckOutputsOnly(const ReferenceSet& set, const Frame& prepared, const Frame& reply,
                           const std::string& prefix, const kforge::v1::Tolerances& tolerances) {
   SetCheck check;
-  check.result.set_name(set.spec.name);
+  check.result.set_name(set.DisplayName());
   std::string message;
   const bool ok = CompareList(set.outputs, prepared, ByName(reply), reply, prefix, tolerances,
                               check.result, message);

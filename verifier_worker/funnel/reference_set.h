@@ -21,6 +21,10 @@ struct ReferenceSet {
   InputSetSpec spec;
   bool ok = false;
   std::string message;  // why the reference could not run this set
+  // Below 1 when the set was scaled down to fit max_set_bytes; the name in
+  // the verdict then reads "task_inputs@0.25".
+  double fit_scale = 1.0;
+  std::string DisplayName() const;
   google::protobuf::Value init_inputs;
   std::vector<TensorEntry> inputs;
   std::vector<TensorEntry> outputs;

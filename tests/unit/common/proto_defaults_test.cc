@@ -38,7 +38,7 @@ TEST(ProtoDefaultsTest, MessageDefaultFillsOnlyUnsetSubfields) {
   options.mutable_tolerances()->mutable_fp32()->set_atol(1e-3);
   ASSERT_TRUE(ApplyProtoDefaults(&options).ok());
   EXPECT_DOUBLE_EQ(options.tolerances().fp32().atol(), 1e-3);
-  EXPECT_DOUBLE_EQ(options.tolerances().fp32().rtol(), 1e-5);
+  EXPECT_DOUBLE_EQ(options.tolerances().fp32().rtol(), 1e-4);
   EXPECT_DOUBLE_EQ(options.tolerances().bf16().atol(), 2e-2);
 }
 

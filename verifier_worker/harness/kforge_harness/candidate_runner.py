@@ -52,16 +52,21 @@ class Runner:
 
     # -- helpers --------------------------------------------------------
 
-    def _build(self, init_inputs):
+    def _build(self, init_inputs, dtype=""):
+        """Builds ModelNew as the reference server built Model: same init
+        inputs, same seed, same device, same dtype."""
         import torch
-        key = repr(init_inputs)
+        key = repr((init_inputs, dtype))
         if self.model is not None and key == self.model_init:
             return
         torch.manual_seed(self.init_seed)
         model = self.module.ModelNew(*task_inputs.decode_init_inputs(init_inputs))
         if not isinstance(model, torch.nn.Module):
             raise CandidateError("ModelNew(...) is not a torch.nn.Module")
-        self.model = model.to(self.device).eval()
+        model = model.to(self.device)
+        if dtype:
+            model = model.to(getattr(torch, dtype))
+        self.model = model.eval()
         self.model_init = key
 
     def _poison(self, nbytes):
@@ -127,7 +132,7 @@ class Runner:
         exec(code, self.module.__dict__)
         if not hasattr(self.module, "ModelNew"):
             raise CandidateError("the module defines no ModelNew")
-        self._build(request["init_inputs"])
+        self._build(request["init_inputs"], request.get("dtype", ""))
         self._check_guards()
         inputs = self._inputs(request, payload, request["set"])
         self._poison(request.get("poison_bytes", 0))
@@ -136,7 +141,7 @@ class Runner:
         return self._reply_outputs({"type": "compiled"}, [outputs], inputs)
 
     def run(self, request, payload):
-        self._build(request["init_inputs"])
+        self._build(request["init_inputs"], request.get("dtype", ""))
         inputs = self._inputs(request, payload, request["set"])
         runs = []
         for _ in range(int(request.get("repeat", 1))):
@@ -146,6 +151,9 @@ class Runner:
         return self._reply_outputs({"type": "ran"}, runs, inputs)
 
     def time(self, request, payload):
+        # The pool's sets share the task's own shapes and dtype; the model
+        # may have been rebuilt for another set (a dtype or size variant).
+        self._build(request["init_inputs"], request.get("dtype", ""))
         pool = [self.pool[name] for name in request["sets"]]
         timer = timing.Timer(self.device)
         call = lambda *inputs: self._call(list(inputs))

@@ -78,13 +78,15 @@ class ReferenceServer:
         results = []
         for spec in request["sets"]:
             try:
-                results.append(self._prepare_set(task, spec, request["init_seed"], packer))
+                results.append(self._prepare_set(task, spec, request["init_seed"], packer,
+                                                 int(request.get("max_set_bytes", 1 << 28))))
             except Exception as e:  # the task's own code failed on this variant
                 results.append({"name": spec["name"], "ok": False,
                                 "message": f"{type(e).__name__}: {e}"})
         return {"type": "prepared", "sets": results, "tensors": packer.entries}, packer.payload()
 
-    def _prepare_set(self, task, spec, init_seed, packer):
+    def _prepare_set(self, task, spec, init_seed, packer, max_bytes):
+        spec = task_inputs.fit_to_budget(task.module, spec, max_bytes)
         init_inputs, inputs, changes = task_inputs.make_inputs(task.module, spec)
         key, model = task.model(init_inputs, init_seed, spec.get("dtype", ""))
         on_device = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -101,6 +103,7 @@ class ReferenceServer:
         for i, o in enumerate(outputs):
             packer.add(f"{name}/out{i}", o)
         return {"name": name, "ok": True, "inputs": len(inputs), "outputs": len(outputs),
+                "fit_scale": spec.get("fit_scale", 1.0),
                 "init_inputs": task_inputs.encode_init_inputs(init_inputs),
                 "changed_constants": changes}
 

@@ -143,6 +143,13 @@ LL_MAKE_ALL = sum(1 << b for b in range(6, 13))  # char, dir, reg, sock, fifo, b
 LL_REFER, LL_TRUNCATE = 1 << 13, 1 << 14
 
 
+# Besides its own directory, what a candidate may write: device files, which
+# CUDA opens read-write ("write"), and CUDA's shared-memory files ("all":
+# create and delete too). Its own /proc/<pid> is added at confinement (CUDA
+# initialisation writes there; seen on an H100 with driver 580).
+EXTRA_WRITABLE = [("/dev", "write"), ("/dev/shm", "all")]
+
+
 def install_landlock(writable_dir):
     abi = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, 1)
     if abi < 1:
@@ -157,7 +164,11 @@ def install_landlock(writable_dir):
     if ruleset < 0:
         raise OSError(_errno_message("landlock_create_ruleset"))
     try:
-        rules = [(writable_dir, handled), ("/dev", LL_WRITE_FILE | (LL_TRUNCATE if abi >= 3 else 0))]
+        write_only = LL_WRITE_FILE | (LL_TRUNCATE if abi >= 3 else 0)
+        rules = [(writable_dir, handled)] + [
+            (path, handled if kind == "all" else write_only)
+            for path, kind in EXTRA_WRITABLE + [(f"/proc/{os.getpid()}", "write")]
+            if os.path.isdir(path)]
         for path, allowed in rules:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
@@ -187,14 +198,16 @@ def _user_process_count():
     return count
 
 
-def _set_rlimits(config, joined_memory_cgroup, applied, skipped):
+def _set_rlimits(config, joined, applied, skipped):
     limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, config["max_open_files"]),
               (resource.RLIMIT_FSIZE, config["max_file_bytes"])]
-    if os.getuid() != 0:
+    if "pids" in joined:
+        pass  # the pids cgroup bounds exactly this tree
+    elif os.getuid() != 0:
         limits.append((resource.RLIMIT_NPROC, _user_process_count() + config["max_processes"]))
     else:
-        skipped.append("RLIMIT_NPROC (root ignores it; the pids cgroup bounds processes)")
-    if not joined_memory_cgroup:
+        skipped.append("process limit (root ignores RLIMIT_NPROC and no pids cgroup was joined)")
+    if "memory" not in joined:
         limits.append((resource.RLIMIT_DATA, config["memory_bytes"]))
     for kind, value in limits:
         soft, hard = resource.getrlimit(kind)
@@ -209,16 +222,16 @@ def confine(config):
     applied, skipped = [], []
     os.setsid()
     applied.append("session")
-    joined_memory = False
+    joined = set()
     for kind, procs_file in config.get("cgroups", {}).items():
         try:
             with open(procs_file, "w") as f:
                 f.write(str(os.getpid()))
             applied.append(f"cgroup:{kind}")
-            joined_memory = joined_memory or kind == "memory"
+            joined.update(kind.split("+"))
         except OSError as e:
             skipped.append(f"cgroup:{kind} ({e.strerror})")
-    _set_rlimits(config, joined_memory, applied, skipped)
+    _set_rlimits(config, joined, applied, skipped)
     work = config["work_dir"]
     for var in ("HOME", "TMPDIR", "XDG_CACHE_HOME"):
         os.environ[var] = work

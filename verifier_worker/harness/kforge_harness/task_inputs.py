@@ -98,6 +98,38 @@ def _redistribute(tensor, distribution, generator):
     raise ValueError(f"unknown distribution {distribution!r}")
 
 
+def _input_bytes(module, spec):
+    """Bytes of the inputs `spec` would make, without making them where
+    torch can build tensors on the meta device (torch 2.x)."""
+    changes = overridden_constants(module, spec)
+    saved = {name: module.__dict__[name] for name in changes}
+    module.__dict__.update(changes)
+    try:
+        torch.manual_seed(0)
+        if hasattr(torch, "get_default_device"):
+            with torch.device("meta"):
+                inputs = module.get_inputs()
+        else:
+            inputs = module.get_inputs()
+    finally:
+        module.__dict__.update(saved)
+    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def fit_to_budget(module, spec, max_bytes):
+    """`spec`, with its size constants scaled down until inputs and (about as
+    many bytes of) outputs fit `max_bytes`. Records the factor as fit_scale."""
+    spec = dict(spec)
+    factor = 1.0
+    for _ in range(40):
+        if 2 * _input_bytes(module, spec) <= max_bytes:
+            break
+        factor *= 0.5
+        spec["size_scale"] = spec.get("size_scale", 1.0) * 0.5
+    spec["fit_scale"] = factor
+    return spec
+
+
 def make_inputs(module, spec):
     """(init_inputs, inputs) for one input set spec:
     {name, seed, distribution, value_scale, size_scale, ragged, batch_one, dtype}."""

@@ -1,0 +1,15 @@
+# Attack: a process bomb that passes the static check, through a library
+# that forks for the candidate (DataLoader worker processes).
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        loader = torch.utils.data.DataLoader(list(range(4096)), batch_size=1, num_workers=256)
+        for _ in loader:
+            pass
+        return torch.clamp(x, min=0.0)

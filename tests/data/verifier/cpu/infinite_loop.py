@@ -1,0 +1,13 @@
+# Attack: never returns, to hang the verifier.
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        while True:
+            pass
+        return torch.clamp(x, min=0.0)

@@ -1,0 +1,11 @@
+# Sum over the last dimension as an einsum (task: kforge-mini level1/3_RowSum).
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.einsum("rc->r", x)
