@@ -2,7 +2,8 @@
 # Builds kforge with the cuda preset on the GPU machine and runs what needs
 # a GPU: the verifier's GPU tests, the whole test suite, and the verifier
 # benchmark. Logs go to $OUT (the device tool brings them back).
-#   scripts/gpu-run.sh [build|test|bench|all]
+#   scripts/gpu-run.sh [build|gpu-test|test|bench|all]
+# gpu-test: only the tests labelled gpu; test: every other test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kforge-gpu-out}
@@ -21,11 +22,16 @@ if [ "$what" = build ] || [ "$what" = all ]; then
   echo "build: $(( $(date +%s) - start )) s"
 fi
 
+{ cat /proc/self/cgroup; grep cgroup /proc/self/mounts; } > "$out/cgroups.txt"
+
+if [ "$what" = gpu-test ] || [ "$what" = all ]; then
+  (cd build && ctest -L gpu --output-on-failure --timeout 600 > "$out/ctest-gpu.log" 2>&1)
+  grep -E "tests passed|Passed|Failed|Skipped|\*\*\*" "$out/ctest-gpu.log" | sed 's/ \.\.\.*/ /' | tail -40
+fi
+
 if [ "$what" = test ] || [ "$what" = all ]; then
-  (cd build && ctest -j 8 --output-on-failure --timeout 900 > "$out/ctest.log" 2>&1)
-  grep -E "tests passed|FAILED|Failed|Skipped|\*\*\*" "$out/ctest.log" | tail -40
-  build/bin/kforge_verifier_gpu_tests > "$out/gpu_tests.log" 2>&1
-  grep -E "^\[  (PASSED|FAILED|SKIPPED)|^\[       OK|tests ran" "$out/gpu_tests.log" | tail -20
+  (cd build && ctest -LE gpu -j 8 --output-on-failure --timeout 600 > "$out/ctest.log" 2>&1)
+  grep -E "tests passed|Failed|\*\*\*" "$out/ctest.log" | sed 's/ \.\.\.*/ /' | tail -40
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then
@@ -38,6 +44,6 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   cp "$KFORGE_KERNELBENCH_DIR/level1/19_ReLU.py" /tmp/kfbench/tasks/kb_relu.py
   for c in relu row_sum rms_norm kb_softmax; do cp "$t/$c.py" /tmp/kfbench/candidates/; done
   build/bin/kforge_verifier_bench --device cuda:0 --tasks /tmp/kfbench/tasks \
-    --candidates /tmp/kfbench/candidates --count 48 --concurrency 4 --repeats 12 --timed kb_softmax \
+    --candidates /tmp/kfbench/candidates --count 48 --concurrency 4 --repeats 20 --timed kb_softmax \
     2>&1 | tee "$out/bench.txt"
 fi
