@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -109,6 +110,7 @@ absl::StatusOr<Hierarchies> FindHierarchies() {
     }
   }
   Hierarchies found;
+  std::string unified_note;  // why a v2 hierarchy does not serve
   for (absl::string_view line : absl::StrSplit(ReadSmallFile("/proc/self/mounts"), '\n')) {
     std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
     if (fields.size() < 4) continue;
@@ -119,6 +121,10 @@ absl::StatusOr<Hierarchies> FindHierarchies() {
       if (controllers.find("memory") != std::string::npos &&
           controllers.find("pids") != std::string::npos) {
         found.unified = dir;
+      } else {
+        unified_note = absl::StrCat("; cgroup v2 at ", dir.string(), " offers the controllers \"",
+                                    absl::StripAsciiWhitespace(controllers),
+                                    "\": memory and pids are not delegated to it");
       }
     } else if (fields[2] == "cgroup") {
       for (absl::string_view option : absl::StrSplit(fields[3], ',')) {
@@ -129,8 +135,9 @@ absl::StatusOr<Hierarchies> FindHierarchies() {
     }
   }
   if (found.unified.empty() && (found.memory.empty() || found.pids.empty())) {
-    return absl::FailedPreconditionError(
-        "no cgroup hierarchy with the memory and pids controllers is mounted for this process");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no cgroup hierarchy with the memory and pids controllers serves this process",
+        unified_note));
   }
   return found;
 }
