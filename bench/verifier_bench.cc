@@ -213,6 +213,11 @@ int Main() {
     v1::VerifyRequest request = Request(*timed, true);
     request.mutable_options()->mutable_multi_input()->set_max_set_bytes(kPrecisionSetBytes);
     const v1::Verdict verdict = (*funnel)->Verify(request);
+    // Progress on stderr: a run cut short still shows what it measured.
+    std::fprintf(stderr, "precision run %d: %.1f s, speedup %.4f, candidate %.4f ms, %s\n", i,
+                 verdict.total_seconds(), verdict.speedup_vs_eager(),
+                 verdict.candidate_timing().mean_ms(),
+                 verdict.stages().empty() ? "" : verdict.stages().rbegin()->message().c_str());
     if (verdict.candidate_timing().trials() == 0) continue;
     speedups.push_back(verdict.speedup_vs_eager());
     cand_ms.push_back(verdict.candidate_timing().mean_ms());
