@@ -36,6 +36,7 @@ ABSL_FLAG(int, count, 60, "verifications in the throughput runs");
 ABSL_FLAG(int, concurrency, 4, "candidates verified at once");
 ABSL_FLAG(int, repeats, 20, "verifications for the timing-precision run");
 ABSL_FLAG(bool, require_triton, true, "require Triton kernels (off for CPU candidates)");
+ABSL_FLAG(bool, precision_only, false, "run only the timing-precision section");
 ABSL_FLAG(std::string, timed, "", "candidate stem for the timing-precision run (default: the last)");
 
 namespace kforge {
@@ -130,6 +131,8 @@ int Main() {
               (*funnel)->device_name().c_str(), python->path.c_str(), python->torch_version.c_str(),
               python->triton_version.c_str(), items.size());
 
+  // Sections 1-3; --precision_only skips them.
+  auto throughput_and_start_cost = [&] {
   // 1. Throughput, stages 1-4, after one warm-up verification.
   (*funnel)->Verify(Request(items[0], false));
   std::atomic<int> correct{0};
@@ -196,6 +199,9 @@ int Main() {
     std::printf("| forked from the zygote, sandboxed | %.1f |\n", Median(fork_ms));
     std::printf("| fresh Python importing torch (and triton) | %.1f |\n\n", Median(fresh_ms));
   }
+
+  };
+  if (!absl::GetFlag(FLAGS_precision_only)) throughput_and_start_cost();
 
   // 4. Timing precision: one correct kernel verified repeatedly.
   const Item* timed = nullptr;

@@ -4,9 +4,10 @@ module is imported, before any candidate code loads, so a candidate that
 patches `time` or `torch.cuda` afterwards cannot change what is measured (and
 the guards report the attempt).
 
-Per trial: (GPU) flush L2 by zeroing a 256 MiB buffer, record a start event,
-call, record an end event, synchronise the whole device; the host clock runs
-around call + synchronise. Work hidden on another stream or thread shows up
+Per trial: (GPU) synchronise the device, queue an L2 flush (zeroing a 256 MiB
+buffer), record a start event, call, record an end event, synchronise the
+whole device; the host clock runs around call + synchronise, so it also sees
+what is left of the flush, equally for candidate and baselines. Work hidden on another stream or thread shows up
 as host time far above event time. Inputs rotate through a pool of separate
 allocations so nothing can be cached by pointer or value.
 """
@@ -46,10 +47,14 @@ class Timer:
             index = (start_index + i) % len(pool)
             args = pool[index]
             if self.cuda:
+                start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+                _cuda_synchronize(self.device)
+                # The flush is queued, not waited for: while the GPU clears
+                # L2 the host launches the call behind it, so the events time
+                # the GPU work and not the Python launch latency of an idle
+                # GPU (what do_bench measures too).
                 if flush_l2:
                     self._flush()
-                _cuda_synchronize(self.device)
-                start, end = _Event(enable_timing=True), _Event(enable_timing=True)
                 t0 = _perf_counter_ns()
                 start.record()
                 out = fn(*args)
