@@ -8,6 +8,7 @@
 #include "absl/flags/usage.h"
 #include "cli/job_commands.h"
 #include "cli/local_command.h"
+#include "cli/tiny_model_command.h"
 #include "cli/verify_command.h"
 #include "common/server/process_main.h"
 #include "common/server/termination_signals.h"
@@ -28,6 +29,9 @@ ABSL_FLAG(std::string, options, "", "kforge verify: VerifierOptions as JSON");
 ABSL_FLAG(std::string, device, "cpu", "kforge verify: cpu or cuda:N (in-process verifier)");
 ABSL_FLAG(bool, require_triton, true,
           "kforge verify: require @triton.jit kernels (turn off for CPU-only candidates)");
+ABSL_FLAG(std::string, arch, "qwen2", "kforge tiny-model: qwen2, qwen3 or llama");
+ABSL_FLAG(uint64_t, seed, 0, "kforge tiny-model: seed of the random weights");
+ABSL_FLAG(std::string, dtype, "float32", "kforge tiny-model: float32 or bfloat16");
 
 namespace {
 
@@ -45,6 +49,8 @@ commands:
   verify                verify one candidate: --task TASK.py --candidate FILE
                         [--json] [--server HOST:PORT] [--device cuda:0]
                         [--require_triton=false] [--options OPTIONS.json]
+  tiny-model OUT_DIR    write a small random Hugging Face checkpoint (and tokenizer)
+                        [--arch qwen2|qwen3|llama] [--seed N] [--dtype float32|bfloat16]
   help                  this text; `kforge --helpfull` lists every flag
 )";
 
@@ -99,6 +105,12 @@ int main(int argc, char** argv) {
                               .device = absl::GetFlag(FLAGS_device),
                               .require_triton = absl::GetFlag(FLAGS_require_triton),
                               .json = absl::GetFlag(FLAGS_json)});
+  }
+  if (command == "tiny-model") {
+    return kforge::RunTinyModel({.out_dir = args.empty() ? "" : args[0],
+                                 .arch = absl::GetFlag(FLAGS_arch),
+                                 .seed = absl::GetFlag(FLAGS_seed),
+                                 .dtype = absl::GetFlag(FLAGS_dtype)});
   }
   std::fprintf(stderr, "kforge: unknown command \"%s\"\n\n", command.c_str());
   return Usage(kforge::kExitConfigError);
