@@ -1,0 +1,52 @@
+#include "model/transformer/decoder_layer.h"
+
+namespace kforge {
+namespace {
+
+// [B, T, heads * D] -> [B, T, heads, D], optionally RMS-normalised per head
+// (Qwen3 normalises q and k over head_dim before RoPE), -> [B, heads, T, D].
+at::Tensor SplitHeads(const at::Tensor& x, int64_t heads, int64_t head_dim,
+                      const at::Tensor& norm, double eps) {
+  at::Tensor split = x.view({x.size(0), x.size(1), heads, head_dim});
+  if (norm.defined()) split = RmsNorm(split, norm, eps);
+  return split.transpose(1, 2);
+}
+
+at::Tensor SelfAttention(const ModelConfig& c, const AttentionWeights& w, int64_t layer,
+                         const at::Tensor& x, const RopeTables& rope, const AttendFn& attend) {
+  const double eps = c.rms_norm_eps;
+  const at::Tensor q = SplitHeads(at::linear(x, w.q_proj, w.q_bias), c.num_attention_heads,
+                                  c.head_dim, w.q_norm, eps);
+  const at::Tensor k = SplitHeads(at::linear(x, w.k_proj, w.k_bias), c.num_key_value_heads,
+                                  c.head_dim, w.k_norm, eps);
+  const at::Tensor v = SplitHeads(at::linear(x, w.v_proj, w.v_bias), c.num_key_value_heads,
+                                  c.head_dim, at::Tensor(), eps);
+  const at::Tensor out = attend(layer, ApplyRope(q, rope), ApplyRope(k, rope), v);
+  // [B, H, T, D] -> [B, T, H * D]
+  const at::Tensor merged = out.transpose(1, 2).reshape({x.size(0), x.size(1), -1});
+  return at::linear(merged, w.o_proj, w.o_bias);
+}
+
+at::Tensor SwiGluMlp(const LayerWeights& w, const at::Tensor& x) {
+  return at::linear(at::silu(at::linear(x, w.gate_proj)) * at::linear(x, w.up_proj), w.down_proj);
+}
+
+}  // namespace
+
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor h = x.to(at::kFloat);
+  const at::Tensor normed = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+at::Tensor DecoderLayerForward(const ModelConfig& config, const LayerWeights& weights,
+                               int64_t layer, const at::Tensor& hidden, const RopeTables& rope,
+                               const AttendFn& attend) {
+  const double eps = config.rms_norm_eps;
+  const at::Tensor attended =
+      hidden + SelfAttention(config, weights.attention, layer,
+                             RmsNorm(hidden, weights.input_layernorm, eps), rope, attend);
+  return attended + SwiGluMlp(weights, RmsNorm(attended, weights.post_attention_layernorm, eps));
+}
+
+}  // namespace kforge

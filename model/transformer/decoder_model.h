@@ -1,0 +1,99 @@
+// The decoder of Hugging Face Llama, Qwen2 and Qwen3 checkpoints on
+// LibTorch: token embedding, pre-norm layers (grouped-query attention with
+// rotary embedding, SwiGLU MLP), final RMSNorm and lm_head (tied to the
+// embedding when the config says so). Numerics follow transformers: RMSNorm
+// and rotary tables in float32, attention softmax in float32.
+//
+// Two ways to run it:
+//  * Forward(input_ids [B, T]) -> logits [B, T, V]: the whole sequence, no
+//    cache, autograd on (the learner's log-probabilities).
+//  * Prefill / DecodeStep over a KvCache: generation, under NoGradGuard.
+//
+//   absl::StatusOr<std::unique_ptr<DecoderModel>> model = DecoderModel::Create(
+//       config, TensorMapSource(std::move(tensors)), {at::kCUDA, at::kBFloat16});
+//   std::unique_ptr<KvCache> cache = *(*model)->NewKvCache(16, 2048);
+//   int64_t slot = *cache->Allocate();
+//   at::Tensor logits = *(*model)->Prefill(cache.get(), slot, prompt);  // [V], float32
+//
+// To load a checkpoint directory see checkpoint_loader.h. Methods are const
+// and may run concurrently on different caches; weight updates (through
+// NamedParameters) must not overlap a forward.
+#ifndef KFORGE_MODEL_TRANSFORMER_DECODER_MODEL_H_
+#define KFORGE_MODEL_TRANSFORMER_DECODER_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/checkpoint/model_config.h"
+#include "model/transformer/decoder_layer.h"
+#include "model/transformer/decoder_weights.h"
+#include "model/transformer/kv_cache.h"
+
+namespace kforge {
+
+struct DecoderOptions {
+  at::Device device = at::kCPU;
+  at::ScalarType dtype = at::kFloat;  // kFloat, kBFloat16 or kHalf
+};
+
+class DecoderModel {
+ public:
+  // Checks the config, then loads every weight it implies from `weights`
+  // straight onto options.device in options.dtype.
+  static absl::StatusOr<std::unique_ptr<DecoderModel>> Create(const ModelConfig& config,
+                                                              const WeightSource& weights,
+                                                              const DecoderOptions& options);
+
+  // input_ids: integer [B, T], any device. Rows shorter than T are padded on
+  // the right (the padding's own logits are meaningless; earlier positions
+  // never see it). Returns logits [B, T, V] in the model dtype, on the model
+  // device, connected to the autograd graph of the weights.
+  absl::StatusOr<at::Tensor> Forward(const at::Tensor& input_ids) const;
+
+  // An empty cache shaped for this model, on its device and dtype.
+  absl::StatusOr<std::unique_ptr<KvCache>> NewKvCache(int64_t slots, int64_t max_len) const;
+
+  // Appends `tokens` to `slot` (from its current length: 0 for a fresh slot)
+  // and returns the logits after the last one: float32 [V].
+  absl::StatusOr<at::Tensor> Prefill(KvCache* cache, int64_t slot,
+                                     absl::Span<const int64_t> tokens) const;
+
+  // Appends tokens[i] to slots[i] (distinct, each at its own length) and
+  // returns their next-token logits: float32 [N, V], row i for slots[i].
+  absl::StatusOr<at::Tensor> DecodeStep(KvCache* cache, absl::Span<const int64_t> slots,
+                                        absl::Span<const int64_t> tokens) const;
+
+  // The weights under their Hugging Face names, aliasing the model's storage:
+  // set requires_grad for training, copy_ into them to update the model. A
+  // tied lm_head is listed once, as model.embed_tokens.weight.
+  std::vector<std::pair<std::string, at::Tensor>> NamedParameters();
+
+  const ModelConfig& config() const { return config_; }
+  const DecoderOptions& options() const { return options_; }
+
+ private:
+  DecoderModel(ModelConfig config, DecoderOptions options, DecoderWeights weights,
+               at::Tensor inv_freq);
+
+  absl::Status CheckTokens(absl::Span<const int64_t> tokens) const;
+  absl::Status CheckCache(const KvCache& cache) const;
+  // ids and positions int64 [B, T] on the device -> final-normed hidden [B, T, C].
+  at::Tensor RunLayers(const at::Tensor& ids, const at::Tensor& positions,
+                       const AttendFn& attend) const;
+
+  ModelConfig config_;
+  DecoderOptions options_;
+  DecoderWeights weights_;
+  at::Tensor inv_freq_;  // float32 [head_dim / 2] on the device
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_MODEL_TRANSFORMER_DECODER_MODEL_H_

@@ -1,0 +1,231 @@
+// The cached path (Prefill, DecodeStep, Fork) against the uncached Forward on
+// the same tokens: slots at ragged lengths, arbitrary subsets and orders of
+// slots per step, groups sharing a prompt; and the slot bookkeeping errors.
+#include "model/transformer/kv_cache.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "model/transformer/decoder_model.h"
+#include "model/transformer/random_weights.h"
+
+namespace kforge {
+namespace {
+
+constexpr double kTolerance = 1e-4;
+
+class KvCacheTest : public ::testing::TestWithParam<Architecture> {
+ protected:
+  void SetUp() override {
+    config_ = TinyDecoderConfig(GetParam());
+    absl::StatusOr<std::unique_ptr<DecoderModel>> model = DecoderModel::Create(
+        config_, TensorMapSource(*RandomDecoderWeights(config_, 21)), DecoderOptions());
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
+  }
+
+  std::unique_ptr<KvCache> NewCache(int64_t slots, int64_t max_len) {
+    absl::StatusOr<std::unique_ptr<KvCache>> cache = model_->NewKvCache(slots, max_len);
+    EXPECT_TRUE(cache.ok()) << cache.status();
+    return cache.ok() ? *std::move(cache) : nullptr;
+  }
+
+  // The uncached logits after the last of `tokens`: [V].
+  at::Tensor ExpectedNext(const std::vector<int64_t>& tokens) {
+    absl::StatusOr<at::Tensor> logits = model_->Forward(at::tensor(tokens, at::kLong).unsqueeze(0));
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    return logits.ok() ? (*logits)[0][-1] : at::Tensor();
+  }
+
+  at::Tensor Prefill(KvCache* cache, int64_t slot, const std::vector<int64_t>& tokens) {
+    absl::StatusOr<at::Tensor> logits = model_->Prefill(cache, slot, tokens);
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    return logits.ok() ? *logits : at::Tensor();  // undefined: later checks throw, and fail
+  }
+
+  at::Tensor Decode(KvCache* cache, const std::vector<int64_t>& slots,
+                    const std::vector<int64_t>& tokens) {
+    absl::StatusOr<at::Tensor> logits = model_->DecodeStep(cache, slots, tokens);
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    return logits.ok() ? *logits : at::Tensor();
+  }
+
+  ModelConfig config_;
+  std::unique_ptr<DecoderModel> model_;
+};
+
+double MaxDifference(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+TEST_P(KvCacheTest, PrefillThenRaggedDecodeStepsMatchUncachedForward) {
+  std::unique_ptr<KvCache> cache = NewCache(/*slots=*/5, /*max_len=*/32);
+  // Slots 1, 2, 4 (0 and 3 stay free) with prompts of 5, 3 and 7 tokens.
+  std::map<int64_t, std::vector<int64_t>> sequences = {
+      {1, {5, 9, 2, 61, 30}}, {2, {44, 1, 7}}, {4, {3, 3, 8, 12, 50, 6, 19}}};
+  for (int64_t i = 0; i < 5; ++i) ASSERT_EQ(*cache->Allocate(), i);
+  for (int64_t free_slot : {0, 3}) ASSERT_TRUE(cache->Free(free_slot).ok());
+  for (auto& [slot, tokens] : sequences) {
+    EXPECT_LT(MaxDifference(Prefill(cache.get(), slot, tokens), ExpectedNext(tokens)), kTolerance);
+  }
+  // Each step names some of the slots, in any order; lengths drift apart.
+  const std::vector<std::vector<int64_t>> steps = {{1, 2, 4}, {4, 1}, {2}, {2, 4, 1}, {1, 2}, {4}};
+  int64_t next_token = 10;
+  for (const std::vector<int64_t>& step : steps) {
+    std::vector<int64_t> tokens;
+    for (int64_t slot : step) {
+      tokens.push_back(next_token++ % config_.vocab_size);
+      sequences[slot].push_back(tokens.back());
+    }
+    const at::Tensor logits = Decode(cache.get(), step, tokens);
+    ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{static_cast<int64_t>(step.size()),
+                                                     config_.vocab_size}));
+    for (size_t i = 0; i < step.size(); ++i) {
+      EXPECT_LT(MaxDifference(logits[static_cast<int64_t>(i)], ExpectedNext(sequences[step[i]])),
+                kTolerance)
+          << "slot " << step[i] << " at length " << sequences[step[i]].size();
+    }
+  }
+  for (auto& [slot, tokens] : sequences) {
+    EXPECT_EQ(cache->length(slot), static_cast<int64_t>(tokens.size()));
+  }
+}
+
+TEST_P(KvCacheTest, ContiguousSlotsDecodeLikeScatteredOnes) {
+  // Slots 0..2 in order take the cache's view path; the same sequences in
+  // slots {2, 0, 1} take the gather path. Both must equal the forward.
+  std::unique_ptr<KvCache> cache = NewCache(3, 16);
+  const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3, 4}, {5, 6}, {7, 8, 9}};
+  for (int64_t slot = 0; slot < 3; ++slot) {
+    ASSERT_EQ(*cache->Allocate(), slot);
+    Prefill(cache.get(), slot, prompts[static_cast<size_t>(slot)]);
+  }
+  const at::Tensor in_order = Decode(cache.get(), {0, 1, 2}, {11, 12, 13});
+  const at::Tensor shuffled = Decode(cache.get(), {2, 0, 1}, {23, 21, 22});
+  const std::vector<std::vector<int64_t>> after_first = {{1, 2, 3, 4, 11}, {5, 6, 12},
+                                                         {7, 8, 9, 13}};
+  for (int64_t slot = 0; slot < 3; ++slot) {
+    EXPECT_LT(MaxDifference(in_order[slot], ExpectedNext(after_first[static_cast<size_t>(slot)])),
+              kTolerance);
+  }
+  EXPECT_LT(MaxDifference(shuffled[0], ExpectedNext({7, 8, 9, 13, 23})), kTolerance);
+  EXPECT_LT(MaxDifference(shuffled[1], ExpectedNext({1, 2, 3, 4, 11, 21})), kTolerance);
+  EXPECT_LT(MaxDifference(shuffled[2], ExpectedNext({5, 6, 12, 22})), kTolerance);
+}
+
+TEST_P(KvCacheTest, ForkedGroupMatchesSeparatePrefills) {
+  const std::vector<int64_t> prompt = {17, 4, 33, 2, 9, 58};
+  std::unique_ptr<KvCache> shared = NewCache(6, 24);
+  const int64_t first = *shared->Allocate();
+  const at::Tensor prompt_logits = Prefill(shared.get(), first, prompt);
+  absl::StatusOr<std::vector<int64_t>> forked = shared->Fork(first, 3);
+  ASSERT_TRUE(forked.ok()) << forked.status();
+  std::vector<int64_t> group = {first};
+  group.insert(group.end(), forked->begin(), forked->end());
+  std::vector<std::vector<int64_t>> sequences(group.size(), prompt);
+  for (int64_t slot : group) EXPECT_EQ(shared->length(slot), 6);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int64_t> tokens;
+    for (size_t i = 0; i < group.size(); ++i) {
+      tokens.push_back(static_cast<int64_t>((7 * i + 3 * step + 1) % 64));
+      sequences[i].push_back(tokens.back());
+    }
+    const at::Tensor logits = Decode(shared.get(), group, tokens);
+    // Each sample, prefilled alone in a cache of its own, must agree.
+    for (size_t i = 0; i < group.size(); ++i) {
+      std::unique_ptr<KvCache> alone = NewCache(1, 24);
+      const at::Tensor expected = Prefill(alone.get(), *alone->Allocate(), sequences[i]);
+      EXPECT_LT(MaxDifference(logits[static_cast<int64_t>(i)], expected), kTolerance)
+          << "sample " << i << " step " << step;
+    }
+  }
+  EXPECT_LT(MaxDifference(prompt_logits, ExpectedNext(prompt)), kTolerance);
+}
+
+TEST_P(KvCacheTest, PrefillInChunksEqualsOnePrefill) {
+  std::unique_ptr<KvCache> cache = NewCache(1, 16);
+  const int64_t slot = *cache->Allocate();
+  Prefill(cache.get(), slot, {4, 5, 6});
+  const at::Tensor chunked = Prefill(cache.get(), slot, {7, 8, 9, 10});
+  EXPECT_EQ(cache->length(slot), 7);
+  EXPECT_LT(MaxDifference(chunked, ExpectedNext({4, 5, 6, 7, 8, 9, 10})), kTolerance);
+  const at::Tensor next = Decode(cache.get(), {slot}, {11});
+  EXPECT_LT(MaxDifference(next[0], ExpectedNext({4, 5, 6, 7, 8, 9, 10, 11})), kTolerance);
+}
+
+TEST_P(KvCacheTest, FreedSlotStartsOverClean) {
+  std::unique_ptr<KvCache> cache = NewCache(1, 16);
+  const int64_t slot = *cache->Allocate();
+  Prefill(cache.get(), slot, {1, 2, 3, 4, 5, 6, 7, 8});
+  ASSERT_TRUE(cache->Free(slot).ok());
+  ASSERT_EQ(*cache->Allocate(), slot);
+  EXPECT_EQ(cache->length(slot), 0);
+  EXPECT_LT(MaxDifference(Prefill(cache.get(), slot, {9, 10}), ExpectedNext({9, 10})), kTolerance);
+  EXPECT_LT(MaxDifference(Decode(cache.get(), {slot}, {11})[0], ExpectedNext({9, 10, 11})),
+            kTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, KvCacheTest,
+                         ::testing::Values(Architecture::kLlama, Architecture::kQwen2,
+                                           Architecture::kQwen3),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case Architecture::kLlama: return std::string("Llama");
+                             case Architecture::kQwen2: return std::string("Qwen2");
+                             case Architecture::kQwen3: return std::string("Qwen3");
+                           }
+                           return std::string("Unknown");
+                         });
+
+class KvCacheSlotsTest : public KvCacheTest {};
+
+TEST_P(KvCacheSlotsTest, SlotBookkeepingErrorsAreReported) {
+  std::unique_ptr<KvCache> cache = NewCache(2, 4);
+  const int64_t a = *cache->Allocate(), b = *cache->Allocate();
+  EXPECT_EQ(cache->Allocate().status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache->Fork(a, 1).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(cache->Free(b).ok());
+  EXPECT_EQ(cache->Free(b).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache->length(b), -1);
+  EXPECT_EQ(model_->DecodeStep(cache.get(), {b}, {1}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(model_->Prefill(cache.get(), a, {1, 2, 3, 4, 5}).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(cache->length(a), 0);  // a failed prefill stores nothing
+  EXPECT_EQ(model_->DecodeStep(cache.get(), {a, a}, {1, 2}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model_->DecodeStep(cache.get(), {a}, {1, 2}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache->length(a), 0);
+  Prefill(cache.get(), a, {1, 2, 3, 4});
+  EXPECT_EQ(model_->DecodeStep(cache.get(), {a}, {1}).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(model_->Prefill(cache.get(), a, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model_->Prefill(cache.get(), b, {config_.vocab_size}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KvCacheSlotsTest, CacheOfAnotherShapeIsRejected) {
+  absl::StatusOr<std::unique_ptr<KvCache>> wrong =
+      KvCache::Create({.layers = 1, .slots = 1, .kv_heads = 2, .max_len = 4, .head_dim = 8},
+                      at::TensorOptions().dtype(at::kFloat));
+  ASSERT_TRUE(wrong.ok());
+  const int64_t slot = *(*wrong)->Allocate();
+  EXPECT_EQ(model_->Prefill(wrong->get(), slot, {1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(KvCache::Create({.layers = 1, .slots = 0, .kv_heads = 2, .max_len = 4, .head_dim = 8},
+                            at::TensorOptions())
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Llama, KvCacheSlotsTest, ::testing::Values(Architecture::kLlama));
+
+}  // namespace
+}  // namespace kforge
