@@ -67,6 +67,13 @@ class BpeTokenizer {
   // ("<|im_end|>") or a vocabulary entry in the byte alphabet ("Ġthe").
   std::optional<int32_t> TokenId(absl::string_view token) const;
 
+  // The raw bytes token `id` decodes to (byte-level pieces, not necessarily
+  // UTF-8 on their own): what a stop-string matcher consumes token by token.
+  // Empty for an id that is not a token.
+  absl::string_view RawBytes(int32_t id) const {
+    return id >= 0 && id < vocab_size() ? absl::string_view(id_to_bytes_[id]) : "";
+  }
+
   // One past the largest id (vocabulary and added tokens): the smallest
   // embedding table that covers every id. Ids below it may be unused.
   int32_t vocab_size() const { return static_cast<int32_t>(id_to_bytes_.size()); }

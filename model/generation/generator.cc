@@ -1,0 +1,267 @@
+#include "model/generation/generator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "model/sampling/token_sampler.h"
+#include "model/tokenizer/bpe_tokenizer.h"
+#include "model/transformer/decoder_model.h"
+#include "model/transformer/kv_cache.h"
+#include "model/transformer/torch_status.h"
+
+namespace kforge {
+
+// One sample being generated: its slot, parameters and what it produced.
+struct Generator::Running {
+  std::string group_id;
+  int32_t index = 0;
+  int64_t slot = -1;
+  RowSamplingParams params;
+  StopMatcher stop;
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  absl::Duration queued;
+  absl::Duration time_to_first_token;
+};
+
+namespace {
+
+// Host copies of a sampled batch: one device synchronisation per step.
+struct HostDraws {
+  std::vector<int64_t> tokens;
+  std::vector<float> logprobs;
+};
+
+absl::StatusOr<HostDraws> DrawOnHost(const TokenSampler& sampler, const at::Tensor& logits,
+                                     absl::Span<const RowSamplingParams> params,
+                                     absl::Span<const uint64_t> steps) {
+  KF_ASSIGN_OR_RETURN(SampledTokens drawn, sampler.Sample(logits, params, steps));
+  return TorchCall("copy sampled tokens to host", [&] {
+    const at::Tensor ids = drawn.token_ids.to(at::kCPU).contiguous();
+    const at::Tensor lps = drawn.logprobs.to(at::kCPU).contiguous();
+    HostDraws host;
+    host.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+    host.logprobs.assign(lps.data_ptr<float>(), lps.data_ptr<float>() + lps.numel());
+    return host;
+  });
+}
+
+absl::Status CheckRequest(const GroupRequest& request, int64_t slots, int64_t max_len) {
+  const std::string& id = request.group_id;
+  if (request.samples.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("group ", id, ": no samples requested"));
+  }
+  if (static_cast<int64_t>(request.samples.size()) > slots) {
+    return absl::InvalidArgumentError(absl::StrCat("group ", id, ": ", request.samples.size(),
+                                                   " samples exceed the generator's ", slots,
+                                                   " slots"));
+  }
+  if (request.prompt_tokens.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("group ", id, ": empty prompt"));
+  }
+  if (static_cast<int64_t>(request.prompt_tokens.size()) >= max_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group ", id, ": prompt of ", request.prompt_tokens.size(),
+                     " tokens leaves no room in slots of ", max_len, " tokens"));
+  }
+  for (size_t i = 0; i < request.samples.size(); ++i) {
+    KF_RETURN_IF_ERROR(ValidateSamplingParams(
+        request.samples[i], absl::StrCat("group ", id, " samples[", i, "]")));
+  }
+  return StopMatcher::Create(request.stop).status();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const DecoderModel* model,
+                                                             const BpeTokenizer* tokenizer,
+                                                             const GeneratorOptions& options) {
+  if (model == nullptr || tokenizer == nullptr) {
+    return absl::InvalidArgumentError("generator: model and tokenizer are required");
+  }
+  if (options.slots <= 0 || options.max_len <= 1) {
+    return absl::InvalidArgumentError(absl::StrCat("generator: slots (", options.slots,
+                                                   ") must be >= 1 and max_len (",
+                                                   options.max_len, ") >= 2"));
+  }
+  KF_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
+                      model->NewKvCache(options.slots, options.max_len));
+  return std::unique_ptr<Generator>(new Generator(model, tokenizer, std::move(cache)));
+}
+
+Generator::Generator(const DecoderModel* model, const BpeTokenizer* tokenizer,
+                     std::unique_ptr<KvCache> cache)
+    : model_(model),
+      tokenizer_(tokenizer),
+      cache_(std::move(cache)),
+      sampler_(std::make_unique<TokenSampler>()) {
+  counters_.slots = cache_->shape().slots;
+  counters_.cache_capacity_tokens = cache_->shape().slots * cache_->shape().max_len;
+  PublishStats();
+}
+
+Generator::~Generator() = default;
+
+absl::Status Generator::Enqueue(GroupRequest request) {
+  KF_RETURN_IF_ERROR(CheckRequest(request, cache_->shape().slots, cache_->shape().max_len));
+  // The slot holds the prompt and at most max_len - prompt completion tokens.
+  const int32_t room =
+      static_cast<int32_t>(cache_->shape().max_len - request.prompt_tokens.size());
+  if (request.stop.max_new_tokens == 0 || request.stop.max_new_tokens > room) {
+    request.stop.max_new_tokens = room;
+  }
+  waiting_.push_back({std::move(request), absl::Now()});
+  PublishStats();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<GeneratedSample>> Generator::Step() {
+  std::vector<GeneratedSample> finished;
+  while (!waiting_.empty() &&
+         static_cast<size_t>(cache_->free_slots()) >= waiting_.front().request.samples.size()) {
+    Waiting next = std::move(waiting_.front());
+    waiting_.pop_front();
+    if (absl::Status admitted = Admit(std::move(next), &finished); !admitted.ok()) {
+      PublishStats();
+      return admitted;
+    }
+  }
+  if (!running_.empty()) KF_RETURN_IF_ERROR(DecodeRunning(&finished));
+  PublishStats();
+  return finished;
+}
+
+absl::Status Generator::Admit(Waiting waiting, std::vector<GeneratedSample>* finished) {
+  GroupRequest& request = waiting.request;
+  const absl::Time admitted = absl::Now();
+  KF_ASSIGN_OR_RETURN(const int64_t prompt_slot, cache_->Allocate());
+  const std::vector<int64_t> prompt(request.prompt_tokens.begin(), request.prompt_tokens.end());
+  absl::StatusOr<at::Tensor> logits = model_->Prefill(cache_.get(), prompt_slot, prompt);
+  const int64_t group_size = static_cast<int64_t>(request.samples.size());
+  absl::StatusOr<std::vector<int64_t>> slots =
+      logits.ok() ? cache_->Fork(prompt_slot, group_size - 1) : logits.status();
+  if (!slots.ok()) {
+    (void)cache_->Free(prompt_slot);
+    return slots.status();
+  }
+  slots->insert(slots->begin(), prompt_slot);
+  counters_.prefill_tokens += prompt.size();
+
+  const std::vector<uint64_t> steps(static_cast<size_t>(group_size), 0);
+  absl::StatusOr<HostDraws> draws = TorchCall("first tokens", [&] {
+    return DrawOnHost(*sampler_, logits->unsqueeze(0).expand({group_size, -1}),
+                      request.samples, steps);
+  });
+  if (!draws.ok()) {
+    for (int64_t slot : *slots) (void)cache_->Free(slot);
+    return draws.status();
+  }
+  const absl::Time first_token = absl::Now();
+  for (int64_t i = 0; i < group_size; ++i) {
+    auto seq = std::make_unique<Running>(Running{
+        .group_id = request.group_id,
+        .index = static_cast<int32_t>(i),
+        .slot = (*slots)[static_cast<size_t>(i)],
+        .params = request.samples[static_cast<size_t>(i)],
+        .stop = *StopMatcher::Create(request.stop),  // checked at Enqueue
+        .queued = admitted - waiting.enqueued,
+        .time_to_first_token = first_token - waiting.enqueued,
+    });
+    const bool done = Accept(*seq, static_cast<int32_t>(draws->tokens[static_cast<size_t>(i)]),
+                             draws->logprobs[static_cast<size_t>(i)]);
+    running_.push_back(std::move(seq));
+    if (done) Finish(running_.size() - 1, finished);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Generator::DecodeRunning(std::vector<GeneratedSample>* finished) {
+  // Slot order: consecutive slots let the cache read one contiguous range.
+  std::sort(running_.begin(), running_.end(),
+            [](const auto& a, const auto& b) { return a->slot < b->slot; });
+  std::vector<int64_t> slots, tokens;
+  std::vector<RowSamplingParams> params;
+  std::vector<uint64_t> steps;
+  for (const std::unique_ptr<Running>& seq : running_) {
+    slots.push_back(seq->slot);
+    tokens.push_back(seq->tokens.back());
+    params.push_back(seq->params);
+    steps.push_back(seq->tokens.size());
+  }
+  KF_ASSIGN_OR_RETURN(at::Tensor logits, model_->DecodeStep(cache_.get(), slots, tokens));
+  KF_ASSIGN_OR_RETURN(HostDraws draws, DrawOnHost(*sampler_, logits, params, steps));
+  ++counters_.decode_steps;
+  // Backwards, so Finish's swap-remove never moves an unvisited sequence.
+  for (size_t i = running_.size(); i-- > 0;) {
+    if (Accept(*running_[i], static_cast<int32_t>(draws.tokens[i]), draws.logprobs[i])) {
+      Finish(i, finished);
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool Generator::Accept(Running& seq, int32_t token, float logprob) {
+  seq.tokens.push_back(token);
+  seq.logprobs.push_back(logprob);
+  ++counters_.generated_tokens;
+  return seq.stop.Append(token, tokenizer_->RawBytes(token)) != FinishReason::kNone;
+}
+
+void Generator::Finish(size_t index, std::vector<GeneratedSample>* finished) {
+  std::unique_ptr<Running> seq = std::move(running_[index]);
+  running_[index] = std::move(running_.back());
+  running_.pop_back();
+  (void)cache_->Free(seq->slot);  // allocated by Admit: cannot fail
+  ++counters_.finished_samples;
+  finished->push_back(GeneratedSample{
+      .group_id = std::move(seq->group_id),
+      .index = seq->index,
+      .tokens = std::move(seq->tokens),
+      .logprobs = std::move(seq->logprobs),
+      .text = seq->stop.text(),
+      .finish_reason = seq->stop.finish_reason(),
+      .queued = seq->queued,
+      .time_to_first_token = seq->time_to_first_token,
+  });
+}
+
+std::vector<std::string> Generator::Abandon() {
+  std::vector<std::string> dropped;
+  absl::flat_hash_set<std::string> seen;
+  for (const std::unique_ptr<Running>& seq : running_) {
+    (void)cache_->Free(seq->slot);
+    if (seen.insert(seq->group_id).second) dropped.push_back(seq->group_id);
+  }
+  for (const Waiting& w : waiting_) {
+    if (seen.insert(w.request.group_id).second) dropped.push_back(w.request.group_id);
+  }
+  running_.clear();
+  waiting_.clear();
+  PublishStats();
+  return dropped;
+}
+
+void Generator::PublishStats() {
+  counters_.waiting_groups = static_cast<int64_t>(waiting_.size());
+  counters_.running_sequences = static_cast<int64_t>(running_.size());
+  int64_t cached = 0;
+  for (int64_t slot = 0; slot < cache_->shape().slots; ++slot) {
+    cached += std::max<int64_t>(cache_->length(slot), 0);
+  }
+  counters_.cached_tokens = cached;
+  absl::MutexLock lock(&stats_mu_);
+  published_ = counters_;
+}
+
+GeneratorStats Generator::stats() const {
+  absl::MutexLock lock(&stats_mu_);
+  return published_;
+}
+
+}  // namespace kforge

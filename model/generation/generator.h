@@ -1,0 +1,160 @@
+// Generator: continuous-batching generation of sample groups over one
+// DecoderModel and one KV cache. The rollout worker's sampling engine, and
+// what `kforge eval` samples with.
+//
+//   KF_ASSIGN_OR_RETURN(std::unique_ptr<Generator> gen,
+//                       Generator::Create(model, tokenizer, {.slots = 64, .max_len = 4096}));
+//   KF_RETURN_IF_ERROR(gen->Enqueue({.group_id = "g1", .prompt_tokens = ids,
+//                                    .samples = per_sample_params, .stop = stop}));
+//   while (!gen->idle()) {
+//     KF_ASSIGN_OR_RETURN(std::vector<GeneratedSample> done, gen->Step());
+//     for (GeneratedSample& s : done) Ship(std::move(s));   // at once, not per group
+//   }
+//
+// HOW A STEP RUNS.
+//  1. Admission, in arrival order: a waiting group is admitted when the cache
+//     has a free slot for each of its G samples (a group is never split, so
+//     its samples share one policy version and one prompt cache). Its prompt
+//     is prefilled once into one slot and the cache forked into G - 1 more;
+//     the first token of every sample is drawn from that one set of logits.
+//     A group that does not fit waits (head-of-line: later groups do not
+//     overtake it, so a large group is not starved).
+//  2. One batched decode step over every running sequence, each at its own
+//     length; the tokens are drawn with TokenSampler (see token_sampler.h for
+//     exactly which distribution the log-probabilities are under).
+//  3. Sequences that finished (EOS, a stop string, max_new_tokens, or a full
+//     cache slot) are returned and their slots freed at once, so the next
+//     step admits waiting groups into them: the batch stays full.
+//
+// REPRODUCIBILITY. A sample's tokens depend only on the weights, its prompt,
+// its RowSamplingParams (seed included) and the device: never on which other
+// sequences share its batch or when it was admitted (TokenSampler draws with
+// SamplingUniform(seed, step)). Greedy (temperature 0) gives the argmax chain.
+//
+// LIMITS. max_new_tokens is capped at what the slot can hold after the
+// prompt (max_len - prompt length); such a sample finishes with kMaxTokens.
+// A prompt that leaves no room, a group larger than the cache, an empty
+// prompt or invalid parameters are INVALID_ARGUMENT at Enqueue, naming the
+// group: nothing is queued and the generator carries on.
+//
+// Threading: one owner thread calls Enqueue and Step (weights may be updated
+// by that thread between steps); stats() may be read from any thread.
+#ifndef KFORGE_MODEL_GENERATION_GENERATOR_H_
+#define KFORGE_MODEL_GENERATION_GENERATOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "model/sampling/sampling_params.h"
+#include "model/sampling/stop_matcher.h"
+
+namespace kforge {
+
+class BpeTokenizer;
+class DecoderModel;
+class KvCache;
+class TokenSampler;
+
+struct GeneratorOptions {
+  // Sequences held at once: the KV cache's slots and the largest decode batch.
+  int64_t slots = 0;
+  // Tokens per slot, prompt and completion together.
+  int64_t max_len = 0;
+};
+
+// One prompt and the G samples to draw from it.
+struct GroupRequest {
+  std::string group_id;
+  std::vector<int32_t> prompt_tokens;
+  // One entry per sample (G = samples.size()), each with its own seed.
+  std::vector<RowSamplingParams> samples;
+  StopConditions stop;
+};
+
+struct GeneratedSample {
+  std::string group_id;
+  int32_t index = 0;                // within the group, 0..G-1
+  std::vector<int32_t> tokens;      // every sampled token, EOS included
+  std::vector<float> logprobs;      // one per token: log q(token), see token_sampler.h
+  std::string text;                 // completion text, cut at a stop string
+  FinishReason finish_reason = FinishReason::kNone;
+  absl::Duration queued;            // from Enqueue to admission
+  absl::Duration time_to_first_token;  // from Enqueue to the first token
+};
+
+struct GeneratorStats {
+  int64_t waiting_groups = 0;
+  int64_t running_sequences = 0;
+  int64_t slots = 0;
+  int64_t cached_tokens = 0;        // tokens held in the KV cache now
+  int64_t cache_capacity_tokens = 0;
+  uint64_t generated_tokens = 0;    // since creation
+  uint64_t prefill_tokens = 0;      // since creation
+  uint64_t decode_steps = 0;
+  uint64_t finished_samples = 0;
+};
+
+class Generator {
+ public:
+  // model and tokenizer must outlive the generator. INVALID_ARGUMENT for
+  // non-positive sizes; RESOURCE_EXHAUSTED when the cache does not fit.
+  static absl::StatusOr<std::unique_ptr<Generator>> Create(const DecoderModel* model,
+                                                           const BpeTokenizer* tokenizer,
+                                                           const GeneratorOptions& options);
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+
+  absl::Status Enqueue(GroupRequest request);
+
+  // Admits what fits, runs one decode step, returns what finished. An error
+  // from the model (for example out of device memory) is returned with the
+  // running and waiting work left as it was; Abandon() clears it.
+  absl::StatusOr<std::vector<GeneratedSample>> Step();
+
+  // Drops every waiting and running group and frees the cache; returns the
+  // ids of the groups dropped (each once), for the caller to report.
+  std::vector<std::string> Abandon();
+
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  GeneratorStats stats() const;
+
+ private:
+  struct Waiting {
+    GroupRequest request;
+    absl::Time enqueued;
+  };
+  struct Running;
+
+  Generator(const DecoderModel* model, const BpeTokenizer* tokenizer,
+            std::unique_ptr<KvCache> cache);
+  // Prefills one group into fresh slots and draws its first tokens.
+  absl::Status Admit(Waiting waiting, std::vector<GeneratedSample>* finished);
+  absl::Status DecodeRunning(std::vector<GeneratedSample>* finished);
+  // Appends one sampled token to a running sequence; true when it finished.
+  bool Accept(Running& seq, int32_t token, float logprob);
+  void Finish(size_t index, std::vector<GeneratedSample>* finished);
+  void PublishStats();
+
+  const DecoderModel* const model_;
+  const BpeTokenizer* const tokenizer_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<TokenSampler> sampler_;
+  std::deque<Waiting> waiting_;
+  std::vector<std::unique_ptr<Running>> running_;
+  GeneratorStats counters_;  // owner thread's copy
+
+  mutable absl::Mutex stats_mu_;
+  GeneratorStats published_ ABSL_GUARDED_BY(stats_mu_);
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_MODEL_GENERATION_GENERATOR_H_
