@@ -1,0 +1,142 @@
+// VerifierDispatcher: hands each finished candidate to a verifier at once over
+// VerifyStream, balanced round-robin across every verifier the target names,
+// and makes sure each gets exactly one verdict back.
+//
+//   VerifierDispatcher::Options options{.target = "dns:///kforge-verifier:50052"};
+//   KF_ASSIGN_OR_RETURN(auto dispatcher, VerifierDispatcher::Create(
+//       options, [](const v1::VerifyResponse& r) { Record(r); }));
+//   KF_RETURN_IF_ERROR(dispatcher->Submit(std::move(request)));  // blocks when full
+//
+// DELIVERY. One bidirectional stream per verifier address ("lane"). A request
+// is written to a lane holding one of the server's credits (so a slow
+// verifier pushes back) and stays outstanding until its verdict arrives.
+// When a lane's stream breaks (the verifier died, was drained, or the
+// network dropped) its outstanding requests go back to the front of the
+// queue and are re-sent to another lane; so are requests the verifier
+// rejected as full, and requests without a verdict after verify_timeout. A
+// request may therefore be verified twice, but on_result sees each
+// request_id once: later verdicts for an id already answered are dropped and
+// counted. Requests the verifier rejects as malformed are answered at once
+// with a Verdict whose stage-1 message carries the reason (nothing is lost).
+//
+// BACK-PRESSURE. Submit blocks while max_outstanding requests are queued or
+// outstanding, so a slow verifier pool slows the producer instead of growing
+// memory.
+//
+// TARGETS. "host:port,host:port" or "dns:///name:port": the name is resolved
+// (every A/AAAA record, as a Kubernetes headless Service returns one per
+// pod) at start and every resolve_interval; new addresses get lanes, lanes of
+// vanished addresses close once idle. A broken lane reconnects with
+// exponential back-off.
+//
+// Threads: "kf-dispatch" writes and watches timeouts; one "kf-lane" reader
+// per lane. on_result runs on a lane's reader thread and must not block long.
+#ifndef KFORGE_ROLLOUT_WORKER_DISPATCH_VERIFIER_DISPATCHER_H_
+#define KFORGE_ROLLOUT_WORKER_DISPATCH_VERIFIER_DISPATCHER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kforge/v1/verifier_service.grpc.pb.h"
+
+namespace kforge {
+
+// The addresses a target names now: the list as given, or a DNS name's
+// records as "ip:port". INVALID_ARGUMENT for a malformed target, NOT_FOUND
+// when a name resolves to nothing.
+absl::StatusOr<std::vector<std::string>> ResolveVerifierTarget(const std::string& target);
+
+class VerifierDispatcher {
+ public:
+  struct Options {
+    std::string target;
+    int32_t max_outstanding = 256;
+    absl::Duration verify_timeout = absl::Seconds(300);
+    absl::Duration resolve_interval = absl::Seconds(30);
+    absl::Duration backoff_initial = absl::Milliseconds(200);
+    absl::Duration backoff_max = absl::Seconds(5);
+  };
+  struct Stats {
+    uint64_t submitted = 0;
+    uint64_t sent = 0;        // writes, re-sends included
+    uint64_t resent = 0;
+    uint64_t answered = 0;    // verdicts passed to on_result
+    uint64_t duplicate_verdicts = 0;
+    uint64_t rejected = 0;    // answered locally: the verifier refused them as malformed
+    int64_t queued = 0;
+    int64_t outstanding = 0;
+    int64_t lanes_connected = 0;
+    std::map<std::string, uint64_t> sent_by_address;  // writes per verifier
+  };
+  using ResultCallback = std::function<void(const v1::VerifyResponse&)>;
+
+  static absl::StatusOr<std::unique_ptr<VerifierDispatcher>> Create(Options options,
+                                                                   ResultCallback on_result);
+  ~VerifierDispatcher();  // stops and joins every thread; unanswered requests are dropped
+  VerifierDispatcher(const VerifierDispatcher&) = delete;
+  VerifierDispatcher& operator=(const VerifierDispatcher&) = delete;
+
+  // INVALID_ARGUMENT for an empty or duplicate request_id; CANCELLED once
+  // the dispatcher is stopping.
+  absl::Status Submit(v1::VerifyRequest request);
+  // Waits until every submitted request was answered, or `timeout`.
+  bool WaitIdle(absl::Duration timeout);
+  Stats stats() const;
+
+ private:
+  struct Lane;
+  struct Pending {
+    v1::VerifyRequest request;
+    int attempts = 0;
+    std::string last_lane;  // re-sends prefer another lane
+  };
+  struct Outstanding {
+    Pending pending;
+    std::string lane;
+    absl::Time sent;
+  };
+
+  VerifierDispatcher(Options options, ResultCallback on_result);
+  void DispatchLoop();
+  void ReadLoop(Lane* lane);
+  void Resolve() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Connect(Lane* lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Lane* PickLane(const std::string& avoid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves a lane's outstanding requests back to the front of the queue.
+  void Requeue(const std::string& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequeueOne(const std::string& id, bool resend) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Answer(const v1::VerifyResponse& response) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const Options options_;
+  const ResultCallback on_result_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Outstanding> outstanding_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> known_ids_ ABSL_GUARDED_BY(mu_);  // queued or outstanding
+  // Recently answered ids (oldest evicted first), to drop late duplicates.
+  absl::flat_hash_set<std::string> answered_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> answered_order_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<Lane>> lanes_ ABSL_GUARDED_BY(mu_);
+  size_t next_lane_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_resolve_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread dispatch_thread_;
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_ROLLOUT_WORKER_DISPATCH_VERIFIER_DISPATCHER_H_

@@ -1,0 +1,220 @@
+// The rollout worker's VerifierDispatcher against real kforge-verifier
+// processes on loopback: every request is answered exactly once, requests are
+// spread over the verifiers, a verifier killed mid-flight loses nothing (its
+// requests are re-sent to the other), a malformed request comes back as a
+// verdict naming the reason, and a full dispatcher blocks its producer.
+#include "rollout_worker/dispatch/verifier_dispatcher.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/config/json_config.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/service_process.h"
+#include "tests/support/temp_dir.h"
+
+namespace kforge {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+std::string Source(const std::string& relative) {
+  absl::StatusOr<std::string> text =
+      ReadFileToString(std::string(KFORGE_TEST_SOURCE_DIR) + "/" + relative);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : "";
+}
+
+// Collects verdicts by request id, counting how often each arrives.
+class Collector {
+ public:
+  void Add(const v1::VerifyResponse& response) {
+    absl::MutexLock lock(&mu_);
+    ++counts_[response.request_id()];
+    verdicts_[response.request_id()] = response.verdict();
+  }
+  absl::flat_hash_map<std::string, int> counts() const {
+    absl::MutexLock lock(&mu_);
+    return counts_;
+  }
+  v1::Verdict verdict(const std::string& id) const {
+    absl::MutexLock lock(&mu_);
+    auto it = verdicts_.find(id);
+    return it == verdicts_.end() ? v1::Verdict() : it->second;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, int> counts_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, v1::Verdict> verdicts_ ABSL_GUARDED_BY(mu_);
+};
+
+class VerifierDispatchTest : public ::testing::Test {
+ protected:
+  void StartVerifiers(int count) {
+    for (int i = 0; i < count; ++i) {
+      // Each verifier its own scratch space, as separate pods would have.
+      const std::string config = dir_.Sub("verifier" + std::to_string(i) + ".json");
+      testing::WriteFile(config, absl::StrCat(R"({"work_dir": ")",
+                                              dir_.Sub("work" + std::to_string(i)), R"("})"));
+      const std::string home = dir_.Sub("v" + std::to_string(i));
+      std::filesystem::create_directories(home);
+      auto verifier = testing::StartServiceProcess("kforge-verifier", {"--config=" + config}, home);
+      ASSERT_TRUE(verifier.ok()) << verifier.status();
+      verifiers_.push_back(*std::move(verifier));
+    }
+  }
+
+  std::string Target() const {
+    std::string target;
+    for (const auto& v : verifiers_) absl::StrAppend(&target, target.empty() ? "" : ",", v.address());
+    return target;
+  }
+
+  std::unique_ptr<VerifierDispatcher> NewDispatcher(VerifierDispatcher::Options options) {
+    auto dispatcher = VerifierDispatcher::Create(
+        options, [this](const v1::VerifyResponse& r) { collector_.Add(r); });
+    EXPECT_TRUE(dispatcher.ok()) << dispatcher.status();
+    return dispatcher.ok() ? *std::move(dispatcher) : nullptr;
+  }
+
+  // A ReLU task with a candidate: "no code" fails stage 1 at once; the clamp
+  // candidate is correct and goes through every stage (about a second).
+  static v1::VerifyRequest Request(const std::string& id, bool slow) {
+    v1::VerifyRequest request;
+    request.set_request_id(id);
+    request.mutable_task()->set_id("level1/1_ReLU");
+    request.mutable_task()->set_reference_source(Source("tasks/kforge-mini/level1/1_ReLU.py"));
+    request.set_completion(slow ? Source("tests/data/verifier/cpu/relu_clamp.py")
+                                : "I would rather not write code today.");
+    request.mutable_options()->set_require_triton(false);
+    request.mutable_options()->set_use_cache(false);
+    return request;
+  }
+
+  testing::TempDir dir_;
+  std::vector<testing::ServiceProcess> verifiers_;
+  Collector collector_;
+};
+
+TEST_F(VerifierDispatchTest, EveryRequestIsAnsweredOnceAcrossTheVerifiers) {
+  StartVerifiers(2);
+  std::unique_ptr<VerifierDispatcher> dispatcher =
+      NewDispatcher({.target = Target(), .max_outstanding = 32});
+  constexpr int kRequests = 200;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(dispatcher->Submit(Request(absl::StrCat("s", i), false)).ok());
+  }
+  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(120)));
+  const auto counts = collector_.counts();
+  ASSERT_EQ(counts.size(), static_cast<size_t>(kRequests));
+  for (const auto& [id, n] : counts) EXPECT_EQ(n, 1) << id;
+  const v1::Verdict verdict = collector_.verdict("s7");
+  EXPECT_EQ(verdict.stage_reached(), v1::STAGE_STATIC);
+  ASSERT_GT(verdict.stages_size(), 0);
+  EXPECT_EQ(verdict.stages(0).outcome(), v1::OUTCOME_FAILED);
+  const VerifierDispatcher::Stats stats = dispatcher->stats();
+  EXPECT_EQ(stats.answered, static_cast<uint64_t>(kRequests));
+  EXPECT_EQ(stats.resent, 0u);
+  ASSERT_EQ(stats.sent_by_address.size(), 2u) << "only one verifier was used";
+  for (const auto& [address, sent] : stats.sent_by_address) EXPECT_GT(sent, 40u) << address;
+}
+
+TEST_F(VerifierDispatchTest, AVerifierKilledMidFlightLosesNothing) {
+  StartVerifiers(2);
+  std::unique_ptr<VerifierDispatcher> dispatcher =
+      NewDispatcher({.target = Target(), .max_outstanding = 64});
+  constexpr int kRequests = 12;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(dispatcher->Submit(Request(absl::StrCat("slow", i), true)).ok());
+  }
+  // Once requests are out, the verifier holding the most of them dies
+  // without a word (each takes about a second, so it holds some still).
+  for (int i = 0; i < 200 && dispatcher->stats().sent < kRequests; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const auto sent = dispatcher->stats().sent_by_address;
+  size_t victim = 0;
+  for (size_t i = 0; i < verifiers_.size(); ++i) {
+    auto it = sent.find(verifiers_[i].address());
+    auto best = sent.find(verifiers_[victim].address());
+    if (it != sent.end() && (best == sent.end() || it->second > best->second)) victim = i;
+  }
+  verifiers_[victim].process->Signal(SIGKILL);
+  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(240)));
+  const auto counts = collector_.counts();
+  ASSERT_EQ(counts.size(), static_cast<size_t>(kRequests));
+  for (const auto& [id, n] : counts) EXPECT_EQ(n, 1) << id;
+  int correct = 0;
+  for (int i = 0; i < kRequests; ++i) correct += collector_.verdict(absl::StrCat("slow", i)).correct();
+  EXPECT_EQ(correct, kRequests);
+  EXPECT_GT(dispatcher->stats().resent, 0u) << "the killed verifier held nothing";
+}
+
+TEST_F(VerifierDispatchTest, AMalformedRequestComesBackAsAVerdictNamingTheReason) {
+  StartVerifiers(1);
+  std::unique_ptr<VerifierDispatcher> dispatcher = NewDispatcher({.target = Target()});
+  v1::VerifyRequest bad = Request("bad", false);
+  bad.clear_task();
+  ASSERT_TRUE(dispatcher->Submit(bad).ok());
+  ASSERT_TRUE(dispatcher->Submit(Request("good", false)).ok());
+  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(60)));
+  const v1::Verdict verdict = collector_.verdict("bad");
+  ASSERT_GT(verdict.stages_size(), 0);
+  EXPECT_EQ(verdict.stages(0).outcome(), v1::OUTCOME_INTERNAL_ERROR);
+  EXPECT_THAT(verdict.stages(0).message(), HasSubstr("task"));
+  EXPECT_EQ(collector_.counts().size(), 2u);
+  EXPECT_EQ(dispatcher->stats().rejected, 1u);
+}
+
+TEST_F(VerifierDispatchTest, AFullDispatcherBlocksItsProducerUntilStopped) {
+  // Nothing listens here: requests queue and stay.
+  std::unique_ptr<VerifierDispatcher> dispatcher =
+      NewDispatcher({.target = "127.0.0.1:1", .max_outstanding = 3});
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(dispatcher->Submit(Request(absl::StrCat("q", i), false)).ok());
+  }
+  EXPECT_FALSE(dispatcher->Submit(Request("q0", false)).ok()) << "duplicate id accepted";
+  absl::Notification returned;
+  absl::Status fourth;
+  std::thread producer([&] {
+    fourth = dispatcher->Submit(Request("q3", false));
+    returned.Notify();
+  });
+  EXPECT_FALSE(returned.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+  EXPECT_EQ(dispatcher->stats().queued, 3);
+  dispatcher.reset();
+  producer.join();
+  EXPECT_EQ(fourth.code(), absl::StatusCode::kCancelled);
+}
+
+TEST(ResolveVerifierTargetTest, ListsAndDnsNamesResolveAndBadTargetsAreNamed) {
+  auto list = ResolveVerifierTarget("127.0.0.1:5001, 127.0.0.1:5002");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_THAT(*list, ::testing::ElementsAre("127.0.0.1:5001", "127.0.0.1:5002"));
+  auto dns = ResolveVerifierTarget("dns:///localhost:5003");
+  ASSERT_TRUE(dns.ok()) << dns.status();
+  EXPECT_THAT(*dns, Contains(::testing::AnyOf("127.0.0.1:5003", "[::1]:5003")));
+  EXPECT_THAT(ResolveVerifierTarget("dns:///localhost").status().message(),
+              HasSubstr("dns:///NAME:PORT"));
+  EXPECT_THAT(ResolveVerifierTarget("just-a-host").status().message(), HasSubstr("HOST:PORT"));
+  EXPECT_FALSE(ResolveVerifierTarget("").ok());
+  EXPECT_EQ(ResolveVerifierTarget("dns:///no-such-host.invalid:1").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kforge
