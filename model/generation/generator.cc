@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "model/sampling/token_sampler.h"
 #include "model/tokenizer/bpe_tokenizer.h"
+#include "model/tokenizer/unicode.h"
 #include "model/transformer/decoder_model.h"
 #include "model/transformer/kv_cache.h"
 #include "model/transformer/torch_status.h"
@@ -224,7 +225,9 @@ void Generator::Finish(size_t index, std::vector<GeneratedSample>* finished) {
       .index = seq->index,
       .tokens = std::move(seq->tokens),
       .logprobs = std::move(seq->logprobs),
-      .text = seq->stop.text(),
+      // Byte-level pieces can end inside a character: as Hugging Face
+      // decodes, ill-formed bytes become U+FFFD (proto strings are UTF-8).
+      .text = tokenizer::Utf8Lossy(seq->stop.text()),
       .finish_reason = seq->stop.finish_reason(),
       .queued = seq->queued,
       .time_to_first_token = seq->time_to_first_token,

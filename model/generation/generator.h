@@ -83,7 +83,7 @@ struct GeneratedSample {
   int32_t index = 0;                // within the group, 0..G-1
   std::vector<int32_t> tokens;      // every sampled token, EOS included
   std::vector<float> logprobs;      // one per token: log q(token), see token_sampler.h
-  std::string text;                 // completion text, cut at a stop string
+  std::string text;                 // completion text, cut at a stop string; valid UTF-8
   FinishReason finish_reason = FinishReason::kNone;
   absl::Duration queued;            // from Enqueue to admission
   absl::Duration time_to_first_token;  // from Enqueue to the first token

@@ -60,7 +60,9 @@ absl::StatusOr<std::vector<std::string>> ResolveName(absl::string_view host_port
   return addresses;
 }
 
-v1::VerifyResponse RejectedVerdict(const std::string& id, const std::string& reason) {
+// A verdict the dispatcher gives itself: not the candidate's fault, so the
+// learner neither rewards nor penalises it.
+v1::VerifyResponse LocalVerdict(const std::string& id, const std::string& message) {
   v1::VerifyResponse response;
   response.set_request_id(id);
   v1::Verdict* verdict = response.mutable_verdict();
@@ -68,7 +70,7 @@ v1::VerifyResponse RejectedVerdict(const std::string& id, const std::string& rea
   v1::StageResult* stage = verdict->add_stages();
   stage->set_stage(v1::STAGE_STATIC);
   stage->set_outcome(v1::OUTCOME_INTERNAL_ERROR);
-  stage->set_message(absl::StrCat("the verifier rejected the request: ", reason));
+  stage->set_message(message);
   return response;
 }
 
@@ -228,7 +230,10 @@ void VerifierDispatcher::ReadLoop(Lane* lane) {
         }
       }
     }
-    if (rejected) Answer(RejectedVerdict(message.ack().request_id(), message.ack().reason()));
+    if (rejected) {
+      Answer(LocalVerdict(message.ack().request_id(),
+                          absl::StrCat("the verifier rejected the request: ", message.ack().reason())));
+    }
   }
   absl::MutexLock lock(&mu_);
   if (answered_any || lane->credits > 0) lane->backoff = options_.backoff_initial;
@@ -333,6 +338,21 @@ void VerifierDispatcher::DispatchLoop() {
     }
     for (const std::string& id : overdue) RequeueOne(id, /*resend=*/true);
 
+    std::vector<v1::VerifyResponse> given_up;
+    while (!queue_.empty() && queue_.front().attempts >= options_.max_attempts) {
+      const std::string id = queue_.front().request.request_id();
+      queue_.pop_front();
+      ++stats_.undeliverable;
+      given_up.push_back(LocalVerdict(
+          id, absl::StrCat("not answered after ", options_.max_attempts,
+                           " sends (each verifier stream it was written to broke or timed out)")));
+    }
+    if (!given_up.empty()) {
+      mu_.Unlock();
+      for (const v1::VerifyResponse& response : given_up) Answer(response);
+      mu_.Lock();
+      continue;
+    }
     while (!queue_.empty()) {
       Lane* lane = PickLane(queue_.front().last_lane);
       if (lane == nullptr) break;

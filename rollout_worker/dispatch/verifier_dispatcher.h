@@ -17,7 +17,8 @@
 // request may therefore be verified twice, but on_result sees each
 // request_id once: later verdicts for an id already answered are dropped and
 // counted. Requests the verifier rejects as malformed are answered at once
-// with a Verdict whose stage-1 message carries the reason (nothing is lost).
+// with a Verdict whose stage-1 message carries the reason, and so are
+// requests sent max_attempts times without a verdict (nothing is lost).
 //
 // BACK-PRESSURE. Submit blocks while max_outstanding requests are queued or
 // outstanding, so a slow verifier pool slows the producer instead of growing
@@ -67,6 +68,10 @@ class VerifierDispatcher {
     absl::Duration resolve_interval = absl::Seconds(30);
     absl::Duration backoff_initial = absl::Milliseconds(200);
     absl::Duration backoff_max = absl::Seconds(5);
+    // Sends of one request at most; past it the request is answered locally
+    // with an INTERNAL_ERROR verdict, so one that breaks every stream it is
+    // written to (a poison message) cannot circulate forever.
+    int32_t max_attempts = 5;
   };
   struct Stats {
     uint64_t submitted = 0;
@@ -75,6 +80,7 @@ class VerifierDispatcher {
     uint64_t answered = 0;    // verdicts passed to on_result
     uint64_t duplicate_verdicts = 0;
     uint64_t rejected = 0;    // answered locally: the verifier refused them as malformed
+    uint64_t undeliverable = 0;  // answered locally after max_attempts sends
     int64_t queued = 0;
     int64_t outstanding = 0;
     int64_t lanes_connected = 0;

@@ -180,6 +180,24 @@ TEST_F(VerifierDispatchTest, AMalformedRequestComesBackAsAVerdictNamingTheReason
   EXPECT_EQ(dispatcher->stats().rejected, 1u);
 }
 
+TEST_F(VerifierDispatchTest, APoisonRequestIsAnsweredAfterItsLastAttemptAndOthersFlow) {
+  StartVerifiers(1);
+  std::unique_ptr<VerifierDispatcher> dispatcher =
+      NewDispatcher({.target = Target(), .backoff_initial = absl::Milliseconds(20),
+                     .max_attempts = 3});
+  v1::VerifyRequest poison = Request("poison", false);
+  poison.set_completion("\xff\xfe not UTF-8");  // proto3 refuses to serialise it
+  ASSERT_TRUE(dispatcher->Submit(poison).ok());
+  ASSERT_TRUE(dispatcher->Submit(Request("fine", false)).ok());
+  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(60)));
+  const v1::Verdict verdict = collector_.verdict("poison");
+  ASSERT_GT(verdict.stages_size(), 0);
+  EXPECT_EQ(verdict.stages(0).outcome(), v1::OUTCOME_INTERNAL_ERROR);
+  EXPECT_THAT(verdict.stages(0).message(), HasSubstr("not answered after 3 sends"));
+  EXPECT_EQ(collector_.verdict("fine").stages(0).outcome(), v1::OUTCOME_FAILED);
+  EXPECT_EQ(dispatcher->stats().undeliverable, 1u);
+}
+
 TEST_F(VerifierDispatchTest, AFullDispatcherBlocksItsProducerUntilStopped) {
   // Nothing listens here: requests queue and stay.
   std::unique_ptr<VerifierDispatcher> dispatcher =

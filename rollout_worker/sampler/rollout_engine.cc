@@ -1,0 +1,221 @@
+#include "rollout_worker/sampler/rollout_engine.h"
+
+#include <pthread.h>
+
+#include <optional>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "model/sampling/sampling_params.h"
+#include "model/sampling/stop_matcher.h"
+#include "model/tokenizer/bpe_tokenizer.h"
+#include "model/transformer/decoder_model.h"
+
+namespace kforge {
+namespace {
+
+std::string SampleId(const v1::WorkItem& item, int index) {
+  return absl::StrCat(item.job_id(), "/", item.group_id(), "/", index);
+}
+
+absl::flat_hash_set<int32_t> EosIds(const ModelConfig& config, const BpeTokenizer& tokenizer) {
+  absl::flat_hash_set<int32_t> eos;
+  for (int64_t id : config.eos_token_ids) eos.insert(static_cast<int32_t>(id));
+  if (eos.empty()) {
+    for (const char* token : {"<|im_end|>", "<|endoftext|>"}) {
+      if (std::optional<int32_t> id = tokenizer.TokenId(token)) eos.insert(*id);
+    }
+  }
+  return eos;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RolloutEngine>> RolloutEngine::Create(
+    const DecoderModel* model, const BpeTokenizer* tokenizer, Options options,
+    SampleCallback on_sample, DroppedCallback on_dropped) {
+  KF_ASSIGN_OR_RETURN(std::unique_ptr<Generator> generator,
+                      Generator::Create(model, tokenizer,
+                                        {.slots = options.slots, .max_len = options.max_len}));
+  auto engine = std::unique_ptr<RolloutEngine>(new RolloutEngine(
+      tokenizer, std::move(options), std::move(generator), EosIds(model->config(), *tokenizer),
+      std::move(on_sample), std::move(on_dropped)));
+  engine->vocab_size_ = model->config().vocab_size;
+  engine->thread_ = std::thread([e = engine.get()] {
+    pthread_setname_np(pthread_self(), "kf-sampler");
+    e->Loop();
+  });
+  return engine;
+}
+
+RolloutEngine::RolloutEngine(const BpeTokenizer* tokenizer, Options options,
+                             std::unique_ptr<Generator> gen, absl::flat_hash_set<int32_t> eos,
+                             SampleCallback on_sample, DroppedCallback on_dropped)
+    : tokenizer_(tokenizer),
+      options_(std::move(options)),
+      generator_(std::move(gen)),
+      eos_(std::move(eos)),
+      on_sample_(std::move(on_sample)),
+      on_dropped_(std::move(on_dropped)) {}
+
+RolloutEngine::~RolloutEngine() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status RolloutEngine::Submit(v1::WorkItem item) {
+  if (item.job_id().empty()) return absl::InvalidArgumentError("work item job_id: is required");
+  if (item.group_id().empty()) return absl::InvalidArgumentError("work item group_id: is required");
+  const std::string name = absl::StrCat("work item ", item.group_id());
+  if (item.group_size() < 1 || item.group_size() > options_.slots) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": group_size ", item.group_size(),
+                                                   " outside [1, ", options_.slots, "]"));
+  }
+  if (item.prompt_tokens().empty() && item.prompt_text().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": neither prompt_tokens nor prompt_text"));
+  }
+  for (int32_t token : item.prompt_tokens()) {
+    if (token < 0 || token >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": prompt token ", token,
+                                                     " outside [0, ", vocab_size_, ")"));
+    }
+  }
+  absl::Status sampling = RowSamplingParamsFromProto(item.sampling(), SampleId(item, 0)).status();
+  if (!sampling.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", sampling.message()));
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::CancelledError("the rollout engine is stopping");
+  if (groups_.contains(item.group_id())) {
+    return absl::AlreadyExistsError(absl::StrCat(name, ": already in flight"));
+  }
+  groups_[item.group_id()] = Group{item, 0, item.group_size()};
+  inbox_.push_back(std::move(item));
+  return absl::OkStatus();
+}
+
+void RolloutEngine::RunBetweenSteps(std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  between_steps_.push_back(std::move(fn));
+}
+
+int64_t RolloutEngine::groups_in_flight() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(groups_.size());
+}
+
+absl::StatusOr<GroupRequest> RolloutEngine::ToRequest(const v1::WorkItem& item) const {
+  GroupRequest request;
+  request.group_id = item.group_id();
+  if (item.prompt_tokens().empty()) {
+    request.prompt_tokens = tokenizer_->Encode(item.prompt_text());
+  } else {
+    request.prompt_tokens.assign(item.prompt_tokens().begin(), item.prompt_tokens().end());
+  }
+  for (int i = 0; i < item.group_size(); ++i) {
+    KF_ASSIGN_OR_RETURN(RowSamplingParams params,
+                        RowSamplingParamsFromProto(item.sampling(), SampleId(item, i)));
+    request.samples.push_back(params);
+  }
+  KF_ASSIGN_OR_RETURN(request.stop, StopConditionsFromProto(item.sampling(), eos_));
+  return request;
+}
+
+void RolloutEngine::Loop() {
+  for (;;) {
+    std::deque<v1::WorkItem> items;
+    std::deque<std::function<void()>> closures;
+    {
+      absl::MutexLock lock(&mu_);
+      const bool busy = !generator_->idle();
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return busy || stopping_ || !inbox_.empty() || !between_steps_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) break;
+      items.swap(inbox_);
+      closures.swap(between_steps_);
+    }
+    for (std::function<void()>& fn : closures) fn();
+    std::vector<std::pair<v1::WorkItem, absl::Status>> dropped;
+    for (v1::WorkItem& item : items) {
+      absl::StatusOr<GroupRequest> request = ToRequest(item);
+      std::vector<int32_t> prompt;
+      if (request.ok()) prompt = request->prompt_tokens;
+      absl::Status queued = request.ok() ? generator_->Enqueue(*std::move(request)) : request.status();
+      absl::MutexLock lock(&mu_);
+      if (queued.ok()) {
+        Group& group = groups_[item.group_id()];
+        group.policy_version = policy_version_;
+        group.prompt_tokens = std::move(prompt);
+      } else {
+        groups_.erase(item.group_id());
+        dropped.emplace_back(std::move(item), std::move(queued));
+      }
+    }
+    for (const auto& [item, status] : dropped) on_dropped_(item, status);
+    if (generator_->idle()) continue;
+    absl::StatusOr<std::vector<GeneratedSample>> done = generator_->Step();
+    if (!done.ok()) {
+      for (const std::string& group_id : generator_->Abandon()) {
+        std::optional<v1::WorkItem> item;
+        {
+          absl::MutexLock lock(&mu_);
+          auto it = groups_.find(group_id);
+          if (it == groups_.end()) continue;
+          item = std::move(it->second.item);
+          groups_.erase(it);
+        }
+        on_dropped_(*item, done.status());
+      }
+      continue;
+    }
+    for (GeneratedSample& sample : *done) Emit(std::move(sample));
+  }
+  generator_->Abandon();
+}
+
+void RolloutEngine::Emit(GeneratedSample generated) {
+  v1::WorkItem item;
+  std::vector<int32_t> prompt;
+  int64_t version = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = groups_.find(generated.group_id);
+    if (it == groups_.end()) return;
+    Group& group = it->second;
+    version = group.policy_version;
+    if (--group.remaining == 0) {
+      item = std::move(group.item);
+      prompt = std::move(group.prompt_tokens);
+      groups_.erase(it);
+    } else {
+      item = group.item;
+      prompt = group.prompt_tokens;
+    }
+  }
+  v1::Sample sample;
+  v1::SampleKey* key = sample.mutable_key();
+  key->set_sample_id(SampleId(item, generated.index));
+  key->set_job_id(item.job_id());
+  key->set_group_id(item.group_id());
+  key->set_index_in_group(generated.index);
+  sample.set_task_id(item.task().id());
+  sample.set_policy_version(version);
+  sample.mutable_prompt_tokens()->Add(prompt.begin(), prompt.end());
+  sample.mutable_completion_tokens()->Add(generated.tokens.begin(), generated.tokens.end());
+  sample.mutable_completion_logprobs()->Add(generated.logprobs.begin(), generated.logprobs.end());
+  sample.set_prompt_text(item.prompt_text());
+  sample.set_completion_text(generated.text);
+  sample.set_finish_reason(std::string(FinishReasonName(generated.finish_reason)));
+  sample.set_rollout_worker_id(options_.worker_id);
+  sample.set_finished_at_us(absl::ToUnixMicros(absl::Now()));
+  on_sample_(std::move(sample), item);
+}
+
+}  // namespace kforge
