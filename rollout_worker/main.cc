@@ -10,11 +10,15 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/server/process_main.h"
 #include "common/server/service_host.h"
 #include "common/server/termination_signals.h"
 #include "model/torch_runtime.h"
 #include "rollout_worker/learner_link.h"
+#include "rollout_worker/rollout_metrics.h"
+#include "rollout_worker/rollout_pipeline.h"
+#include "rollout_worker/sampler/policy_loader.h"
 
 ABSL_FLAG(std::string, config, "",
           "RolloutWorkerConfig as JSON (proto/kforge/v1/service_config.proto)");
@@ -25,6 +29,8 @@ ABSL_FLAG(std::string, port_file, "", "write the chosen ports here as JSON once 
 ABSL_FLAG(std::string, learner, "", "learner address host:port (overrides the config)");
 ABSL_FLAG(std::string, verifiers, "", "verifier target (overrides the config)");
 ABSL_FLAG(std::string, name, "", "worker name (overrides the config; default: host name)");
+ABSL_FLAG(std::string, model, "", "Hugging Face checkpoint folder (overrides the config)");
+ABSL_FLAG(std::string, device, "", "cpu, cuda or cuda:N (overrides the config)");
 
 namespace kforge {
 namespace {
@@ -34,6 +40,28 @@ std::string HostName() {
   ::gethostname(name, sizeof(name) - 1);
   return name;
 }
+
+// Health follows two conditions set from different threads.
+class Readiness {
+ public:
+  Readiness(ServiceHost* host, bool sampling) : host_(host), sampling_(sampling) {}
+  void SetRegistered(bool registered) {
+    absl::MutexLock lock(&mu_);
+    registered_ = registered;
+    host_->SetServing(registered_ && sampling_);
+  }
+  void SetSampling(bool sampling) {
+    absl::MutexLock lock(&mu_);
+    sampling_ = sampling;
+    host_->SetServing(registered_ && sampling_);
+  }
+
+ private:
+  ServiceHost* const host_;
+  absl::Mutex mu_;
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  bool sampling_ ABSL_GUARDED_BY(mu_);
+};
 
 int Run() {
   Logger log("rollout_worker");
@@ -49,13 +77,34 @@ int Run() {
   if (!absl::GetFlag(FLAGS_learner).empty()) config.set_learner_address(absl::GetFlag(FLAGS_learner));
   if (!absl::GetFlag(FLAGS_verifiers).empty()) config.set_verifier_target(absl::GetFlag(FLAGS_verifiers));
   if (!absl::GetFlag(FLAGS_name).empty()) config.set_worker_name(absl::GetFlag(FLAGS_name));
+  if (!absl::GetFlag(FLAGS_model).empty()) config.set_model_path(absl::GetFlag(FLAGS_model));
+  if (!absl::GetFlag(FLAGS_device).empty()) config.set_device(absl::GetFlag(FLAGS_device));
   if (config.worker_name().empty()) config.set_worker_name(HostName());
 
   const TorchRuntimeInfo torch = DescribeTorchRuntime();
   log.Info("starting", {{"torch", torch.version}, {"cuda", torch.cuda_available},
                         {"device", config.device()}, {"learner", config.learner_address()}});
 
+  // The model loads before the server listens: once the worker registers
+  // (and reports SERVING) it can sample. A model that does not load is a
+  // configuration error.
+  std::unique_ptr<LoadedPolicy> policy;
+  if (!config.model_path().empty()) {
+    absl::StatusOr<std::unique_ptr<LoadedPolicy>> loaded =
+        LoadPolicy(config.model_path(), config.device(), config.dtype());
+    if (!loaded.ok()) {
+      log.Error("cannot load the model", {{"model", config.model_path()},
+                                          {"error", loaded.status().message()}});
+      return kExitConfigError;
+    }
+    policy = *std::move(loaded);
+    log.Info("model loaded", {{"model", config.model_path()}, {"policy", policy->description}});
+  } else {
+    log.Warning("no model_path: registering without sampling");
+  }
+
   auto registry = std::make_shared<prometheus::Registry>();
+  RolloutMetrics metrics(*registry);
   absl::StatusOr<std::unique_ptr<ServiceHost>> host =
       ServiceHost::Create({.config = config.server(),
                            .component = "rollout_worker",
@@ -67,8 +116,22 @@ int Run() {
   }
   ServiceHost* host_ptr = host->get();
   {
+    // SERVING once registered and, with a model, once sampling is set up.
+    Readiness readiness(host_ptr, /*sampling=*/policy == nullptr);
     LearnerLink link(config, absl::StrCat(HostName(), ":", host_ptr->grpc_port()),
-                     [host_ptr](bool ready) { host_ptr->SetServing(ready); });
+                     [&readiness](bool ready) { readiness.SetRegistered(ready); });
+    std::unique_ptr<RolloutPipeline> pipeline;
+    if (policy != nullptr) {
+      absl::StatusOr<std::unique_ptr<RolloutPipeline>> created =
+          RolloutPipeline::Create(config, policy.get(), &link, &metrics);
+      if (!created.ok()) {
+        log.Error("cannot start sampling", {{"error", created.status().message()}});
+        (*host)->Shutdown();
+        return kExitConfigError;
+      }
+      pipeline = *std::move(created);
+      readiness.SetSampling(true);
+    }
     const int sig = WaitForTerminationSignal();
     log.Info("shutting down", {{"signal", sig}});
   }

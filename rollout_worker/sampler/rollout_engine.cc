@@ -215,7 +215,7 @@ void RolloutEngine::Emit(GeneratedSample generated) {
   sample.set_finish_reason(std::string(FinishReasonName(generated.finish_reason)));
   sample.set_rollout_worker_id(options_.worker_id);
   sample.set_finished_at_us(absl::ToUnixMicros(absl::Now()));
-  on_sample_(std::move(sample), item);
+  on_sample_(std::move(sample), item, generated.time_to_first_token);
 }
 
 }  // namespace kforge

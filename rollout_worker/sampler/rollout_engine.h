@@ -4,7 +4,7 @@
 //
 //   KF_ASSIGN_OR_RETURN(auto engine, RolloutEngine::Create(
 //       model.get(), tokenizer.get(), {.worker_id = id, .slots = 64, .max_len = 4096},
-//       [&](v1::Sample s, const v1::WorkItem& item) { dispatcher->Submit(...); }));
+//       [&](v1::Sample s, const v1::WorkItem& item, absl::Duration ttft) { ... }, on_dropped));
 //   KF_RETURN_IF_ERROR(engine->Submit(std::move(item)));
 //   engine->RunBetweenSteps([&] { ApplyNewWeights(); engine_version = 7; });
 //
@@ -56,7 +56,9 @@ class RolloutEngine {
     int64_t slots = 16;     // sequences decoded at once
     int64_t max_len = 4096;  // prompt + completion tokens per sequence
   };
-  using SampleCallback = std::function<void(v1::Sample, const v1::WorkItem&)>;
+  // The sample, the work item it came from, and its time to first token.
+  using SampleCallback =
+      std::function<void(v1::Sample, const v1::WorkItem&, absl::Duration time_to_first_token)>;
   using DroppedCallback = std::function<void(const v1::WorkItem&, const absl::Status&)>;
 
   static absl::StatusOr<std::unique_ptr<RolloutEngine>> Create(const DecoderModel* model,

@@ -220,6 +220,36 @@ TEST_F(LearnerTest, RolloutWorkerRegistersAndReportsServing) {
   EXPECT_THAT(*services, Contains("grpc.health.v1.Health"));
 }
 
+TEST_F(LearnerTest, RolloutWorkerWithAModelLoadsItRegistersAndExportsRolloutMetrics) {
+  auto tiny = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "tiny-model",
+                                            dir_.Sub("tiny")},
+                                   .capture_output = true});
+  ASSERT_TRUE(tiny.ok());
+  auto made = (*tiny)->WaitFor(absl::Seconds(120));
+  ASSERT_TRUE(made.ok() && made->code == 0) << (*tiny)->output();
+  auto rollout = testing::StartServiceProcess(
+      "kforge-rollout", {"--learner=" + learner_.address(), "--model=" + dir_.Sub("tiny")},
+      dir_.path());
+  ASSERT_TRUE(rollout.ok()) << rollout.status();
+  EXPECT_THAT(rollout->Log(), HasSubstr("msg=\"model loaded\""));
+  auto metrics = testing::HttpGet(rollout->ports.metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  // 64 slots of 4096 tokens: the configured defaults.
+  EXPECT_THAT(*metrics, HasSubstr("kforge_rollout_kv_cache_capacity_tokens 262144"));
+  EXPECT_THAT(*metrics, HasSubstr("kforge_rollout_samples_total{event=\"answered\"} 0"));
+}
+
+TEST(RolloutWorkerTest, AModelThatDoesNotLoadIsAConfigErrorNamingTheFile) {
+  auto rollout = ChildProcess::Spawn(
+      {.argv = {testing::BinaryPath("kforge-rollout"), "--port=0", "--model=/nonexistent/model"},
+       .capture_output = true});
+  ASSERT_TRUE(rollout.ok());
+  auto exit = (*rollout)->WaitFor(absl::Seconds(30));
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_EQ(exit->code, 2);
+  EXPECT_THAT((*rollout)->output(), HasSubstr("/nonexistent/model/config.json"));
+}
+
 TEST(RolloutWorkerTest, NotServingWithoutALearner) {
   testing::TempDir dir;
   auto rollout = testing::StartServiceProcess("kforge-rollout", {"--learner=127.0.0.1:1"},

@@ -48,7 +48,7 @@ class RolloutEngineTest : public ::testing::Test {
 
   std::unique_ptr<RolloutEngine> NewEngine(RolloutEngine::SampleCallback on_sample = nullptr) {
     if (!on_sample) {
-      on_sample = [this](v1::Sample s, const v1::WorkItem&) {
+      on_sample = [this](v1::Sample s, const v1::WorkItem&, absl::Duration) {
         absl::MutexLock lock(&mu_);
         samples_[s.key().sample_id()] = std::move(s);
       };
@@ -175,7 +175,7 @@ TEST_F(RolloutEngineTest, EverySampleGetsAVerdictFromARealVerifier) {
                            "def get_inputs():\n    return [torch.randn(4, 8)]\n\n"
                            "def get_init_inputs():\n    return []\n";
   std::unique_ptr<RolloutEngine> engine =
-      NewEngine([&](v1::Sample sample, const v1::WorkItem& item) {
+      NewEngine([&](v1::Sample sample, const v1::WorkItem& item, absl::Duration) {
         v1::VerifyRequest request;
         request.set_request_id(sample.key().sample_id());
         *request.mutable_task() = item.task();

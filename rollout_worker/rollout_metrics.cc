@@ -1,0 +1,91 @@
+#include "rollout_worker/rollout_metrics.h"
+
+namespace kforge {
+namespace {
+
+prometheus::Counter& NewCounter(prometheus::Registry& registry, const std::string& name,
+                                const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+prometheus::Gauge& NewGauge(prometheus::Registry& registry, const std::string& name,
+                            const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+void AddDelta(prometheus::Counter& counter, uint64_t now, uint64_t before) {
+  if (now > before) counter.Increment(static_cast<double>(now - before));
+}
+
+}  // namespace
+
+RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
+    : groups_dropped(NewCounter(registry, "kforge_rollout_groups_dropped_total",
+                                "Groups abandoned after a sampling failure (the learner re-issues them).")),
+      work_items_rejected(NewCounter(registry, "kforge_rollout_work_items_rejected_total",
+                                     "Work items refused as malformed.")),
+      weight_version(NewGauge(registry, "kforge_rollout_weight_version",
+                              "Policy version of the weights the worker samples with.")),
+      generated_tokens_(NewCounter(registry, "kforge_rollout_generated_tokens_total",
+                                   "Completion tokens sampled.")),
+      prefill_tokens_(NewCounter(registry, "kforge_rollout_prefill_tokens_total",
+                                 "Prompt tokens prefilled (once per group).")),
+      decode_steps_(NewCounter(registry, "kforge_rollout_decode_steps_total",
+                               "Batched decode steps run.")),
+      batch_occupancy_(NewGauge(registry, "kforge_rollout_batch_occupancy_ratio",
+                                "Running sequences over the generator's slots.")),
+      kv_cache_tokens_(NewGauge(registry, "kforge_rollout_kv_cache_tokens",
+                                "Tokens held in the KV cache.")),
+      kv_cache_capacity_(NewGauge(registry, "kforge_rollout_kv_cache_capacity_tokens",
+                                  "Tokens the KV cache can hold (slots x sequence length).")),
+      waiting_groups_(NewGauge(registry, "kforge_rollout_waiting_groups",
+                               "Groups queued for free KV cache slots.")),
+      groups_in_flight_(NewGauge(registry, "kforge_rollout_groups_in_flight",
+                                 "Groups taken from the learner and not yet fully sampled.")),
+      time_to_first_token_(prometheus::BuildHistogram()
+                               .Name("kforge_rollout_time_to_first_token_seconds")
+                               .Help("From a group's arrival at the generator to its first token.")
+                               .Register(registry)
+                               .Add({}, prometheus::Histogram::BucketBoundaries{
+                                            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                                            5, 10, 30, 60})),
+      samples_(prometheus::BuildCounter()
+                   .Name("kforge_rollout_samples_total")
+                   .Help("Samples by what happened to them on the way to the verifiers: "
+                         "submitted, sent (re-sends included), resent, answered, "
+                         "undeliverable.")
+                   .Register(registry)),
+      samples_outstanding_(NewGauge(registry, "kforge_rollout_samples_outstanding",
+                                    "Samples sent or queued for verifiers without a verdict yet.")) {
+  // Every series exists from the first scrape, at zero.
+  for (const char* event : {"submitted", "sent", "resent", "answered", "undeliverable"}) {
+    samples_.Add({{"event", event}});
+  }
+}
+
+void RolloutMetrics::ObserveTimeToFirstToken(absl::Duration ttft) {
+  time_to_first_token_.Observe(absl::ToDoubleSeconds(ttft));
+}
+
+void RolloutMetrics::Update(const GeneratorStats& g, const VerifierDispatcher::Stats& d,
+                            int64_t groups_in_flight) {
+  AddDelta(generated_tokens_, g.generated_tokens, last_generator_.generated_tokens);
+  AddDelta(prefill_tokens_, g.prefill_tokens, last_generator_.prefill_tokens);
+  AddDelta(decode_steps_, g.decode_steps, last_generator_.decode_steps);
+  batch_occupancy_.Set(g.slots > 0 ? static_cast<double>(g.running_sequences) / g.slots : 0);
+  kv_cache_tokens_.Set(static_cast<double>(g.cached_tokens));
+  kv_cache_capacity_.Set(static_cast<double>(g.cache_capacity_tokens));
+  waiting_groups_.Set(static_cast<double>(g.waiting_groups));
+  groups_in_flight_.Set(static_cast<double>(groups_in_flight));
+  AddDelta(samples_.Add({{"event", "submitted"}}), d.submitted, last_dispatcher_.submitted);
+  AddDelta(samples_.Add({{"event", "sent"}}), d.sent, last_dispatcher_.sent);
+  AddDelta(samples_.Add({{"event", "resent"}}), d.resent, last_dispatcher_.resent);
+  AddDelta(samples_.Add({{"event", "answered"}}), d.answered, last_dispatcher_.answered);
+  AddDelta(samples_.Add({{"event", "undeliverable"}}), d.undeliverable,
+           last_dispatcher_.undeliverable);
+  samples_outstanding_.Set(static_cast<double>(d.queued + d.outstanding));
+  last_generator_ = g;
+  last_dispatcher_ = d;
+}
+
+}  // namespace kforge

@@ -1,0 +1,51 @@
+// Every metric family the rollout worker exports, declared in one place with
+// the kforge_rollout_ prefix. Counters follow the generator's and the
+// dispatcher's own tallies: Update() adds what changed since the last call.
+#ifndef KFORGE_ROLLOUT_WORKER_ROLLOUT_METRICS_H_
+#define KFORGE_ROLLOUT_WORKER_ROLLOUT_METRICS_H_
+
+#include <cstdint>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/time/time.h"
+#include "model/generation/generator.h"
+#include "rollout_worker/dispatch/verifier_dispatcher.h"
+
+namespace kforge {
+
+class RolloutMetrics {
+ public:
+  explicit RolloutMetrics(prometheus::Registry& registry);
+
+  void ObserveTimeToFirstToken(absl::Duration ttft);
+  // From one thread (the metrics ticker).
+  void Update(const GeneratorStats& generator, const VerifierDispatcher::Stats& dispatcher,
+              int64_t groups_in_flight);
+
+  prometheus::Counter& groups_dropped;
+  prometheus::Counter& work_items_rejected;
+  prometheus::Gauge& weight_version;
+
+ private:
+  prometheus::Counter& generated_tokens_;
+  prometheus::Counter& prefill_tokens_;
+  prometheus::Counter& decode_steps_;
+  prometheus::Gauge& batch_occupancy_;
+  prometheus::Gauge& kv_cache_tokens_;
+  prometheus::Gauge& kv_cache_capacity_;
+  prometheus::Gauge& waiting_groups_;
+  prometheus::Gauge& groups_in_flight_;
+  prometheus::Histogram& time_to_first_token_;
+  prometheus::Family<prometheus::Counter>& samples_;
+  prometheus::Gauge& samples_outstanding_;
+  GeneratorStats last_generator_;
+  VerifierDispatcher::Stats last_dispatcher_;
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_ROLLOUT_WORKER_ROLLOUT_METRICS_H_

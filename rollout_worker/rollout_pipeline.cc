@@ -1,0 +1,135 @@
+#include "rollout_worker/rollout_pipeline.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/client/rpc_client.h"
+#include "common/status_macros.h"
+
+namespace kforge {
+
+absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
+    const v1::RolloutWorkerConfig& config, LoadedPolicy* policy, const LearnerLink* link,
+    RolloutMetrics* metrics) {
+  auto pipeline = std::unique_ptr<RolloutPipeline>(new RolloutPipeline(config, link, metrics));
+  RolloutPipeline* p = pipeline.get();
+  KF_ASSIGN_OR_RETURN(
+      p->dispatcher_,
+      VerifierDispatcher::Create(
+          {.target = config.verifier_target(),
+           .max_outstanding = config.max_unacked_samples(),
+           .verify_timeout = absl::Seconds(config.verify_timeout_s()),
+           .backoff_initial = absl::Seconds(config.rpc().backoff_initial_s()),
+           .backoff_max = absl::Seconds(config.rpc().backoff_max_s()),
+           .max_attempts = config.verify_max_attempts()},
+          // The verifier forwards the scored sample to the learner; here
+          // the verdict only closes the sample's account.
+          [](const v1::VerifyResponse&) {}));
+  KF_ASSIGN_OR_RETURN(
+      p->engine_,
+      RolloutEngine::Create(
+          policy->model.get(), policy->tokenizer.get(),
+          {.worker_id = config.worker_name(),
+           .slots = config.max_batch_sequences(),
+           .max_len = config.max_sequence_tokens()},
+          [p](v1::Sample sample, const v1::WorkItem& item, absl::Duration ttft) {
+            p->OnSample(std::move(sample), item, ttft);
+          },
+          [p](const v1::WorkItem& item, const absl::Status& status) {
+            p->metrics_->groups_dropped.Increment();
+            p->log_.Warning("group dropped", {{"group", item.group_id()},
+                                              {"error", status.message()}});
+          }));
+  auto update_metrics = [p] {
+    p->metrics_->Update(p->engine_->generator_stats(), p->dispatcher_->stats(),
+                        p->engine_->groups_in_flight());
+  };
+  update_metrics();  // the first scrape already sees the cache's size
+  p->metrics_thread_ =
+      std::make_unique<PeriodicThread>("kf-rollout-mtr", absl::Seconds(1), update_metrics);
+  p->take_work_thread_ = std::thread([p] {
+    pthread_setname_np(pthread_self(), "kf-take-work");
+    p->TakeWorkLoop();
+  });
+  return pipeline;
+}
+
+RolloutPipeline::RolloutPipeline(const v1::RolloutWorkerConfig& config, const LearnerLink* link,
+                                 RolloutMetrics* metrics)
+    : config_(config),
+      link_(link),
+      metrics_(metrics),
+      learner_(v1::LearnerService::NewStub(MakeChannel(config.learner_address()))) {}
+
+RolloutPipeline::~RolloutPipeline() {
+  stop_.Notify();
+  if (take_work_thread_.joinable()) take_work_thread_.join();
+  metrics_thread_.reset();
+  engine_.reset();
+  dispatcher_.reset();
+}
+
+void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl::Duration ttft) {
+  metrics_->ObserveTimeToFirstToken(ttft);
+  v1::VerifyRequest request;
+  request.set_request_id(sample.key().sample_id());
+  *request.mutable_task() = item.task();
+  request.set_completion(sample.completion_text());
+  *request.mutable_options() = item.verifier();
+  *request.mutable_sample() = std::move(sample);
+  request.set_deliver_to_learner(true);
+  const std::string id = request.request_id();
+  // Blocks while max_unacked_samples await verdicts: sampling waits too.
+  if (absl::Status s = dispatcher_->Submit(std::move(request)); !s.ok() && !stop_.HasBeenNotified()) {
+    log_.Error("sample not dispatched", {{"sample", id}, {"error", s.message()}});
+  }
+}
+
+void RolloutPipeline::TakeWorkLoop() {
+  const absl::Duration backoff_max = absl::Seconds(config_.rpc().backoff_max_s());
+  absl::Duration backoff = absl::Seconds(config_.rpc().backoff_initial_s());
+  bool said_unimplemented = false;
+  while (!stop_.HasBeenNotified()) {
+    const std::string worker_id = link_->worker_id();
+    const int64_t room = config_.max_concurrent_groups() - engine_->groups_in_flight();
+    if (worker_id.empty() || room <= 0) {
+      stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100));
+      continue;
+    }
+    v1::TakeWorkRequest request;
+    request.set_worker_id(worker_id);
+    request.set_max_groups(static_cast<int32_t>(room));
+    request.set_wait_ms(static_cast<int64_t>(config_.take_work_wait_s() * 1000));
+    v1::TakeWorkResponse response;
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(config_.take_work_wait_s() + config_.rpc().deadline_s()));
+    const grpc::Status status = learner_->TakeWork(&context, request, &response);
+    if (!status.ok()) {
+      if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        if (!said_unimplemented) log_.Warning("the learner hands out no work yet (TakeWork unimplemented)");
+        said_unimplemented = true;
+        backoff = backoff_max;
+      } else {
+        log_.Warning("TakeWork failed", {{"code", static_cast<int>(status.error_code())},
+                                         {"error", status.error_message()}});
+      }
+      stop_.WaitForNotificationWithTimeout(backoff);
+      backoff = std::min(backoff * 2, backoff_max);
+      continue;
+    }
+    backoff = absl::Seconds(config_.rpc().backoff_initial_s());
+    for (v1::WorkItem& item : *response.mutable_items()) {
+      const std::string group = item.group_id();
+      if (absl::Status s = engine_->Submit(std::move(item)); !s.ok()) {
+        // The learner re-issues or drops the group after its bounded wait.
+        metrics_->work_items_rejected.Increment();
+        log_.Warning("work item refused", {{"group", group}, {"error", s.message()}});
+      }
+    }
+  }
+}
+
+}  // namespace kforge

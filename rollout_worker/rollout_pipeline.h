@@ -1,0 +1,67 @@
+// RolloutPipeline: the rollout worker's work flow. A "kf-take-work" thread
+// long-polls the learner's TakeWork while fewer than max_concurrent_groups
+// groups are in flight, the RolloutEngine samples them, and every finished
+// sample goes at once to a verifier through the VerifierDispatcher (with
+// deliver_to_learner set, so the verdict reaches the learner from there). A
+// "kf-rollout-mtr" thread copies the engine's and dispatcher's tallies into
+// the metrics every second.
+//
+// Back-pressure: the dispatcher blocks the sampler thread when
+// max_unacked_samples samples await verdicts, so slow verifiers slow
+// sampling, and a full engine stops taking work.
+//
+// Until the learner hands out work (TakeWork answers UNIMPLEMENTED), the
+// pipeline says so once in the log and polls at the back-off ceiling.
+#ifndef KFORGE_ROLLOUT_WORKER_ROLLOUT_PIPELINE_H_
+#define KFORGE_ROLLOUT_WORKER_ROLLOUT_PIPELINE_H_
+
+#include <memory>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "common/logging/logger.h"
+#include "common/server/periodic_thread.h"
+#include "kforge/v1/learner_service.grpc.pb.h"
+#include "kforge/v1/service_config.pb.h"
+#include "rollout_worker/dispatch/verifier_dispatcher.h"
+#include "rollout_worker/learner_link.h"
+#include "rollout_worker/rollout_metrics.h"
+#include "rollout_worker/sampler/policy_loader.h"
+#include "rollout_worker/sampler/rollout_engine.h"
+
+namespace kforge {
+
+class RolloutPipeline {
+ public:
+  // `policy`, `link` and `metrics` outlive the pipeline.
+  static absl::StatusOr<std::unique_ptr<RolloutPipeline>> Create(
+      const v1::RolloutWorkerConfig& config, LoadedPolicy* policy, const LearnerLink* link,
+      RolloutMetrics* metrics);
+  // Stops taking work, then the engine (dropping what it held), then the
+  // dispatcher.
+  ~RolloutPipeline();
+  RolloutPipeline(const RolloutPipeline&) = delete;
+  RolloutPipeline& operator=(const RolloutPipeline&) = delete;
+
+ private:
+  RolloutPipeline(const v1::RolloutWorkerConfig& config, const LearnerLink* link,
+                  RolloutMetrics* metrics);
+  void TakeWorkLoop();
+  void OnSample(v1::Sample sample, const v1::WorkItem& item, absl::Duration ttft);
+
+  const v1::RolloutWorkerConfig config_;
+  const LearnerLink* const link_;
+  RolloutMetrics* const metrics_;
+  Logger log_{"rollout_worker"};
+  std::unique_ptr<v1::LearnerService::Stub> learner_;
+  std::unique_ptr<VerifierDispatcher> dispatcher_;
+  std::unique_ptr<RolloutEngine> engine_;
+  std::unique_ptr<PeriodicThread> metrics_thread_;
+  absl::Notification stop_;
+  std::thread take_work_thread_;
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_ROLLOUT_WORKER_ROLLOUT_PIPELINE_H_
