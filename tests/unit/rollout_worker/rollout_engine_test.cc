@@ -19,6 +19,7 @@
 #include "model/transformer/checkpoint_loader.h"
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/tiny_checkpoint.h"
 #include "tests/support/service_process.h"
 
 namespace kforge {
@@ -29,12 +30,7 @@ using ::testing::HasSubstr;
 class RolloutEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir();
-    TinyModelOptions options;
-    options.out_dir = dir_->Sub("model");
-    options.tasks_dir = std::filesystem::path(KFORGE_TEST_SOURCE_DIR) / "tasks";
-    options.max_merges = 100;
-    ASSERT_TRUE(WriteTinyModel(options).ok());
+    dir_ = testing::WriteTinyCheckpoint(Architecture::kQwen2, 0).release();
   }
   static void TearDownTestSuite() {
     delete dir_;

@@ -19,6 +19,7 @@
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/transformer/checkpoint_loader.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/tiny_checkpoint.h"
 
 namespace kforge {
 namespace {
@@ -28,14 +29,7 @@ using ::testing::HasSubstr;
 class GeneratorTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::ScratchDir();
-    TinyModelOptions options;
-    options.out_dir = dir_->Sub("model");
-    options.architecture = Architecture::kQwen2;
-    options.seed = 5;
-    options.tasks_dir = std::filesystem::path(KFORGE_TEST_SOURCE_DIR) / "tasks";
-    options.max_merges = 100;
-    ASSERT_TRUE(WriteTinyModel(options).ok());
+    dir_ = testing::WriteTinyCheckpoint(Architecture::kQwen2, 5).release();
   }
   static void TearDownTestSuite() {
     delete dir_;
