@@ -1,0 +1,199 @@
+#include "model/weights/weight_stream.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "model/transformer/decoder_model.h"
+#include "model/transformer/torch_status.h"
+
+namespace kforge {
+namespace {
+
+absl::StatusOr<std::string> DtypeName(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kBFloat16:
+      return std::string("bf16");
+    case at::kHalf:
+      return std::string("fp16");
+    case at::kFloat:
+      return std::string("fp32");
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights of dtype ", c10::toString(dtype), " cannot be streamed"));
+  }
+}
+
+absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
+  if (name == "bf16") return at::kBFloat16;
+  if (name == "fp16") return at::kHalf;
+  if (name == "fp32") return at::kFloat;
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype \"", name, "\" is not bf16, fp16 or fp32"));
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+}  // namespace
+
+struct WeightChunker::Source {
+  std::string name;
+  at::Tensor tensor;
+  std::string dtype;
+};
+
+absl::StatusOr<std::unique_ptr<WeightChunker>> WeightChunker::Create(DecoderModel* model,
+                                                                     int64_t version,
+                                                                     int64_t max_chunk_bytes) {
+  if (max_chunk_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_chunk_bytes: ", max_chunk_bytes, " is below 1"));
+  }
+  std::vector<Source> sources;
+  for (auto& [name, tensor] : model->NamedParameters()) {
+    KF_ASSIGN_OR_RETURN(std::string dtype, DtypeName(tensor.scalar_type()));
+    sources.push_back({name, tensor, std::move(dtype)});
+  }
+  return std::unique_ptr<WeightChunker>(
+      new WeightChunker(std::move(sources), version, max_chunk_bytes));
+}
+
+WeightChunker::WeightChunker(std::vector<Source> sources, int64_t version,
+                             int64_t max_chunk_bytes)
+    : sources_(std::move(sources)), version_(version), max_chunk_bytes_(max_chunk_bytes) {}
+
+WeightChunker::~WeightChunker() = default;
+
+bool WeightChunker::Next(v1::WeightChunk* chunk) {
+  if (tensor_ >= sources_.size()) return false;
+  const Source& source = sources_[tensor_];
+  if (offset_ == 0) {
+    c10::NoGradGuard no_grad;
+    const at::Tensor host = source.tensor.detach().to(at::kCPU).contiguous();
+    host_bytes_.assign(static_cast<const char*>(host.data_ptr()),
+                       static_cast<size_t>(host.numel() * host.element_size()));
+  }
+  const int64_t total = static_cast<int64_t>(host_bytes_.size());
+  const int64_t size = std::min(max_chunk_bytes_, total - offset_);
+  chunk->Clear();
+  chunk->set_version(version_);
+  chunk->set_name(source.name);
+  chunk->set_dtype(source.dtype);
+  for (int64_t d : source.tensor.sizes()) chunk->add_shape(d);
+  chunk->set_offset(offset_);
+  chunk->set_data(host_bytes_.substr(static_cast<size_t>(offset_), static_cast<size_t>(size)));
+  chunk->set_total_bytes(total);
+  offset_ += size;
+  if (offset_ >= total) {
+    ++tensor_;
+    offset_ = 0;
+  }
+  chunk->set_last(tensor_ >= sources_.size());
+  return true;
+}
+
+struct WeightAssembler::Target {
+  at::Tensor parameter;
+  std::vector<int64_t> shape;
+  std::string dtype;     // of the stream, set by the tensor's first chunk
+  std::string staged;    // the tensor's bytes as they arrive
+  int64_t received = 0;
+};
+
+absl::StatusOr<std::unique_ptr<WeightAssembler>> WeightAssembler::Create(DecoderModel* model) {
+  std::map<std::string, Target> targets;
+  for (auto& [name, tensor] : model->NamedParameters()) {
+    Target target;
+    target.parameter = tensor;
+    target.shape = tensor.sizes().vec();
+    targets.emplace(name, std::move(target));
+  }
+  return std::unique_ptr<WeightAssembler>(new WeightAssembler(std::move(targets)));
+}
+
+WeightAssembler::WeightAssembler(std::map<std::string, Target> targets)
+    : targets_(std::move(targets)) {}
+
+WeightAssembler::~WeightAssembler() = default;
+
+absl::Status WeightAssembler::Add(const v1::WeightChunk& chunk) {
+  const std::string& name = chunk.name();
+  if (version_ < 0) version_ = chunk.version();
+  if (chunk.version() != version_) {
+    return absl::InvalidArgumentError(absl::StrCat("weight chunk of ", name, " is version ",
+                                                   chunk.version(), ", the stream began with ",
+                                                   version_));
+  }
+  auto it = targets_.find(name);
+  if (it == targets_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("weight ", name, ": the model has no such tensor"));
+  }
+  Target& target = it->second;
+  const std::vector<int64_t> shape(chunk.shape().begin(), chunk.shape().end());
+  if (shape != target.shape) {
+    return absl::InvalidArgumentError(absl::StrCat("weight ", name, ": shape ", ShapeText(shape),
+                                                   ", the model's is ", ShapeText(target.shape)));
+  }
+  KF_ASSIGN_OR_RETURN(const at::ScalarType dtype, DtypeFromName(chunk.dtype()));
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  const int64_t total = numel * static_cast<int64_t>(c10::elementSize(dtype));
+  if (chunk.total_bytes() != total) {
+    return absl::InvalidArgumentError(absl::StrCat("weight ", name, ": total_bytes ",
+                                                   chunk.total_bytes(), ", ", ShapeText(shape),
+                                                   " in ", chunk.dtype(), " is ", total));
+  }
+  if (target.received == 0 && chunk.offset() == 0) {
+    target.dtype = chunk.dtype();
+    target.staged.assign(static_cast<size_t>(total), '\0');
+  } else if (chunk.dtype() != target.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("weight ", name, ": dtype changed from ",
+                                                   target.dtype, " to ", chunk.dtype()));
+  }
+  const int64_t size = static_cast<int64_t>(chunk.data().size());
+  if (chunk.offset() != target.received || target.received + size > total) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "weight ", name, ": ", size, " bytes at offset ", chunk.offset(), "; expected offset ",
+        target.received, " of ", total, " bytes"));
+  }
+  std::memcpy(target.staged.data() + target.received, chunk.data().data(), chunk.data().size());
+  target.received += size;
+  if (chunk.last()) saw_last_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> WeightAssembler::Apply() {
+  if (!saw_last_) {
+    return absl::FailedPreconditionError("weight stream ended before its last chunk");
+  }
+  for (const auto& [name, target] : targets_) {
+    if (target.staged.empty() || target.received != static_cast<int64_t>(target.staged.size())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "weight ", name, ": received ", target.received, " of ", target.staged.size(),
+          " bytes"));
+    }
+  }
+  KF_RETURN_IF_ERROR(TorchCall("apply streamed weights", [&]() -> absl::Status {
+    c10::NoGradGuard no_grad;
+    for (auto& [name, target] : targets_) {
+      KF_ASSIGN_OR_RETURN(const at::ScalarType dtype, DtypeFromName(target.dtype));
+      const at::Tensor staged = at::from_blob(target.staged.data(), target.shape,
+                                              at::TensorOptions().dtype(dtype));
+      target.parameter.copy_(staged);
+      std::string().swap(target.staged);  // the host copy is done with
+      target.received = 0;
+    }
+    return absl::OkStatus();
+  }));
+  return version_;
+}
+
+}  // namespace kforge
