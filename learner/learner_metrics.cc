@@ -34,10 +34,51 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
       jobs_by_state_(prometheus::BuildGauge()
                          .Name("kforge_learner_jobs")
                          .Help("Jobs known to the learner, by state.")
-                         .Register(registry)) {
+                         .Register(registry)),
+      sample_acks_(prometheus::BuildCounter()
+                       .Name("kforge_learner_samples_total")
+                       .Help("Scored samples delivered to the learner, by acknowledgement "
+                             "(accepted, duplicate, stale, orphaned, rejected).")
+                       .Register(registry)),
+      groups_(prometheus::BuildCounter()
+                  .Name("kforge_learner_groups_total")
+                  .Help("Sample groups by event: issued to a worker, completed, re-issued "
+                        "after a timeout, a lost worker or a stale sample, dropped.")
+                  .Register(registry)),
+      groups_pending_(Gauge(registry, "kforge_learner_groups_pending",
+                            "Groups waiting for a rollout worker to take them.")),
+      groups_in_flight_(Gauge(registry, "kforge_learner_groups_in_flight",
+                              "Groups issued to rollout workers and not yet complete.")),
+      samples_buffered_(Gauge(registry, "kforge_learner_samples_buffered",
+                              "Accepted samples waiting for the trainer.")) {
   for (int s = kforge::v1::JOB_QUEUED; s <= kforge::v1::JOB_CANCELLED; ++s) {
     JobsInState(static_cast<kforge::v1::JobState>(s)).Set(0);
   }
+  for (int s = kforge::v1::SampleAck::ACCEPTED; s <= kforge::v1::SampleAck::REJECTED; ++s) {
+    SampleAcks(static_cast<kforge::v1::SampleAck::Status>(s));
+  }
+  UpdateGroups({});
+}
+
+prometheus::Counter& LearnerMetrics::SampleAcks(kforge::v1::SampleAck::Status status) {
+  return sample_acks_.Add(
+      {{"status", absl::AsciiStrToLower(kforge::v1::SampleAck::Status_Name(status))}});
+}
+
+void LearnerMetrics::UpdateGroups(const GroupTracker::Stats& stats) {
+  const std::pair<const char*, std::pair<uint64_t, uint64_t>> events[] = {
+      {"issued", {stats.groups_issued, last_groups_.groups_issued}},
+      {"completed", {stats.groups_completed, last_groups_.groups_completed}},
+      {"reissued", {stats.groups_reissued, last_groups_.groups_reissued}},
+      {"dropped", {stats.groups_dropped, last_groups_.groups_dropped}}};
+  for (const auto& [event, counts] : events) {
+    prometheus::Counter& counter = groups_.Add({{"event", event}});
+    if (counts.first > counts.second) counter.Increment(static_cast<double>(counts.first - counts.second));
+  }
+  groups_pending_.Set(static_cast<double>(stats.groups_pending));
+  groups_in_flight_.Set(static_cast<double>(stats.groups_in_flight));
+  samples_buffered_.Set(static_cast<double>(stats.samples_buffered));
+  last_groups_ = stats;
 }
 
 prometheus::Gauge& LearnerMetrics::JobsInState(kforge::v1::JobState state) {

@@ -9,6 +9,8 @@
 #include <prometheus/registry.h>
 
 #include "kforge/v1/job.pb.h"
+#include "kforge/v1/learner_service.pb.h"
+#include "learner/rollout/group_tracker.h"
 
 namespace kforge {
 
@@ -23,9 +25,19 @@ class LearnerMetrics {
   prometheus::Gauge& workers_registered;
   prometheus::Counter& worker_heartbeats;
   prometheus::Counter& workers_expired;
+  // Scored samples delivered, by the status they were acknowledged with.
+  prometheus::Counter& SampleAcks(kforge::v1::SampleAck::Status status);
+  // Groups and buffer from the tracker's tallies (from one thread).
+  void UpdateGroups(const GroupTracker::Stats& stats);
 
  private:
   prometheus::Family<prometheus::Gauge>& jobs_by_state_;
+  prometheus::Family<prometheus::Counter>& sample_acks_;
+  prometheus::Family<prometheus::Counter>& groups_;
+  prometheus::Gauge& groups_pending_;
+  prometheus::Gauge& groups_in_flight_;
+  prometheus::Gauge& samples_buffered_;
+  GroupTracker::Stats last_groups_;
 };
 
 }  // namespace kforge

@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/config/proto_defaults.h"
 #include "common/server/executable_path.h"
 #include "common/server/periodic_thread.h"
 #include "common/server/process_main.h"
@@ -15,6 +16,7 @@
 #include "learner/jobs/job_registry.h"
 #include "learner/learner_metrics.h"
 #include "learner/learner_service.h"
+#include "learner/rollout/group_tracker.h"
 #include "learner/workers/worker_registry.h"
 #include "model/torch_runtime.h"
 
@@ -60,7 +62,13 @@ int Run() {
   WorkerRegistry workers(absl::Seconds(config.worker_timeout_s()), &metrics);
   JobServiceImpl job_service(jobs->get(), &metrics,
                              {.builtin_tasks_root = config.builtin_tasks_dir()}, &config);
-  LearnerServiceImpl learner_service(&workers, &config);
+  // Until a job sets its own bounds, the JobSpec defaults apply.
+  v1::JobSpec job_defaults;
+  (void)ApplyProtoDefaults(&job_defaults);
+  GroupTracker groups({.group_timeout = absl::Seconds(job_defaults.group_timeout_s()),
+                       .max_staleness = job_defaults.max_staleness(),
+                       .max_buffered_samples = config.max_buffered_samples()});
+  LearnerServiceImpl learner_service(&workers, &groups, &metrics, &config);
 
   absl::StatusOr<std::unique_ptr<ServiceHost>> host = ServiceHost::Create(
       {.config = config.server(),
@@ -77,7 +85,10 @@ int Run() {
   PeriodicThread reaper("kf-worker-reap", absl::Seconds(config.heartbeat_interval_s()), [&] {
     for (const std::string& id : workers.ExpireStale()) {
       log.Warning("rollout worker expired", {{"worker_id", id}});
+      groups.WorkerGone(id);
     }
+    groups.Expire(absl::Now());
+    metrics.UpdateGroups(groups.stats());
   });
   // Job state is loaded; the learner can take jobs.
   (*host)->SetServing(true);

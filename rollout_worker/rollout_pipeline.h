@@ -10,8 +10,9 @@
 // max_unacked_samples samples await verdicts, so slow verifiers slow
 // sampling, and a full engine stops taking work.
 //
-// Until the learner hands out work (TakeWork answers UNIMPLEMENTED), the
-// pipeline says so once in the log and polls at the back-off ceiling.
+// A learner without work answers the long poll empty; one too old to hand
+// out work (TakeWork UNIMPLEMENTED) is said once in the log and polled at
+// the back-off ceiling.
 #ifndef KFORGE_ROLLOUT_WORKER_ROLLOUT_PIPELINE_H_
 #define KFORGE_ROLLOUT_WORKER_ROLLOUT_PIPELINE_H_
 

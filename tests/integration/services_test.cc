@@ -239,6 +239,49 @@ TEST_F(LearnerTest, RolloutWorkerWithAModelLoadsItRegistersAndExportsRolloutMetr
   EXPECT_THAT(*metrics, HasSubstr("kforge_rollout_samples_total{event=\"answered\"} 0"));
 }
 
+TEST_F(LearnerTest, WorkAndSampleDeliveryAnswerAndAreCounted) {
+  auto stub = v1::LearnerService::NewStub(MakeChannel(learner_.address()));
+  {
+    // No job is running: the long poll ends empty, within its deadline.
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(10));
+    v1::TakeWorkRequest request;
+    request.set_worker_id("worker-x");
+    request.set_max_groups(2);
+    request.set_wait_ms(200);
+    v1::TakeWorkResponse response;
+    ASSERT_TRUE(stub->TakeWork(&context, request, &response).ok());
+    EXPECT_EQ(response.items_size(), 0);
+  }
+  {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(10));
+    v1::TakeWorkRequest request;
+    v1::TakeWorkResponse response;
+    const grpc::Status status = stub->TakeWork(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("worker_id"));
+  }
+  grpc::ClientContext context;
+  SetDeadline(context, absl::Seconds(10));
+  v1::DeliverSamplesRequest request;
+  v1::SampleKey* key = request.add_samples()->mutable_sample()->mutable_key();
+  key->set_sample_id("job-9/g/0");
+  key->set_job_id("job-9");
+  key->set_group_id("g");
+  request.add_samples();  // no id at all
+  v1::DeliverSamplesResponse response;
+  ASSERT_TRUE(stub->DeliverSamples(&context, request, &response).ok());
+  ASSERT_EQ(response.acks_size(), 2);
+  EXPECT_EQ(response.acks(0).status(), v1::SampleAck::ORPHANED);
+  EXPECT_EQ(response.acks(1).status(), v1::SampleAck::REJECTED);
+  EXPECT_THAT(response.acks(1).reason(), HasSubstr("sample_id"));
+  auto metrics = testing::HttpGet(learner_.ports.metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_THAT(*metrics, HasSubstr("kforge_learner_samples_total{status=\"orphaned\"} 1"));
+  EXPECT_THAT(*metrics, HasSubstr("kforge_learner_samples_total{status=\"rejected\"} 1"));
+}
+
 TEST(RolloutWorkerTest, AModelThatDoesNotLoadIsAConfigErrorNamingTheFile) {
   auto rollout = ChildProcess::Spawn(
       {.argv = {testing::BinaryPath("kforge-rollout"), "--port=0", "--model=/nonexistent/model"},

@@ -1,0 +1,212 @@
+#include "learner/rollout/group_tracker.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace kforge {
+
+absl::Status GroupTracker::Offer(v1::WorkItem item) {
+  if (item.job_id().empty() || item.group_id().empty()) {
+    return absl::InvalidArgumentError("work item: job_id and group_id are required");
+  }
+  if (item.group_size() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("work item ", item.group_id(), ": group_size ", item.group_size(), " < 1"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (groups_.contains(item.group_id())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("work item ", item.group_id(), ": group id already in use"));
+  }
+  const std::string id = item.group_id();
+  Group group;
+  group.base_id = id;
+  group.samples.resize(static_cast<size_t>(item.group_size()));
+  group.item = std::move(item);
+  groups_.emplace(id, std::move(group));
+  pending_.push_back(id);
+  return absl::OkStatus();
+}
+
+std::vector<v1::WorkItem> GroupTracker::Take(const std::string& worker_id, int32_t max_groups,
+                                             absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !pending_.empty(); };
+  mu_.AwaitWithTimeout(absl::Condition(&has_work), wait);
+  std::vector<v1::WorkItem> items;
+  const absl::Time now = absl::Now();
+  while (!pending_.empty() && static_cast<int32_t>(items.size()) < max_groups) {
+    auto it = groups_.find(pending_.front());
+    pending_.pop_front();
+    if (it == groups_.end()) continue;
+    it->second.worker_id = worker_id;
+    it->second.issued = now;
+    ++stats_.groups_issued;
+    items.push_back(it->second.item);
+  }
+  return items;
+}
+
+v1::SampleAck GroupTracker::Ack(const v1::ScoredSample& scored, v1::SampleAck::Status status,
+                                std::string reason) {
+  v1::SampleAck ack;
+  ack.set_sample_id(scored.sample().key().sample_id());
+  ack.set_status(status);
+  ack.set_reason(std::move(reason));
+  switch (status) {
+    case v1::SampleAck::ACCEPTED: ++stats_.accepted; break;
+    case v1::SampleAck::DUPLICATE: ++stats_.duplicate; break;
+    case v1::SampleAck::STALE: ++stats_.stale; break;
+    case v1::SampleAck::ORPHANED: ++stats_.orphaned; break;
+    default: ++stats_.rejected; break;
+  }
+  return ack;
+}
+
+std::string GroupTracker::CheckSample(const v1::ScoredSample& scored, const Group& group) const {
+  const v1::Sample& sample = scored.sample();
+  const v1::SampleKey& key = sample.key();
+  const int32_t size = group.item.group_size();
+  if (key.index_in_group() < 0 || key.index_in_group() >= size) {
+    return absl::StrCat("sample.key.index_in_group: ", key.index_in_group(), " outside [0, ",
+                        size, ")");
+  }
+  const std::string expected =
+      absl::StrCat(group.item.job_id(), "/", key.group_id(), "/", key.index_in_group());
+  if (key.sample_id() != expected || key.job_id() != group.item.job_id()) {
+    return absl::StrCat("sample.key: sample_id \"", key.sample_id(), "\" and job_id \"",
+                        key.job_id(), "\" do not match \"", expected, "\"");
+  }
+  if (sample.completion_logprobs_size() != sample.completion_tokens_size()) {
+    return absl::StrCat("sample: ", sample.completion_logprobs_size(), " log-probs for ",
+                        sample.completion_tokens_size(), " completion tokens");
+  }
+  if (!scored.has_verdict()) return "verdict: is required";
+  return "";
+}
+
+absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scored) {
+  absl::MutexLock lock(&mu_);
+  const v1::SampleKey& key = scored.sample().key();
+  if (key.sample_id().empty()) {
+    return Ack(scored, v1::SampleAck::REJECTED, "sample.key.sample_id: is required");
+  }
+  if (accepted_ids_.contains(key.sample_id())) {
+    return Ack(scored, v1::SampleAck::DUPLICATE, "");
+  }
+  auto it = groups_.find(key.group_id());
+  if (it == groups_.end() || it->second.issued == absl::InfinitePast()) {
+    return Ack(scored, v1::SampleAck::ORPHANED,
+               absl::StrCat("group ", key.group_id(), " is not in flight"));
+  }
+  Group& group = it->second;
+  if (std::string reason = CheckSample(scored, group); !reason.empty()) {
+    return Ack(scored, v1::SampleAck::REJECTED, std::move(reason));
+  }
+  const int64_t lag = policy_version_ - scored.sample().policy_version();
+  if (lag > options_.max_staleness) {
+    // The group cannot complete within the bound: sample it again.
+    Retire(key.group_id());
+    return Ack(scored, v1::SampleAck::STALE,
+               absl::StrCat("policy version ", scored.sample().policy_version(), " is ", lag,
+                            " behind ", policy_version_, " (max_staleness ",
+                            options_.max_staleness, ")"));
+  }
+  if (buffered_ >= options_.max_buffered_samples) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the experience buffer holds ", buffered_, " samples (max_buffered_samples); retry"));
+  }
+  group.samples[static_cast<size_t>(key.index_in_group())] = scored;
+  ++group.received;
+  ++buffered_;
+  accepted_ids_.insert(key.sample_id());
+  v1::SampleAck ack = Ack(scored, v1::SampleAck::ACCEPTED, "");
+  if (group.received == group.item.group_size()) {
+    completed_.push_back({std::move(group.item), std::move(group.samples)});
+    groups_.erase(it);
+    ++stats_.groups_completed;
+  }
+  return ack;
+}
+
+void GroupTracker::Retire(const std::string& group_id) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end()) return;
+  Group old = std::move(it->second);
+  groups_.erase(it);
+  for (const v1::ScoredSample& s : old.samples) {
+    if (s.sample().key().sample_id().empty()) continue;
+    accepted_ids_.erase(s.sample().key().sample_id());
+    --buffered_;
+  }
+  const int32_t attempt = old.item.attempt() + 1;
+  if (attempt > options_.max_reissues) {
+    ++stats_.groups_dropped;
+    return;
+  }
+  Group next;
+  next.base_id = old.base_id;
+  next.item = std::move(old.item);
+  next.item.set_attempt(attempt);
+  next.item.set_group_id(absl::StrCat(old.base_id, "~r", attempt));
+  next.samples.resize(static_cast<size_t>(next.item.group_size()));
+  const std::string id = next.item.group_id();
+  groups_.emplace(id, std::move(next));
+  pending_.push_front(id);  // re-issues go first: their job is waiting on them
+  ++stats_.groups_reissued;
+}
+
+void GroupTracker::Expire(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> overdue;
+  for (const auto& [id, group] : groups_) {
+    if (group.issued != absl::InfinitePast() && now - group.issued > options_.group_timeout) {
+      overdue.push_back(id);
+    }
+  }
+  for (const std::string& id : overdue) Retire(id);
+}
+
+void GroupTracker::WorkerGone(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> held;
+  for (const auto& [id, group] : groups_) {
+    if (group.issued != absl::InfinitePast() && group.worker_id == worker_id) held.push_back(id);
+  }
+  for (const std::string& id : held) Retire(id);
+}
+
+std::vector<CompletedGroup> GroupTracker::TakeCompleted() {
+  absl::MutexLock lock(&mu_);
+  std::vector<CompletedGroup> out(std::make_move_iterator(completed_.begin()),
+                                  std::make_move_iterator(completed_.end()));
+  completed_.clear();
+  for (const CompletedGroup& group : out) {
+    buffered_ -= static_cast<int64_t>(group.samples.size());
+    // Their ids stay in accepted_ids_: a late re-send is still a DUPLICATE.
+    // The set is trimmed to the newest ids so it stays bounded.
+    for (const v1::ScoredSample& s : group.samples) taken_ids_.push_back(s.sample().key().sample_id());
+  }
+  while (static_cast<int64_t>(taken_ids_.size()) > options_.max_buffered_samples) {
+    accepted_ids_.erase(taken_ids_.front());
+    taken_ids_.pop_front();
+  }
+  return out;
+}
+
+void GroupTracker::SetPolicyVersion(int64_t version) {
+  absl::MutexLock lock(&mu_);
+  policy_version_ = version;
+}
+
+GroupTracker::Stats GroupTracker::stats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s = stats_;
+  s.groups_pending = static_cast<int64_t>(pending_.size());
+  s.groups_in_flight = static_cast<int64_t>(groups_.size()) - s.groups_pending;
+  s.samples_buffered = buffered_;
+  return s;
+}
+
+}  // namespace kforge

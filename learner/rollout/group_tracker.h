@@ -1,0 +1,123 @@
+// GroupTracker: the learner's books for the groups it hands to rollout
+// workers and the scored samples verifiers bring back. It is what makes the
+// sample flow exactly-once at the learner:
+//
+//   tracker.Offer(item);                                       // job driver
+//   std::vector<v1::WorkItem> work = tracker.Take(worker, 4, absl::Seconds(5));  // TakeWork
+//   KF_ASSIGN_OR_RETURN(v1::SampleAck ack, tracker.Deliver(scored));           // DeliverSamples
+//   for (CompletedGroup& g : tracker.TakeCompleted()) Train(g);                // trainer
+//   tracker.Expire(absl::Now());                                // periodically
+//
+// ACKS. Every delivered sample gets exactly one status: ACCEPTED the first
+// time a valid, fresh sample of a live group arrives; DUPLICATE for a
+// sample_id already accepted (a verifier's re-send; nothing changes);
+// STALE when its policy version is more than max_staleness behind the
+// current one (counted, unused); ORPHANED when its group is gone (timed out
+// and re-issued or dropped, or never issued); REJECTED, with the reason,
+// when it is malformed (ids that do not match its key, an index outside the
+// group, log-probs that do not pair with the tokens, no verdict).
+//
+// GROUPS. A group is complete when all its G samples are accepted; complete
+// groups wait in order for TakeCompleted. A group not complete
+// group_timeout after it was issued, or whose worker is gone, or that
+// received a stale sample, is re-issued under a new group id
+// ("<id>~r<attempt>", so its samples have fresh ids and seeds) up to
+// max_reissues times, then dropped; either way counted. The buffer of
+// accepted samples is bounded: Deliver answers RESOURCE_EXHAUSTED (retry
+// later, nothing recorded) while max_buffered_samples are waiting.
+//
+// Thread-safe.
+#ifndef KFORGE_LEARNER_ROLLOUT_GROUP_TRACKER_H_
+#define KFORGE_LEARNER_ROLLOUT_GROUP_TRACKER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kforge/v1/learner_service.pb.h"
+#include "kforge/v1/sample.pb.h"
+
+namespace kforge {
+
+struct CompletedGroup {
+  v1::WorkItem item;
+  std::vector<v1::ScoredSample> samples;  // by index in the group
+};
+
+class GroupTracker {
+ public:
+  struct Options {
+    absl::Duration group_timeout = absl::Seconds(600);
+    int32_t max_staleness = 1;
+    int32_t max_reissues = 1;
+    int64_t max_buffered_samples = 65536;
+  };
+  struct Stats {
+    uint64_t accepted = 0, duplicate = 0, stale = 0, orphaned = 0, rejected = 0;
+    uint64_t groups_issued = 0, groups_completed = 0, groups_reissued = 0, groups_dropped = 0;
+    int64_t groups_pending = 0, groups_in_flight = 0, samples_buffered = 0;
+  };
+
+  explicit GroupTracker(Options options) : options_(options) {}
+
+  // Queues a group to sample. INVALID_ARGUMENT for missing ids, a group
+  // size below 1, or a group id already known.
+  absl::Status Offer(v1::WorkItem item);
+  // Up to max_groups pending groups, issued to `worker_id`; waits up to
+  // `wait` for the first.
+  std::vector<v1::WorkItem> Take(const std::string& worker_id, int32_t max_groups,
+                                 absl::Duration wait);
+  // One scored sample; RESOURCE_EXHAUSTED when the buffer is full.
+  absl::StatusOr<v1::SampleAck> Deliver(const v1::ScoredSample& scored);
+  // Re-issues or drops groups issued more than group_timeout before `now`.
+  void Expire(absl::Time now);
+  // Re-issues or drops every group issued to a worker that is gone.
+  void WorkerGone(const std::string& worker_id);
+  // Completed groups, oldest first; frees their buffer space.
+  std::vector<CompletedGroup> TakeCompleted();
+  void SetPolicyVersion(int64_t version);
+  Stats stats() const;
+
+ private:
+  struct Group {
+    v1::WorkItem item;
+    std::string base_id;  // the id of its first attempt
+    std::string worker_id;
+    absl::Time issued = absl::InfinitePast();
+    std::vector<v1::ScoredSample> samples;  // by index; empty key = not yet
+    int32_t received = 0;
+  };
+
+  v1::SampleAck Ack(const v1::ScoredSample& scored, v1::SampleAck::Status status,
+                    std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string CheckSample(const v1::ScoredSample& scored, const Group& group) const;
+  // Takes the group out of flight and re-issues it as a new attempt, or
+  // drops it when its attempts are spent.
+  void Retire(const std::string& group_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  int64_t policy_version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<std::string> pending_ ABSL_GUARDED_BY(mu_);
+  // Every live group (pending or issued), by its current id.
+  absl::flat_hash_map<std::string, Group> groups_ ABSL_GUARDED_BY(mu_);
+  // Sample ids accepted: of groups still held, waiting for the trainer, or
+  // among the newest max_buffered_samples the trainer took (taken_ids_), so
+  // a late re-send is answered DUPLICATE.
+  absl::flat_hash_set<std::string> accepted_ids_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> taken_ids_ ABSL_GUARDED_BY(mu_);
+  std::deque<CompletedGroup> completed_ ABSL_GUARDED_BY(mu_);
+  int64_t buffered_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_LEARNER_ROLLOUT_GROUP_TRACKER_H_

@@ -1,0 +1,182 @@
+// The learner's books for groups and scored samples: each sample is
+// acknowledged once with the right status, groups complete, time out, are
+// re-issued under fresh ids or dropped, and the buffer stays bounded.
+#include "learner/rollout/group_tracker.h"
+
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace kforge {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::WorkItem Item(const std::string& group, int size) {
+  v1::WorkItem item;
+  item.set_job_id("job-1");
+  item.set_group_id(group);
+  item.set_group_size(size);
+  return item;
+}
+
+v1::ScoredSample Scored(const std::string& group, int index, int64_t version = 0) {
+  v1::ScoredSample scored;
+  v1::SampleKey* key = scored.mutable_sample()->mutable_key();
+  key->set_job_id("job-1");
+  key->set_group_id(group);
+  key->set_index_in_group(index);
+  key->set_sample_id(absl::StrCat("job-1/", group, "/", index));
+  scored.mutable_sample()->set_policy_version(version);
+  scored.mutable_sample()->add_completion_tokens(7);
+  scored.mutable_sample()->add_completion_logprobs(-0.5f);
+  scored.mutable_verdict()->set_correct(index % 2 == 0);
+  return scored;
+}
+
+v1::SampleAck::Status Status(GroupTracker& tracker, const v1::ScoredSample& scored) {
+  absl::StatusOr<v1::SampleAck> ack = tracker.Deliver(scored);
+  EXPECT_TRUE(ack.ok()) << ack.status();
+  return ack.ok() ? ack->status() : v1::SampleAck::STATUS_UNSPECIFIED;
+}
+
+TEST(GroupTrackerTest, AGroupCompletesWhenEverySampleIsAccepted) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("g", 2)).ok());
+  ASSERT_EQ(tracker.Take("w1", 4, absl::ZeroDuration()).size(), 1u);
+  EXPECT_EQ(Status(tracker, Scored("g", 1)), v1::SampleAck::ACCEPTED);
+  EXPECT_TRUE(tracker.TakeCompleted().empty());
+  EXPECT_EQ(Status(tracker, Scored("g", 0)), v1::SampleAck::ACCEPTED);
+  std::vector<CompletedGroup> done = tracker.TakeCompleted();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].samples.size(), 2u);
+  EXPECT_EQ(done[0].samples[0].sample().key().index_in_group(), 0);
+  EXPECT_EQ(done[0].samples[1].sample().key().index_in_group(), 1);
+  const GroupTracker::Stats stats = tracker.stats();
+  EXPECT_EQ(stats.accepted, 2u);
+  EXPECT_EQ(stats.groups_completed, 1u);
+  EXPECT_EQ(stats.samples_buffered, 0);
+}
+
+TEST(GroupTrackerTest, AResentSampleIsADuplicateBeforeAndAfterTraining) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("g", 2)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  EXPECT_EQ(Status(tracker, Scored("g", 0)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Scored("g", 0)), v1::SampleAck::DUPLICATE);
+  EXPECT_EQ(Status(tracker, Scored("g", 1)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(tracker.TakeCompleted().size(), 1u);
+  EXPECT_EQ(Status(tracker, Scored("g", 1)), v1::SampleAck::DUPLICATE);
+  EXPECT_EQ(tracker.stats().accepted, 2u);
+  EXPECT_EQ(tracker.stats().duplicate, 2u);
+}
+
+TEST(GroupTrackerTest, AStaleSampleReissuesItsGroupUnderAFreshId) {
+  GroupTracker tracker({.max_staleness = 1});
+  ASSERT_TRUE(tracker.Offer(Item("g", 2)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  tracker.SetPolicyVersion(3);
+  EXPECT_EQ(Status(tracker, Scored("g", 0, /*version=*/2)), v1::SampleAck::ACCEPTED);
+  absl::StatusOr<v1::SampleAck> stale = tracker.Deliver(Scored("g", 1, /*version=*/1));
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ(stale->status(), v1::SampleAck::STALE);
+  EXPECT_THAT(stale->reason(), HasSubstr("2 behind 3"));
+  std::vector<v1::WorkItem> again = tracker.Take("w2", 1, absl::ZeroDuration());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].group_id(), "g~r1");
+  EXPECT_EQ(again[0].attempt(), 1);
+  // The first attempt is gone: its late samples count, unused.
+  EXPECT_EQ(Status(tracker, Scored("g", 1, 3)), v1::SampleAck::ORPHANED);
+  EXPECT_EQ(Status(tracker, Scored("g~r1", 0, 3)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Scored("g~r1", 1, 3)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(tracker.TakeCompleted().size(), 1u);
+  EXPECT_EQ(tracker.stats().groups_reissued, 1u);
+  EXPECT_EQ(tracker.stats().samples_buffered, 0);
+}
+
+TEST(GroupTrackerTest, AGroupThatTimesOutIsReissuedOnceThenDropped) {
+  GroupTracker tracker({.group_timeout = absl::Seconds(10), .max_reissues = 1});
+  ASSERT_TRUE(tracker.Offer(Item("g", 2)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  tracker.Expire(absl::Now() + absl::Seconds(5));
+  EXPECT_EQ(tracker.stats().groups_reissued, 0u);
+  tracker.Expire(absl::Now() + absl::Seconds(11));
+  EXPECT_EQ(tracker.stats().groups_reissued, 1u);
+  ASSERT_EQ(tracker.Take("w2", 1, absl::ZeroDuration()).size(), 1u);
+  tracker.Expire(absl::Now() + absl::Seconds(11));
+  EXPECT_EQ(tracker.stats().groups_dropped, 1u);
+  EXPECT_TRUE(tracker.Take("w3", 1, absl::ZeroDuration()).empty());
+  EXPECT_EQ(tracker.stats().groups_in_flight, 0);
+}
+
+TEST(GroupTrackerTest, GroupsOfAWorkerThatIsGoneAreReissued) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("a", 1)).ok());
+  ASSERT_TRUE(tracker.Offer(Item("b", 1)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  tracker.Take("w2", 1, absl::ZeroDuration());
+  tracker.WorkerGone("w1");
+  std::vector<v1::WorkItem> again = tracker.Take("w3", 4, absl::ZeroDuration());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].group_id(), "a~r1");
+}
+
+TEST(GroupTrackerTest, MalformedSamplesAreRejectedWithTheReason) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("g", 2)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  auto reason = [&](v1::ScoredSample s) {
+    absl::StatusOr<v1::SampleAck> ack = tracker.Deliver(s);
+    EXPECT_EQ(ack->status(), v1::SampleAck::REJECTED);
+    return ack->reason();
+  };
+  v1::ScoredSample no_id = Scored("g", 0);
+  no_id.mutable_sample()->mutable_key()->clear_sample_id();
+  EXPECT_THAT(reason(no_id), HasSubstr("sample_id: is required"));
+  EXPECT_THAT(reason(Scored("g", 5)), HasSubstr("index_in_group: 5 outside [0, 2)"));
+  v1::ScoredSample wrong_id = Scored("g", 0);
+  wrong_id.mutable_sample()->mutable_key()->set_sample_id("job-1/g/1");
+  EXPECT_THAT(reason(wrong_id), HasSubstr("do not match"));
+  v1::ScoredSample unpaired = Scored("g", 0);
+  unpaired.mutable_sample()->add_completion_tokens(8);
+  EXPECT_THAT(reason(unpaired), HasSubstr("1 log-probs for 2 completion tokens"));
+  v1::ScoredSample no_verdict = Scored("g", 0);
+  no_verdict.clear_verdict();
+  EXPECT_THAT(reason(no_verdict), HasSubstr("verdict"));
+  EXPECT_EQ(tracker.stats().rejected, 5u);
+  EXPECT_EQ(Status(tracker, Scored("g", 0)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Scored("unknown", 0)), v1::SampleAck::ORPHANED);
+  EXPECT_FALSE(tracker.Offer(Item("g", 2)).ok()) << "a group id in use was offered again";
+}
+
+TEST(GroupTrackerTest, AFullBufferAsksForARetryAndRecordsNothing) {
+  GroupTracker tracker({.max_buffered_samples = 2});
+  ASSERT_TRUE(tracker.Offer(Item("a", 2)).ok());
+  ASSERT_TRUE(tracker.Offer(Item("b", 1)).ok());
+  tracker.Take("w1", 2, absl::ZeroDuration());
+  EXPECT_EQ(Status(tracker, Scored("a", 0)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Scored("a", 1)), v1::SampleAck::ACCEPTED);
+  absl::StatusOr<v1::SampleAck> full = tracker.Deliver(Scored("b", 0));
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(tracker.TakeCompleted().size(), 1u);
+  EXPECT_EQ(Status(tracker, Scored("b", 0)), v1::SampleAck::ACCEPTED);
+}
+
+TEST(GroupTrackerTest, TakeWaitsForWorkOffered) {
+  GroupTracker tracker({});
+  EXPECT_TRUE(tracker.Take("w1", 1, absl::Milliseconds(20)).empty());
+  std::thread offer([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    ASSERT_TRUE(tracker.Offer(Item("late", 1)).ok());
+  });
+  std::vector<v1::WorkItem> items = tracker.Take("w1", 1, absl::Seconds(30));
+  offer.join();
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].group_id(), "late");
+}
+
+}  // namespace
+}  // namespace kforge
