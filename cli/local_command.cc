@@ -105,7 +105,9 @@ absl::Status StartAll(const LocalOptions& options, std::vector<Service>& service
   services.push_back(std::move(learner));
   std::vector<std::string> verifier_addresses;
   for (int i = 0; i < options.verifiers; ++i) {
-    std::vector<std::string> args = {"--port=0"};
+    // Verifiers hand scored samples to the learner themselves.
+    std::vector<std::string> args = {"--port=0",
+                                     absl::StrCat("--learner=", services.front().address())};
     if (!options.python.empty()) args.push_back(absl::StrCat("--python=", options.python));
     KF_ASSIGN_OR_RETURN(Service verifier, StartService(absl::StrCat("verifier-", i),
                                                        "kforge-verifier", args, options));
@@ -117,7 +119,7 @@ absl::Status StartAll(const LocalOptions& options, std::vector<Service>& service
         Service rollout,
         StartService(absl::StrCat("rollout-", i), "kforge-rollout",
                      {"--port=0", absl::StrCat("--learner=", services.front().address()),
-                      absl::StrCat("--verifiers=ipv4:", absl::StrJoin(verifier_addresses, ",")),
+                      absl::StrCat("--verifiers=", absl::StrJoin(verifier_addresses, ",")),
                       absl::StrCat("--name=local-rollout-", i)},
                      options));
     services.push_back(std::move(rollout));

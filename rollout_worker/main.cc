@@ -11,6 +11,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/server/host_name.h"
 #include "common/server/process_main.h"
 #include "common/server/service_host.h"
 #include "common/server/termination_signals.h"
@@ -34,12 +35,6 @@ ABSL_FLAG(std::string, device, "", "cpu, cuda or cuda:N (overrides the config)")
 
 namespace kforge {
 namespace {
-
-std::string HostName() {
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
-}
 
 // Health follows two conditions set from different threads.
 class Readiness {

@@ -1,12 +1,16 @@
 // kforge-verifier: runs untrusted candidates in a sandbox and reports
 // verdicts (VerifierService). Healthy (SERVING) once its Python interpreter
 // has been found and checked.
+#include <unistd.h>
+
 #include <memory>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/server/host_name.h"
 #include "common/server/process_main.h"
 #include "common/server/service_host.h"
 #include "common/server/termination_signals.h"
@@ -25,6 +29,8 @@ ABSL_FLAG(std::string, host, "", "listen address (overrides the config)");
 ABSL_FLAG(std::string, port_file, "", "write the chosen ports here as JSON once listening");
 ABSL_FLAG(std::string, python, "", "Python interpreter with torch (overrides the config)");
 ABSL_FLAG(std::string, device, "", "cpu or cuda:N (overrides the config)");
+ABSL_FLAG(std::string, learner, "",
+          "learner address host:port for delivering scored samples (overrides the config)");
 
 namespace kforge {
 namespace {
@@ -49,6 +55,7 @@ int Run() {
   // The interpreter is checked and the harness started before the server
   // listens, so a verifier that answers is one that can verify.
   std::unique_ptr<Funnel> funnel;
+  std::unique_ptr<LearnerDelivery> delivery;  // outlives the service that uses it
   std::unique_ptr<VerifierServiceImpl> verifier_service;
   absl::StatusOr<PythonInfo> python =
       FindPythonWithTorch(config.python(), absl::Seconds(config.python_check_timeout_s()));
@@ -84,7 +91,13 @@ int Run() {
   funnel = *std::move(created);
   log.Info("funnel ready", {{"device", funnel->device_name()}, {"harness", config.harness_dir()},
                             {"cgroups", funnel->cgroup_report()}});
-  verifier_service = std::make_unique<VerifierServiceImpl>(funnel.get(), &metrics, &config);
+  if (!absl::GetFlag(FLAGS_learner).empty()) config.set_learner_address(absl::GetFlag(FLAGS_learner));
+  if (!config.learner_address().empty()) {
+    delivery = std::make_unique<LearnerDelivery>(config.learner_address(), config.rpc(),
+                                                 absl::StrCat(HostName(), "/", ::getpid()));
+  }
+  verifier_service =
+      std::make_unique<VerifierServiceImpl>(funnel.get(), &metrics, &config, delivery.get());
   absl::StatusOr<std::unique_ptr<ServiceHost>> host = ServiceHost::Create(
       {.config = config.server(),
        .component = "verifier_worker",

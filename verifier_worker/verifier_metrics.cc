@@ -61,7 +61,12 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                         .Name("kforge_verifier_cache_misses_total")
                         .Help("Verdict cache lookups that missed.")
                         .Register(registry)
-                        .Add({})) {}
+                        .Add({})),
+      deliveries_(prometheus::BuildCounter()
+                      .Name("kforge_verifier_deliveries_total")
+                      .Help("Scored samples handed to the learner, by its acknowledgement "
+                            "(accepted, duplicate, stale, orphaned, rejected) or failed.")
+                      .Register(registry)) {}
 
 void VerifierMetrics::RecordVerdict(const kforge::v1::Verdict& verdict) {
   const auto& stages = verdict.stages();
@@ -84,6 +89,10 @@ void VerifierMetrics::RecordVerdict(const kforge::v1::Verdict& verdict) {
 
 void VerifierMetrics::RecordKill(const std::string& reason) {
   kills_.Add({{"reason", reason}}).Increment();
+}
+
+void VerifierMetrics::RecordDelivery(const std::string& result) {
+  deliveries_.Add({{"result", result}}).Increment();
 }
 
 void VerifierMetrics::RecordCacheLookup(bool hit) {

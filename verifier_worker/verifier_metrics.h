@@ -23,6 +23,9 @@ class VerifierMetrics {
   void RecordVerdict(const kforge::v1::Verdict& verdict);
   void RecordKill(const std::string& reason);
   void RecordCacheLookup(bool hit);
+  // One delivery of a scored sample to the learner: the ack's status
+  // ("accepted", "duplicate", ...) or "failed".
+  void RecordDelivery(const std::string& result);
 
   prometheus::Gauge& queue_depth;
   prometheus::Gauge& in_flight;
@@ -35,6 +38,7 @@ class VerifierMetrics {
   prometheus::Family<prometheus::Counter>& kills_;
   prometheus::Counter& cache_hits_;
   prometheus::Counter& cache_misses_;
+  prometheus::Family<prometheus::Counter>& deliveries_;
 };
 
 }  // namespace kforge

@@ -1,5 +1,6 @@
 #include "verifier_worker/verifier_service.h"
 
+#include <cctype>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -18,9 +19,33 @@ absl::Status PrepareVerifyRequest(v1::VerifyRequest& request) {
 }
 
 VerifierServiceImpl::VerifierServiceImpl(Funnel* funnel, VerifierMetrics* metrics,
-                                         const v1::VerifierWorkerConfig* config)
-    : funnel_(funnel), metrics_(metrics), config_(config),
+                                         const v1::VerifierWorkerConfig* config,
+                                         LearnerDelivery* delivery)
+    : funnel_(funnel), metrics_(metrics), config_(config), delivery_(delivery),
       pool_("kf-verify", config->max_concurrent()) {}
+
+v1::Verdict VerifierServiceImpl::VerifyAndDeliver(const v1::VerifyRequest& request) {
+  v1::Verdict verdict = funnel_->Verify(request);
+  if (!request.deliver_to_learner() || !request.has_sample()) return verdict;
+  if (delivery_ == nullptr) {
+    metrics_->RecordDelivery("no_learner");
+    log_.Warning("deliver_to_learner set but no learner_address configured",
+                 {{"request", request.request_id()}});
+    return verdict;
+  }
+  absl::StatusOr<v1::SampleAck> ack = delivery_->Deliver(request.sample(), verdict);
+  if (!ack.ok()) {
+    // The learner's group timeout re-issues what never arrived.
+    metrics_->RecordDelivery("failed");
+    log_.Error("sample not delivered to the learner",
+               {{"sample", request.sample().key().sample_id()}, {"error", ack.status().message()}});
+    return verdict;
+  }
+  std::string status = v1::SampleAck::Status_Name(ack->status());
+  for (char& c : status) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  metrics_->RecordDelivery(status);
+  return verdict;
+}
 
 bool VerifierServiceImpl::Admit() {
   const int limit = config_->max_concurrent() + config_->max_queued();
@@ -47,7 +72,7 @@ grpc::Status VerifierServiceImpl::Verify(grpc::ServerContext*, const v1::VerifyR
                          config_->max_queued(), " queued")};
   }
   response->set_request_id(request->request_id());
-  *response->mutable_verdict() = funnel_->Verify(prepared);
+  *response->mutable_verdict() = VerifyAndDeliver(prepared);
   Release();
   return grpc::Status::OK;
 }
@@ -96,7 +121,7 @@ grpc::Status VerifierServiceImpl::VerifyStream(
     pool_.Submit([this, &state, &write, request] {
       v1::VerifyStreamResponse result;
       result.mutable_result()->set_request_id(request.request_id());
-      *result.mutable_result()->mutable_verdict() = funnel_->Verify(request);
+      *result.mutable_result()->mutable_verdict() = VerifyAndDeliver(request);
       Release();
       absl::MutexLock lock(&state.mu);
       write(result);

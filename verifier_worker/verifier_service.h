@@ -7,9 +7,11 @@
 
 #include <atomic>
 
+#include "common/logging/logger.h"
 #include "common/server/work_pool.h"
 #include "kforge/v1/service_config.pb.h"
 #include "kforge/v1/verifier_service.grpc.pb.h"
+#include "verifier_worker/delivery/learner_delivery.h"
 #include "verifier_worker/funnel/funnel.h"
 #include "verifier_worker/verifier_metrics.h"
 
@@ -21,8 +23,10 @@ absl::Status PrepareVerifyRequest(kforge::v1::VerifyRequest& request);
 
 class VerifierServiceImpl final : public kforge::v1::VerifierService::Service {
  public:
+  // `delivery` may be null: no learner to hand scored samples to.
   VerifierServiceImpl(Funnel* funnel, VerifierMetrics* metrics,
-                      const kforge::v1::VerifierWorkerConfig* config);
+                      const kforge::v1::VerifierWorkerConfig* config,
+                      LearnerDelivery* delivery = nullptr);
 
   grpc::Status Verify(grpc::ServerContext* context, const kforge::v1::VerifyRequest* request,
                       kforge::v1::VerifyResponse* response) override;
@@ -35,10 +39,15 @@ class VerifierServiceImpl final : public kforge::v1::VerifierService::Service {
   // Takes one admission slot; false when the verifier is full.
   bool Admit();
   void Release();
+  // Runs the funnel, then hands the scored sample to the learner when the
+  // request asks for it, before the verdict goes back to the caller.
+  kforge::v1::Verdict VerifyAndDeliver(const kforge::v1::VerifyRequest& request);
 
   Funnel* const funnel_;
   VerifierMetrics* const metrics_;
   const kforge::v1::VerifierWorkerConfig* const config_;
+  LearnerDelivery* const delivery_;
+  Logger log_{"verifier"};
   std::atomic<int> admitted_{0};
   WorkPool pool_;
 };

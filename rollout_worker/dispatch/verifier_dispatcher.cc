@@ -85,8 +85,10 @@ bool IsCapacityRejection(absl::string_view reason) {
 absl::StatusOr<std::vector<std::string>> ResolveVerifierTarget(const std::string& target) {
   absl::string_view rest = target;
   if (absl::ConsumePrefix(&rest, "dns:///")) return ResolveName(rest);
+  // gRPC's own list form, "ipv4:a:p,b:p", names the same addresses.
+  if (!absl::ConsumePrefix(&rest, "ipv4:")) absl::ConsumePrefix(&rest, "ipv6:");
   std::vector<std::string> addresses;
-  for (absl::string_view piece : absl::StrSplit(target, ',', absl::SkipWhitespace())) {
+  for (absl::string_view piece : absl::StrSplit(rest, ',', absl::SkipWhitespace())) {
     piece = absl::StripAsciiWhitespace(piece);
     if (piece.rfind(':') == absl::string_view::npos) {
       return absl::InvalidArgumentError(

@@ -24,7 +24,8 @@
 // outstanding, so a slow verifier pool slows the producer instead of growing
 // memory.
 //
-// TARGETS. "host:port,host:port" or "dns:///name:port": the name is resolved
+// TARGETS. "host:port,host:port" (gRPC's "ipv4:" prefix allowed) or
+// "dns:///name:port": the name is resolved
 // (every A/AAAA record, as a Kubernetes headless Service returns one per
 // pod) at start and every resolve_interval; new addresses get lanes, lanes of
 // vanished addresses close once idle. A broken lane reconnects with

@@ -14,6 +14,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kforge/v1/job_service.grpc.pb.h"
 #include "kforge/v1/learner_service.grpc.pb.h"
+#include "kforge/v1/verifier_service.grpc.pb.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/reflection_client.h"
 #include "tests/support/service_process.h"
@@ -280,6 +281,36 @@ TEST_F(LearnerTest, WorkAndSampleDeliveryAnswerAndAreCounted) {
   ASSERT_TRUE(metrics.ok());
   EXPECT_THAT(*metrics, HasSubstr("kforge_learner_samples_total{status=\"orphaned\"} 1"));
   EXPECT_THAT(*metrics, HasSubstr("kforge_learner_samples_total{status=\"rejected\"} 1"));
+}
+
+TEST_F(LearnerTest, AVerifierDeliversTheScoredSampleBeforeItAnswers) {
+  auto verifier = testing::StartServiceProcess(
+      "kforge-verifier", {"--learner=" + learner_.address()}, dir_.path());
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  auto stub = v1::VerifierService::NewStub(MakeChannel(verifier->address()));
+  v1::VerifyRequest request;
+  request.set_request_id("job-9/g/0");
+  request.mutable_task()->set_reference_source(
+      "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+      "        return torch.relu(x)\ndef get_inputs():\n    return [torch.randn(4)]\n"
+      "def get_init_inputs():\n    return []\n");
+  request.set_completion("no code here");
+  request.mutable_options()->set_require_triton(false);
+  v1::SampleKey* key = request.mutable_sample()->mutable_key();
+  key->set_sample_id("job-9/g/0");
+  key->set_job_id("job-9");
+  key->set_group_id("g");
+  request.set_deliver_to_learner(true);
+  grpc::ClientContext context;
+  SetDeadline(context, absl::Seconds(60));
+  v1::VerifyResponse response;
+  ASSERT_TRUE(stub->Verify(&context, request, &response).ok());
+  // By the time the verdict is back, the learner has answered: no job holds
+  // group g, so the sample is counted as orphaned.
+  auto learner_metrics = testing::HttpGet(learner_.ports.metrics_port(), "/metrics");
+  EXPECT_THAT(*learner_metrics, HasSubstr("kforge_learner_samples_total{status=\"orphaned\"} 1"));
+  auto verifier_metrics = testing::HttpGet(verifier->ports.metrics_port(), "/metrics");
+  EXPECT_THAT(*verifier_metrics, HasSubstr("kforge_verifier_deliveries_total{result=\"orphaned\"} 1"));
 }
 
 TEST(RolloutWorkerTest, AModelThatDoesNotLoadIsAConfigErrorNamingTheFile) {

@@ -223,6 +223,9 @@ TEST(ResolveVerifierTargetTest, ListsAndDnsNamesResolveAndBadTargetsAreNamed) {
   auto list = ResolveVerifierTarget("127.0.0.1:5001, 127.0.0.1:5002");
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_THAT(*list, ::testing::ElementsAre("127.0.0.1:5001", "127.0.0.1:5002"));
+  auto grpc_list = ResolveVerifierTarget("ipv4:127.0.0.1:5001,127.0.0.1:5002");
+  ASSERT_TRUE(grpc_list.ok()) << grpc_list.status();
+  EXPECT_EQ(*grpc_list, *list);
   auto dns = ResolveVerifierTarget("dns:///localhost:5003");
   ASSERT_TRUE(dns.ok()) << dns.status();
   EXPECT_THAT(*dns, Contains(::testing::AnyOf("127.0.0.1:5003", "[::1]:5003")));
