@@ -19,6 +19,7 @@
 #include "common/server/termination_signals.h"
 #include "common/status_macros.h"
 #include "kforge/v1/service_config.pb.h"
+#include "model/checkpoint/tiny_model.h"
 
 namespace kforge {
 namespace {
@@ -95,7 +96,23 @@ void StopAll(std::vector<Service>& services) {
   }
 }
 
+// The model the rollout workers load: the one given, or the built-in tiny
+// model, written once into the run folder.
+absl::StatusOr<std::string> LocalModel(const LocalOptions& options) {
+  if (!options.model.empty()) return options.model;
+  const fs::path dir = fs::path(options.run_dir) / "tiny-model";
+  if (!fs::exists(dir / "config.json")) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);  // a half-written folder from an interrupted run
+    KF_RETURN_IF_ERROR(WriteTinyModel({.out_dir = dir, .tasks_dir = SharedDataPath("tasks")})
+                           .status());
+    std::printf("kforge local: wrote the built-in tiny model to %s\n", dir.c_str());
+  }
+  return dir.string();
+}
+
 absl::Status StartAll(const LocalOptions& options, std::vector<Service>& services) {
+  KF_ASSIGN_OR_RETURN(const std::string model, LocalModel(options));
   KF_ASSIGN_OR_RETURN(
       Service learner,
       StartService("learner", "kforge-learner",
@@ -120,7 +137,7 @@ absl::Status StartAll(const LocalOptions& options, std::vector<Service>& service
         StartService(absl::StrCat("rollout-", i), "kforge-rollout",
                      {"--port=0", absl::StrCat("--learner=", services.front().address()),
                       absl::StrCat("--verifiers=", absl::StrJoin(verifier_addresses, ",")),
-                      absl::StrCat("--name=local-rollout-", i)},
+                      absl::StrCat("--model=", model), absl::StrCat("--name=local-rollout-", i)},
                      options));
     services.push_back(std::move(rollout));
   }

@@ -16,6 +16,9 @@ struct LocalOptions {
   int verifiers = 1;
   int rollout_workers = 1;
   std::string python;  // verifier interpreter; empty: found automatically
+  // Checkpoint the rollout workers sample with; empty: <run_dir>/tiny-model,
+  // written by `kforge tiny-model` the first time.
+  std::string model;
   double start_timeout_s = 120;
 };
 

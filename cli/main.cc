@@ -23,6 +23,9 @@ ABSL_FLAG(int, learner_port, 50051, "kforge local: learner gRPC port (0: a free 
 ABSL_FLAG(int, verifiers, 1, "kforge local: number of verifier workers");
 ABSL_FLAG(int, rollout_workers, 1, "kforge local: number of rollout workers");
 ABSL_FLAG(std::string, python, "", "kforge local / verify: the verifier's Python interpreter");
+ABSL_FLAG(std::string, model, "",
+          "kforge local: checkpoint folder the rollout workers sample with (default: the "
+          "built-in tiny model in RUN_DIR/tiny-model)");
 ABSL_FLAG(std::string, task, "", "kforge verify: the task (a KernelBench-style reference module)");
 ABSL_FLAG(std::string, candidate, "", "kforge verify: the candidate (code or a raw completion)");
 ABSL_FLAG(std::string, options, "", "kforge verify: VerifierOptions as JSON");
@@ -83,7 +86,8 @@ int main(int argc, char** argv) {
                              .learner_port = absl::GetFlag(FLAGS_learner_port),
                              .verifiers = absl::GetFlag(FLAGS_verifiers),
                              .rollout_workers = absl::GetFlag(FLAGS_rollout_workers),
-                             .python = absl::GetFlag(FLAGS_python)});
+                             .python = absl::GetFlag(FLAGS_python),
+                             .model = absl::GetFlag(FLAGS_model)});
   }
   if (command == "submit") {
     return args.empty() ? NeedArgument(command, "FILE.json") : kforge::SubmitJob(client, args[0]);
