@@ -6,6 +6,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "cli/eval_command.h"
 #include "cli/job_commands.h"
 #include "cli/local_command.h"
 #include "cli/tiny_model_command.h"
@@ -32,6 +34,11 @@ ABSL_FLAG(std::string, options, "", "kforge verify: VerifierOptions as JSON");
 ABSL_FLAG(std::string, device, "cpu", "kforge verify: cpu or cuda:N (in-process verifier)");
 ABSL_FLAG(bool, require_triton, true,
           "kforge verify: require @triton.jit kernels (turn off for CPU-only candidates)");
+ABSL_FLAG(std::string, candidates, "", "kforge eval: folder of candidate files (see help)");
+ABSL_FLAG(std::string, tasks, "", "kforge eval: task folder in the KernelBench layout");
+ABSL_FLAG(std::vector<std::string>, levels, {}, "kforge eval: levels to evaluate, e.g. 1,2");
+ABSL_FLAG(std::string, out, "", "kforge eval: folder for report.json, report.md and plots");
+ABSL_FLAG(int, concurrency, 2, "kforge eval: candidates verified at once in process");
 ABSL_FLAG(std::string, arch, "qwen2", "kforge tiny-model: qwen2, qwen3 or llama");
 ABSL_FLAG(uint64_t, seed, 0, "kforge tiny-model: seed of the random weights");
 ABSL_FLAG(std::string, dtype, "float32", "kforge tiny-model: float32 or bfloat16");
@@ -52,6 +59,9 @@ commands:
   verify                verify one candidate: --task TASK.py --candidate FILE
                         [--json] [--server HOST:PORT] [--device cuda:0]
                         [--require_triton=false] [--options OPTIONS.json]
+  eval                  score a folder of candidates: --candidates DIR --tasks DIR
+                        [--levels 1,2] [--server HOST:PORT] [--out DIR] [--json]
+                        [--require_triton=false] [--device cuda:0]
   tiny-model OUT_DIR    write a small random Hugging Face checkpoint (and tokenizer)
                         [--arch qwen2|qwen3|llama] [--seed N] [--dtype float32|bfloat16]
   help                  this text; `kforge --helpfull` lists every flag
@@ -109,6 +119,27 @@ int main(int argc, char** argv) {
                               .device = absl::GetFlag(FLAGS_device),
                               .require_triton = absl::GetFlag(FLAGS_require_triton),
                               .json = absl::GetFlag(FLAGS_json)});
+  }
+  if (command == "eval") {
+    std::vector<int> levels;
+    for (const std::string& level : absl::GetFlag(FLAGS_levels)) {
+      int value = 0;
+      if (!absl::SimpleAtoi(level, &value)) {
+        std::fprintf(stderr, "kforge eval: --levels: \"%s\" is not a number\n", level.c_str());
+        return kforge::kExitConfigError;
+      }
+      levels.push_back(value);
+    }
+    return kforge::RunEval({.candidates_dir = absl::GetFlag(FLAGS_candidates),
+                            .tasks_dir = absl::GetFlag(FLAGS_tasks),
+                            .levels = levels,
+                            .server = absl::GetFlag(FLAGS_server),
+                            .out_dir = absl::GetFlag(FLAGS_out),
+                            .python = absl::GetFlag(FLAGS_python),
+                            .device = absl::GetFlag(FLAGS_device),
+                            .require_triton = absl::GetFlag(FLAGS_require_triton),
+                            .concurrency = absl::GetFlag(FLAGS_concurrency),
+                            .json = absl::GetFlag(FLAGS_json)});
   }
   if (command == "tiny-model") {
     return kforge::RunTinyModel({.out_dir = args.empty() ? "" : args[0],

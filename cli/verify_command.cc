@@ -1,19 +1,17 @@
 #include "cli/verify_command.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "cli/local_funnel.h"
 #include "common/client/rpc_client.h"
 #include "common/config/json_config.h"
-#include "common/server/executable_path.h"
 #include "common/server/process_main.h"
+#include "common/status_macros.h"
 #include "kforge/v1/verifier_service.grpc.pb.h"
 #include "verifier_worker/funnel/funnel.h"
-#include "verifier_worker/python/python_interpreter.h"
 #include "verifier_worker/verifier_service.h"
 
 namespace kforge {
@@ -25,25 +23,9 @@ std::string Label(const std::string& enum_name) {
 
 absl::StatusOr<v1::Verdict> VerifyInProcess(const VerifyOptions& options,
                                             const v1::VerifyRequest& request) {
-  absl::StatusOr<PythonInfo> python = FindPythonWithTorch(options.python, absl::Seconds(120));
-  if (!python.ok()) return python.status();
-  const std::string work =
-      (std::filesystem::temp_directory_path() / absl::StrCat("kforge-verify-", ::getpid())).string();
-  absl::StatusOr<std::unique_ptr<Funnel>> funnel = Funnel::Create(
-      {.harness = {.python = python->path,
-                   .harness_dir = SharedDataPath("harness"),
-                   .log_dir = work + "/logs",
-                   .device = options.device},
-       .work_dir = work + "/candidates",
-       .max_concurrent = 1,
-       .cache_entries = 0},
-      nullptr);
-  if (!funnel.ok()) return funnel.status();
-  v1::Verdict verdict = (*funnel)->Verify(request);
-  funnel->reset();
-  std::error_code ec;
-  std::filesystem::remove_all(work, ec);
-  return verdict;
+  KF_ASSIGN_OR_RETURN(std::unique_ptr<LocalFunnel> local,
+                      LocalFunnel::Start(options.python, options.device, 1));
+  return local->funnel().Verify(request);
 }
 
 absl::StatusOr<v1::Verdict> VerifyRemotely(const VerifyOptions& options,

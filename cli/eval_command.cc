@@ -1,0 +1,270 @@
+#include "cli/eval_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
+#include "cli/local_funnel.h"
+#include "common/config/json_config.h"
+#include "common/server/executable_path.h"
+#include "common/server/process_main.h"
+#include "common/server/work_pool.h"
+#include "eval/eval_metrics.h"
+#include "learner/tasks/task_set.h"
+#include "rollout_worker/dispatch/verifier_dispatcher.h"
+#include "verifier_worker/verifier_service.h"
+
+namespace kforge {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One candidate file of one task.
+struct Job {
+  size_t task = 0;  // index into the task list
+  std::string path;  // empty: the task has no candidate
+};
+
+// The candidate files of a task, in sample order (see eval_command.h).
+std::vector<std::string> FindCandidates(const fs::path& dir, const v1::Task& task) {
+  std::vector<std::string> found;
+  if (fs::exists(dir / (task.id() + ".py"))) found.push_back((dir / (task.id() + ".py")).string());
+  const std::string stem = fs::path(task.id()).filename().string();
+  const std::string number = stem.substr(0, stem.find('_'));
+  const std::regex pattern(absl::StrCat("level_", task.level(), "_problem_", number,
+                                        "_sample_([0-9]+)_kernel\\.py"));
+  std::map<int, std::string> samples;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch match;
+    const std::string name = entry.path().filename().string();
+    int sample = 0;
+    if (std::regex_match(name, match, pattern) && absl::SimpleAtoi(match[1].str(), &sample)) {
+      samples[sample] = entry.path().string();
+    }
+  }
+  for (const auto& [sample, path] : samples) found.push_back(path);
+  return found;
+}
+
+v1::Verdict MissingVerdict(const std::string& why) {
+  v1::Verdict verdict;
+  verdict.set_stage_reached(v1::STAGE_STATIC);
+  v1::StageResult* stage = verdict.add_stages();
+  stage->set_stage(v1::STAGE_STATIC);
+  stage->set_outcome(v1::OUTCOME_FAILED);
+  stage->set_message(why);
+  return verdict;
+}
+
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total) { Draw(); }
+  void Step() {
+    absl::MutexLock lock(&mu_);
+    ++done_;
+    Draw();
+    if (done_ == total_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  void Draw() {
+    const int width = 30;
+    const int filled = total_ == 0 ? width : static_cast<int>(width * done_ / total_);
+    std::fprintf(stderr, "\r  verifying [%s%s] %zu/%zu", std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), done_, total_);
+    std::fflush(stderr);
+  }
+  absl::Mutex mu_;
+  size_t done_ = 0;
+  const size_t total_;
+};
+
+// Verdicts for every job, in job order.
+absl::StatusOr<std::vector<v1::Verdict>> VerifyAll(const EvalOptions& options,
+                                                   const std::vector<v1::Task>& tasks,
+                                                   const std::vector<Job>& jobs) {
+  std::vector<v1::VerifyRequest> requests(jobs.size());
+  std::vector<v1::Verdict> verdicts(jobs.size());
+  std::vector<bool> pending(jobs.size(), false);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].path.empty()) {
+      verdicts[i] = MissingVerdict("no candidate file for this task");
+      continue;
+    }
+    absl::StatusOr<std::string> text = ReadFileToString(jobs[i].path);
+    if (!text.ok()) return text.status();
+    v1::VerifyRequest& request = requests[i];
+    request.set_request_id(absl::StrCat(i));
+    *request.mutable_task() = tasks[jobs[i].task];
+    request.set_completion(text->empty() ? " " : *text);
+    request.mutable_options()->set_require_triton(options.require_triton);
+    KF_RETURN_IF_ERROR(PrepareVerifyRequest(request));
+    pending[i] = true;
+  }
+  const size_t count = static_cast<size_t>(std::count(pending.begin(), pending.end(), true));
+  Progress progress(count);
+  absl::BlockingCounter done(static_cast<int>(count));
+  absl::Mutex mu;
+  if (options.server.empty()) {
+    KF_ASSIGN_OR_RETURN(std::unique_ptr<LocalFunnel> local,
+                        LocalFunnel::Start(options.python, options.device, options.concurrency));
+    WorkPool pool("kf-eval", options.concurrency);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (!pending[i]) continue;
+      pool.Submit([&, i] {
+        v1::Verdict verdict = local->funnel().Verify(requests[i]);
+        {
+          absl::MutexLock lock(&mu);
+          verdicts[i] = std::move(verdict);
+        }
+        progress.Step();
+        done.DecrementCount();
+      });
+    }
+    done.Wait();
+    return verdicts;
+  }
+  KF_ASSIGN_OR_RETURN(
+      std::unique_ptr<VerifierDispatcher> dispatcher,
+      VerifierDispatcher::Create({.target = options.server}, [&](const v1::VerifyResponse& r) {
+        size_t i = 0;
+        if (!absl::SimpleAtoi(r.request_id(), &i) || i >= verdicts.size()) return;
+        {
+          absl::MutexLock lock(&mu);
+          verdicts[i] = r.verdict();
+        }
+        progress.Step();
+        done.DecrementCount();
+      }));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (pending[i]) KF_RETURN_IF_ERROR(dispatcher->Submit(requests[i]));
+  }
+  done.Wait();
+  return verdicts;
+}
+
+// A histogram of each solved task's best speedup over eager, as SVG.
+std::string SpeedupHistogramSvg(const v1::EvalReport& report) {
+  const std::vector<double> edges = {0, 0.5, 0.8, 1.0, 1.25, 1.5, 2.0, 4.0};
+  std::vector<int> counts(edges.size(), 0);
+  for (const v1::TaskEval& t : report.task_results()) {
+    if (t.best_speedup_vs_eager() <= 0) continue;
+    size_t bin = 0;
+    while (bin + 1 < edges.size() && t.best_speedup_vs_eager() >= edges[bin + 1]) ++bin;
+    ++counts[bin];
+  }
+  const int most = std::max(1, *std::max_element(counts.begin(), counts.end()));
+  const int bar = 70, height = 200, left = 40, top = 30;
+  std::string svg = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<text x=\"%d\" y=\"18\">Best correct speedup vs eager PyTorch, tasks per bin (%d timed)"
+      "</text>\n",
+      left + bar * static_cast<int>(edges.size()) + 20, height + top + 50, left,
+      report.overall().timed_tasks());
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const int h = counts[i] * height / most;
+    const int x = left + static_cast<int>(i) * bar;
+    const std::string label = i + 1 < edges.size()
+                                  ? absl::StrFormat("%gx-%gx", edges[i], edges[i + 1])
+                                  : absl::StrFormat(">=%gx", edges[i]);
+    absl::StrAppendFormat(&svg,
+                          "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n"
+                          "<text x=\"%d\" y=\"%d\">%d</text>\n"
+                          "<text x=\"%d\" y=\"%d\">%s</text>\n",
+                          x + 5, top + height - h, bar - 10, h,
+                          edges[i] >= 1.0 ? "#2a9d8f" : "#e76f51", x + 25, top + height - h - 4,
+                          counts[i], x + 5, top + height + 18, label);
+  }
+  absl::StrAppend(&svg, "</svg>\n");
+  return svg;
+}
+
+absl::Status WriteFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path.string()));
+  return absl::OkStatus();
+}
+
+absl::Status WriteOutputs(const fs::path& dir, const v1::EvalReport& report) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  KF_RETURN_IF_ERROR(WriteFile(dir / "report.json", ToJson(report) + "\n"));
+  KF_RETURN_IF_ERROR(WriteFile(dir / "report.md", EvalMarkdown(report)));
+  return WriteFile(dir / "speedup_histogram.svg", SpeedupHistogramSvg(report));
+}
+
+}  // namespace
+
+int RunEval(const EvalOptions& options) {
+  if (options.candidates_dir.empty() || options.tasks_dir.empty()) {
+    std::fprintf(stderr, "kforge eval: --candidates DIR and --tasks DIR are required\n");
+    return kExitConfigError;
+  }
+  if (!fs::is_directory(options.candidates_dir)) {
+    std::fprintf(stderr, "kforge eval: --candidates %s: not a folder\n",
+                 options.candidates_dir.c_str());
+    return kExitConfigError;
+  }
+  v1::TaskSetSpec spec;
+  spec.set_kernelbench_dir(options.tasks_dir);
+  for (int level : options.levels) spec.add_levels(level);
+  absl::StatusOr<std::vector<v1::Task>> tasks = LoadTaskSet(spec, SharedDataPath("tasks"));
+  if (!tasks.ok()) {
+    std::fprintf(stderr, "kforge eval: --tasks: %s\n", std::string(tasks.status().message()).c_str());
+    return kExitConfigError;
+  }
+  std::vector<Job> jobs;
+  for (size_t t = 0; t < tasks->size(); ++t) {
+    std::vector<std::string> files = FindCandidates(options.candidates_dir, (*tasks)[t]);
+    if (files.empty()) files.push_back("");
+    for (std::string& file : files) jobs.push_back({t, std::move(file)});
+  }
+  std::fprintf(stderr, "kforge eval: %zu tasks, %zu candidates\n", tasks->size(), jobs.size());
+  absl::StatusOr<std::vector<v1::Verdict>> verdicts = VerifyAll(options, *tasks, jobs);
+  if (!verdicts.ok()) {
+    std::fprintf(stderr, "kforge eval: %s\n", std::string(verdicts.status().message()).c_str());
+    return kExitRuntimeError;
+  }
+  std::vector<TaskVerdicts> by_task(tasks->size());
+  for (size_t t = 0; t < tasks->size(); ++t) {
+    by_task[t].task_id = (*tasks)[t].id();
+    by_task[t].level = (*tasks)[t].level();
+  }
+  int most_samples = 1;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    by_task[jobs[i].task].verdicts.push_back((*verdicts)[i]);
+    most_samples = std::max(most_samples, static_cast<int>(by_task[jobs[i].task].verdicts.size()));
+  }
+  EvalSummaryOptions summary;
+  summary.ks.clear();
+  for (int k : {1, 5, 10, 100}) {
+    if (k <= most_samples) summary.ks.push_back(k);
+  }
+  v1::EvalReport report = SummarizeEval(by_task, summary);
+  report.set_source(options.candidates_dir);
+  report.set_tasks(options.tasks_dir);
+  if (!options.out_dir.empty()) {
+    if (absl::Status s = WriteOutputs(options.out_dir, report); !s.ok()) {
+      std::fprintf(stderr, "kforge eval: %s\n", std::string(s.message()).c_str());
+      return kExitRuntimeError;
+    }
+  }
+  std::printf("%s", options.json ? (ToJson(report) + "\n").c_str() : EvalMarkdown(report).c_str());
+  return kExitOk;
+}
+
+}  // namespace kforge

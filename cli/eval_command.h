@@ -1,0 +1,43 @@
+// `kforge eval --candidates DIR --tasks DIR [--levels 1,2] [--server HOST:PORT]
+//              [--out DIR] [--json]`
+// scores a folder of candidate files, one or more per task, with the same
+// verifier funnel that rewards training, and reports KernelBench's figures
+// per level (eval/eval_metrics.h): compile and correct rates, pass@k, fast_p
+// and geometric-mean speedups. Candidates are found as
+//   DIR/<task id>.py                       (DIR/level1/19_ReLU.py), or
+//   DIR/level_<L>_problem_<N>_sample_<S>_kernel.py  (KernelBench's run naming;
+//                                           N is the task file's number)
+// so other systems' outputs are scored the same way. A task without a
+// candidate counts as one failed sample. Verification runs in process (a
+// zygote and reference server of its own, `--concurrency` at once) or on a
+// remote verifier (--server, a list or dns:/// name, many at once).
+// Prints a Markdown table (or, with --json, the EvalReport as JSON); --out
+// also writes report.json, report.md and speedup_histogram.svg there.
+// Exit code 0 when it ran, 1 when verification could not run, 2 for bad
+// arguments.
+#ifndef KFORGE_CLI_EVAL_COMMAND_H_
+#define KFORGE_CLI_EVAL_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+namespace kforge {
+
+struct EvalOptions {
+  std::string candidates_dir;
+  std::string tasks_dir;
+  std::vector<int> levels;   // empty: every level found
+  std::string server;        // empty: in process
+  std::string out_dir;       // empty: print only
+  std::string python;
+  std::string device = "cpu";
+  bool require_triton = true;
+  int concurrency = 2;
+  bool json = false;
+};
+
+int RunEval(const EvalOptions& options);
+
+}  // namespace kforge
+
+#endif  // KFORGE_CLI_EVAL_COMMAND_H_

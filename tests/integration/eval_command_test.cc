@@ -1,0 +1,87 @@
+// `kforge eval --candidates` end to end: the real binary scores a folder of
+// candidates for the built-in tasks (both naming schemes, a wrong candidate
+// and a missing one) with its own in-process verifier, and writes a report
+// whose figures match what those candidates deserve.
+#include <filesystem>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/config/json_config.h"
+#include "common/process/child_process.h"
+#include "kforge/v1/eval.pb.h"
+#include "tests/support/fixtures.h"
+#include "tests/support/temp_dir.h"
+
+namespace kforge {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const fs::path kSource = KFORGE_TEST_SOURCE_DIR;
+
+absl::StatusOr<ExitInfo> RunKforge(std::vector<std::string> args) {
+  args.insert(args.begin(), testing::BinaryPath("kforge"));
+  auto child = ChildProcess::Spawn({.argv = args, .capture_output = true});
+  if (!child.ok()) return child.status();
+  return (*child)->WaitFor(absl::Seconds(240));
+}
+
+TEST(EvalCommandTest, ScoresAFolderOfCandidatesAndWritesTheReport) {
+  testing::TempDir dir;
+  const fs::path candidates = dir.Sub("candidates");
+  fs::create_directories(candidates / "level1");
+  fs::create_directories(candidates / "level2");
+  const fs::path cpu = kSource / "tests/data/verifier/cpu";
+  fs::copy_file(cpu / "relu_clamp.py", candidates / "level1/1_ReLU.py");
+  // KernelBench's run naming: a second, wrong sample of task 1 and task 4.
+  fs::copy_file(cpu / "identity_relu.py", candidates / "level_1_problem_1_sample_1_kernel.py");
+  fs::copy_file(cpu / "rms_norm.py", candidates / "level_1_problem_4_sample_0_kernel.py");
+  fs::copy_file(cpu / "scaled_add.py", candidates / "level1/2_ScaledAdd.py");
+  fs::copy_file(cpu / "add_relu.py", candidates / "level2/1_AddReLU.py");
+  // level1/3_RowSum has no candidate.
+
+  auto exit = RunKforge({"eval", "--candidates=" + candidates.string(),
+                         "--tasks=" + (kSource / "tasks/kforge-mini").string(),
+                         "--require_triton=false", "--out=" + dir.Sub("out")});
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  ASSERT_EQ(exit->code, 0);
+  absl::StatusOr<std::string> json = ReadFileToString(dir.Sub("out/report.json"));
+  ASSERT_TRUE(json.ok()) << json.status();
+  v1::EvalReport report;
+  ASSERT_TRUE(ParseJsonMessage(*json, &report).ok());
+  EXPECT_EQ(report.overall().tasks(), 5);
+  EXPECT_EQ(report.overall().samples(), 6);
+  EXPECT_NEAR(report.overall().correct_rate(), 4.0 / 6.0, 1e-9);
+  ASSERT_EQ(report.levels_size(), 2);
+  EXPECT_NEAR(report.levels(0).pass_at_k().at(1), (0.5 + 1 + 0 + 1) / 4.0, 1e-9);
+  EXPECT_NEAR(report.levels(0).fast_p().at("0"), 0.75, 1e-9);
+  for (const v1::TaskEval& task : report.task_results()) {
+    if (task.task_id() == "level1/3_RowSum") {
+      EXPECT_EQ(task.correct(), 0);
+      EXPECT_THAT(task.first_failure(), HasSubstr("no candidate file"));
+    }
+    if (task.task_id() == "level1/1_ReLU") {
+      EXPECT_EQ(task.samples(), 2);
+      EXPECT_EQ(task.correct(), 1);
+    }
+  }
+  EXPECT_TRUE(fs::exists(dir.Sub("out/report.md")));
+  absl::StatusOr<std::string> svg = ReadFileToString(dir.Sub("out/speedup_histogram.svg"));
+  ASSERT_TRUE(svg.ok());
+  EXPECT_THAT(*svg, HasSubstr("<svg"));
+}
+
+TEST(EvalCommandTest, BadArgumentsExitWithCode2NamingThem) {
+  auto missing = RunKforge({"eval", "--tasks=/nonexistent"});
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->code, 2);
+  auto no_folder = RunKforge({"eval", "--candidates=/nonexistent/c", "--tasks=/nonexistent/t"});
+  ASSERT_TRUE(no_folder.ok());
+  EXPECT_EQ(no_folder->code, 2);
+}
+
+}  // namespace
+}  // namespace kforge
