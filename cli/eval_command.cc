@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <tuple>
 #include <regex>
 
 #include "absl/strings/numbers.h"
@@ -19,8 +21,11 @@
 #include "common/server/process_main.h"
 #include "common/server/work_pool.h"
 #include "eval/eval_metrics.h"
+#include "learner/prompts/task_prompt.h"
 #include "learner/tasks/task_set.h"
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
+#include "rollout_worker/sampler/policy_loader.h"
+#include "rollout_worker/sampler/rollout_engine.h"
 #include "verifier_worker/verifier_service.h"
 
 namespace kforge {
@@ -28,10 +33,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// One candidate file of one task.
+// One candidate of one task.
 struct Job {
-  size_t task = 0;  // index into the task list
-  std::string path;  // empty: the task has no candidate
+  size_t task = 0;         // index into the task list
+  int sample = 0;          // within the task
+  std::optional<std::string> completion;  // nullopt: the task has none
+  std::string missing_reason;
 };
 
 // The candidate files of a task, in sample order (see eval_command.h).
@@ -68,7 +75,7 @@ v1::Verdict MissingVerdict(const std::string& why) {
 
 class Progress {
  public:
-  explicit Progress(size_t total) : total_(total) { Draw(); }
+  Progress(std::string label, size_t total) : label_(std::move(label)), total_(total) { Draw(); }
   void Step() {
     absl::MutexLock lock(&mu_);
     ++done_;
@@ -80,11 +87,12 @@ class Progress {
   void Draw() {
     const int width = 30;
     const int filled = total_ == 0 ? width : static_cast<int>(width * done_ / total_);
-    std::fprintf(stderr, "\r  verifying [%s%s] %zu/%zu", std::string(filled, '#').c_str(),
+    std::fprintf(stderr, "\r  %-9s [%s%s] %zu/%zu", label_.c_str(), std::string(filled, '#').c_str(),
                  std::string(width - filled, '.').c_str(), done_, total_);
     std::fflush(stderr);
   }
   absl::Mutex mu_;
+  const std::string label_;
   size_t done_ = 0;
   const size_t total_;
 };
@@ -97,22 +105,20 @@ absl::StatusOr<std::vector<v1::Verdict>> VerifyAll(const EvalOptions& options,
   std::vector<v1::Verdict> verdicts(jobs.size());
   std::vector<bool> pending(jobs.size(), false);
   for (size_t i = 0; i < jobs.size(); ++i) {
-    if (jobs[i].path.empty()) {
-      verdicts[i] = MissingVerdict("no candidate file for this task");
+    if (!jobs[i].completion.has_value()) {
+      verdicts[i] = MissingVerdict(jobs[i].missing_reason);
       continue;
     }
-    absl::StatusOr<std::string> text = ReadFileToString(jobs[i].path);
-    if (!text.ok()) return text.status();
     v1::VerifyRequest& request = requests[i];
     request.set_request_id(absl::StrCat(i));
     *request.mutable_task() = tasks[jobs[i].task];
-    request.set_completion(text->empty() ? " " : *text);
+    request.set_completion(jobs[i].completion->empty() ? " " : *jobs[i].completion);
     request.mutable_options()->set_require_triton(options.require_triton);
     KF_RETURN_IF_ERROR(PrepareVerifyRequest(request));
     pending[i] = true;
   }
   const size_t count = static_cast<size_t>(std::count(pending.begin(), pending.end(), true));
-  Progress progress(count);
+  Progress progress("verifying", count);
   absl::BlockingCounter done(static_cast<int>(count));
   absl::Mutex mu;
   if (options.server.empty()) {
@@ -207,14 +213,97 @@ absl::Status WriteOutputs(const fs::path& dir, const v1::EvalReport& report) {
   return WriteFile(dir / "speedup_histogram.svg", SpeedupHistogramSvg(report));
 }
 
+absl::StatusOr<std::vector<Job>> ReadCandidates(const EvalOptions& options,
+                                                const std::vector<v1::Task>& tasks) {
+  std::vector<Job> jobs;
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const std::vector<std::string> files = FindCandidates(options.candidates_dir, tasks[t]);
+    if (files.empty()) {
+      jobs.push_back({.task = t, .missing_reason = "no candidate file for this task"});
+    }
+    for (size_t i = 0; i < files.size(); ++i) {
+      KF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(files[i]));
+      jobs.push_back({.task = t, .sample = static_cast<int>(i), .completion = std::move(text)});
+    }
+  }
+  return jobs;
+}
+
+// K completions per task from the model, through the rollout engine.
+absl::StatusOr<std::vector<Job>> SampleCandidates(const EvalOptions& options,
+                                                  const std::vector<v1::Task>& tasks) {
+  KF_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPolicy> policy,
+                      LoadPolicy(options.model_dir, options.device, "auto"));
+  std::fprintf(stderr, "kforge eval: sampling %d per task with %s\n", options.samples,
+               policy->description.c_str());
+  absl::Mutex mu;
+  std::vector<Job> jobs;
+  Progress progress("sampling", tasks.size() * static_cast<size_t>(options.samples));
+  absl::BlockingCounter done(static_cast<int>(tasks.size()) * options.samples);
+  auto task_of = [](const std::string& group_id) {
+    size_t t = 0;
+    return absl::SimpleAtoi(group_id, &t) ? t : 0;
+  };
+  KF_ASSIGN_OR_RETURN(
+      std::unique_ptr<RolloutEngine> engine,
+      RolloutEngine::Create(
+          policy->model.get(), policy->tokenizer.get(),
+          {.worker_id = "kforge-eval",
+           .slots = std::max<int64_t>(options.samples, 8),
+           .max_len = options.max_sequence_tokens},
+          [&](v1::Sample sample, const v1::WorkItem& item, absl::Duration) {
+            {
+              absl::MutexLock lock(&mu);
+              jobs.push_back({.task = task_of(item.group_id()),
+                              .sample = sample.key().index_in_group(),
+                              .completion = sample.completion_text()});
+            }
+            progress.Step();
+            done.DecrementCount();
+          },
+          [&](const v1::WorkItem& item, const absl::Status& status) {
+            for (int i = 0; i < item.group_size(); ++i) {
+              {
+                absl::MutexLock lock(&mu);
+                jobs.push_back({.task = task_of(item.group_id()), .sample = i,
+                                .missing_reason = absl::StrCat("sampling failed: ", status.message())});
+              }
+              progress.Step();
+              done.DecrementCount();
+            }
+          }));
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    v1::WorkItem item;
+    item.set_job_id("eval");
+    item.set_group_id(absl::StrCat(t));
+    KF_ASSIGN_OR_RETURN(std::string prompt, RenderTaskPrompt({}, tasks[t]));
+    item.set_prompt_text(std::move(prompt));
+    item.set_group_size(options.samples);
+    v1::SamplingParams& sampling = *item.mutable_sampling();
+    sampling.set_temperature(options.samples == 1 ? 0.0 : options.temperature);
+    sampling.set_max_new_tokens(options.max_new_tokens);
+    KF_RETURN_IF_ERROR(engine->Submit(std::move(item)));
+  }
+  done.Wait();
+  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
+    return std::tie(a.task, a.sample) < std::tie(b.task, b.sample);
+  });
+  return jobs;
+}
+
 }  // namespace
 
 int RunEval(const EvalOptions& options) {
-  if (options.candidates_dir.empty() || options.tasks_dir.empty()) {
-    std::fprintf(stderr, "kforge eval: --candidates DIR and --tasks DIR are required\n");
+  if (options.candidates_dir.empty() == options.model_dir.empty() || options.tasks_dir.empty()) {
+    std::fprintf(stderr,
+                 "kforge eval: --tasks DIR and one of --candidates DIR or --model DIR are required\n");
     return kExitConfigError;
   }
-  if (!fs::is_directory(options.candidates_dir)) {
+  if (options.samples < 1) {
+    std::fprintf(stderr, "kforge eval: --samples %d is below 1\n", options.samples);
+    return kExitConfigError;
+  }
+  if (options.model_dir.empty() && !fs::is_directory(options.candidates_dir)) {
     std::fprintf(stderr, "kforge eval: --candidates %s: not a folder\n",
                  options.candidates_dir.c_str());
     return kExitConfigError;
@@ -227,14 +316,15 @@ int RunEval(const EvalOptions& options) {
     std::fprintf(stderr, "kforge eval: --tasks: %s\n", std::string(tasks.status().message()).c_str());
     return kExitConfigError;
   }
-  std::vector<Job> jobs;
-  for (size_t t = 0; t < tasks->size(); ++t) {
-    std::vector<std::string> files = FindCandidates(options.candidates_dir, (*tasks)[t]);
-    if (files.empty()) files.push_back("");
-    for (std::string& file : files) jobs.push_back({t, std::move(file)});
+  absl::StatusOr<std::vector<Job>> jobs = options.model_dir.empty()
+                                              ? ReadCandidates(options, *tasks)
+                                              : SampleCandidates(options, *tasks);
+  if (!jobs.ok()) {
+    std::fprintf(stderr, "kforge eval: %s\n", std::string(jobs.status().message()).c_str());
+    return kExitRuntimeError;
   }
-  std::fprintf(stderr, "kforge eval: %zu tasks, %zu candidates\n", tasks->size(), jobs.size());
-  absl::StatusOr<std::vector<v1::Verdict>> verdicts = VerifyAll(options, *tasks, jobs);
+  std::fprintf(stderr, "kforge eval: %zu tasks, %zu candidates\n", tasks->size(), jobs->size());
+  absl::StatusOr<std::vector<v1::Verdict>> verdicts = VerifyAll(options, *tasks, *jobs);
   if (!verdicts.ok()) {
     std::fprintf(stderr, "kforge eval: %s\n", std::string(verdicts.status().message()).c_str());
     return kExitRuntimeError;
@@ -245,17 +335,19 @@ int RunEval(const EvalOptions& options) {
     by_task[t].level = (*tasks)[t].level();
   }
   int most_samples = 1;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    by_task[jobs[i].task].verdicts.push_back((*verdicts)[i]);
-    most_samples = std::max(most_samples, static_cast<int>(by_task[jobs[i].task].verdicts.size()));
+  for (size_t i = 0; i < jobs->size(); ++i) {
+    const size_t task = (*jobs)[i].task;
+    by_task[task].verdicts.push_back((*verdicts)[i]);
+    most_samples = std::max(most_samples, static_cast<int>(by_task[task].verdicts.size()));
   }
   EvalSummaryOptions summary;
   summary.ks.clear();
   for (int k : {1, 5, 10, 100}) {
-    if (k <= most_samples) summary.ks.push_back(k);
+    if (k < most_samples) summary.ks.push_back(k);
   }
+  summary.ks.push_back(most_samples);
   v1::EvalReport report = SummarizeEval(by_task, summary);
-  report.set_source(options.candidates_dir);
+  report.set_source(options.model_dir.empty() ? options.candidates_dir : options.model_dir);
   report.set_tasks(options.tasks_dir);
   if (!options.out_dir.empty()) {
     if (absl::Status s = WriteOutputs(options.out_dir, report); !s.ok()) {

@@ -1,6 +1,8 @@
-// `kforge eval --candidates DIR --tasks DIR [--levels 1,2] [--server HOST:PORT]
-//              [--out DIR] [--json]`
-// scores a folder of candidate files, one or more per task, with the same
+// `kforge eval (--candidates DIR | --model DIR) --tasks DIR [--levels 1,2]
+//              [--samples K] [--server HOST:PORT] [--out DIR] [--json]`
+// samples K completions per task from a model (greedy for K = 1, the job
+// prompt template's defaults, continuous batching on --device), or takes a
+// folder of candidate files, one or more per task, and scores them with the same
 // verifier funnel that rewards training, and reports KernelBench's figures
 // per level (eval/eval_metrics.h): compile and correct rates, pass@k, fast_p
 // and geometric-mean speedups. Candidates are found as
@@ -24,7 +26,12 @@
 namespace kforge {
 
 struct EvalOptions {
-  std::string candidates_dir;
+  std::string candidates_dir;  // one of these two
+  std::string model_dir;
+  int samples = 1;             // per task, with --model
+  double temperature = 0.8;    // with --model and samples > 1 (K = 1 is greedy)
+  int max_new_tokens = 1024;
+  int max_sequence_tokens = 8192;
   std::string tasks_dir;
   std::vector<int> levels;   // empty: every level found
   std::string server;        // empty: in process

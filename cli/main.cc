@@ -27,7 +27,7 @@ ABSL_FLAG(int, rollout_workers, 1, "kforge local: number of rollout workers");
 ABSL_FLAG(std::string, python, "", "kforge local / verify: the verifier's Python interpreter");
 ABSL_FLAG(std::string, model, "",
           "kforge local: checkpoint folder the rollout workers sample with (default: the "
-          "built-in tiny model in RUN_DIR/tiny-model)");
+          "built-in tiny model in RUN_DIR/tiny-model); kforge eval: the model to evaluate");
 ABSL_FLAG(std::string, task, "", "kforge verify: the task (a KernelBench-style reference module)");
 ABSL_FLAG(std::string, candidate, "", "kforge verify: the candidate (code or a raw completion)");
 ABSL_FLAG(std::string, options, "", "kforge verify: VerifierOptions as JSON");
@@ -39,6 +39,9 @@ ABSL_FLAG(std::string, tasks, "", "kforge eval: task folder in the KernelBench l
 ABSL_FLAG(std::vector<std::string>, levels, {}, "kforge eval: levels to evaluate, e.g. 1,2");
 ABSL_FLAG(std::string, out, "", "kforge eval: folder for report.json, report.md and plots");
 ABSL_FLAG(int, concurrency, 2, "kforge eval: candidates verified at once in process");
+ABSL_FLAG(int, samples, 1, "kforge eval: completions per task with --model (1: greedy)");
+ABSL_FLAG(double, temperature, 0.8, "kforge eval: sampling temperature when --samples > 1");
+ABSL_FLAG(int, max_new_tokens, 1024, "kforge eval: tokens per completion at most");
 ABSL_FLAG(std::string, arch, "qwen2", "kforge tiny-model: qwen2, qwen3 or llama");
 ABSL_FLAG(uint64_t, seed, 0, "kforge tiny-model: seed of the random weights");
 ABSL_FLAG(std::string, dtype, "float32", "kforge tiny-model: float32 or bfloat16");
@@ -59,7 +62,8 @@ commands:
   verify                verify one candidate: --task TASK.py --candidate FILE
                         [--json] [--server HOST:PORT] [--device cuda:0]
                         [--require_triton=false] [--options OPTIONS.json]
-  eval                  score a folder of candidates: --candidates DIR --tasks DIR
+  eval                  score a model or a folder of candidates: --tasks DIR and
+                        --model DIR [--samples K] or --candidates DIR
                         [--levels 1,2] [--server HOST:PORT] [--out DIR] [--json]
                         [--require_triton=false] [--device cuda:0]
   tiny-model OUT_DIR    write a small random Hugging Face checkpoint (and tokenizer)
@@ -131,6 +135,10 @@ int main(int argc, char** argv) {
       levels.push_back(value);
     }
     return kforge::RunEval({.candidates_dir = absl::GetFlag(FLAGS_candidates),
+                            .model_dir = absl::GetFlag(FLAGS_model),
+                            .samples = absl::GetFlag(FLAGS_samples),
+                            .temperature = absl::GetFlag(FLAGS_temperature),
+                            .max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens),
                             .tasks_dir = absl::GetFlag(FLAGS_tasks),
                             .levels = levels,
                             .server = absl::GetFlag(FLAGS_server),

@@ -22,11 +22,18 @@ using ::testing::HasSubstr;
 
 const fs::path kSource = KFORGE_TEST_SOURCE_DIR;
 
-absl::StatusOr<ExitInfo> RunKforge(std::vector<std::string> args) {
+struct Finished {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+absl::StatusOr<Finished> RunKforge(std::vector<std::string> args) {
   args.insert(args.begin(), testing::BinaryPath("kforge"));
   auto child = ChildProcess::Spawn({.argv = args, .capture_output = true});
   if (!child.ok()) return child.status();
-  return (*child)->WaitFor(absl::Seconds(240));
+  absl::StatusOr<ExitInfo> exit = (*child)->WaitFor(absl::Seconds(240));
+  if (!exit.ok()) return exit.status();
+  return Finished{exit->exited ? exit->code : -1, (*child)->output()};
 }
 
 TEST(EvalCommandTest, ScoresAFolderOfCandidatesAndWritesTheReport) {
@@ -47,7 +54,7 @@ TEST(EvalCommandTest, ScoresAFolderOfCandidatesAndWritesTheReport) {
                          "--tasks=" + (kSource / "tasks/kforge-mini").string(),
                          "--require_triton=false", "--out=" + dir.Sub("out")});
   ASSERT_TRUE(exit.ok()) << exit.status();
-  ASSERT_EQ(exit->code, 0);
+  ASSERT_EQ(exit->code, 0) << exit->output;
   absl::StatusOr<std::string> json = ReadFileToString(dir.Sub("out/report.json"));
   ASSERT_TRUE(json.ok()) << json.status();
   v1::EvalReport report;
@@ -72,6 +79,30 @@ TEST(EvalCommandTest, ScoresAFolderOfCandidatesAndWritesTheReport) {
   absl::StatusOr<std::string> svg = ReadFileToString(dir.Sub("out/speedup_histogram.svg"));
   ASSERT_TRUE(svg.ok());
   EXPECT_THAT(*svg, HasSubstr("<svg"));
+}
+
+TEST(EvalCommandTest, SamplesTheTinyModelOnTheBuiltInTasksAndScoresEveryCompletion) {
+  testing::TempDir dir;
+  auto tiny = RunKforge({"tiny-model", dir.Sub("tiny")});
+  ASSERT_TRUE(tiny.ok() && tiny->code == 0);
+  auto exit = RunKforge({"eval", "--model=" + dir.Sub("tiny"),
+                         "--tasks=" + (kSource / "tasks/kforge-mini").string(), "--samples=2",
+                         "--max_new_tokens=16", "--require_triton=false", "--json"});
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  ASSERT_EQ(exit->code, 0) << exit->output;
+  v1::EvalReport report;
+  // --json prints the report on stdout, after the progress lines on stderr.
+  const std::string& out = exit->output;
+  ASSERT_TRUE(ParseJsonMessage(out.substr(out.find('{')), &report).ok()) << out;
+  EXPECT_EQ(report.overall().tasks(), 5);
+  EXPECT_EQ(report.overall().samples(), 10);
+  EXPECT_TRUE(report.overall().pass_at_k().contains(2));
+  // A random tiny model writes no kernel: every sample fails with a reason.
+  EXPECT_EQ(report.overall().correct_rate(), 0.0);
+  for (const v1::TaskEval& task : report.task_results()) {
+    EXPECT_EQ(task.samples(), 2) << task.task_id();
+    EXPECT_FALSE(task.first_failure().empty()) << task.task_id();
+  }
 }
 
 TEST(EvalCommandTest, BadArgumentsExitWithCode2NamingThem) {

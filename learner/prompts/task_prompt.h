@@ -1,0 +1,31 @@
+// The prompt a policy sees for a task: the job's PromptTemplate
+// (instructions, an optional worked example, reasoning and answer tags)
+// around the task's reference module, rendered in the model's chat format.
+//
+//   KF_ASSIGN_OR_RETURN(std::string prompt, RenderTaskPrompt(spec.prompt(), task));
+//   // "<|im_start|>user\nWrite a faster ... ```python\n...```\n...<|im_end|>\n<|im_start|>assistant\n"
+//
+// Unset template fields take their annotated defaults. The learner (jobs)
+// and `kforge eval --model` use the same text, so a model is evaluated on
+// the prompts it was trained on.
+#ifndef KFORGE_LEARNER_PROMPTS_TASK_PROMPT_H_
+#define KFORGE_LEARNER_PROMPTS_TASK_PROMPT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kforge/v1/job.pb.h"
+#include "kforge/v1/task.pb.h"
+
+namespace kforge {
+
+// The user message alone, before the chat format is applied.
+absl::StatusOr<std::string> TaskInstructions(const v1::PromptTemplate& prompt, const v1::Task& task);
+
+// The whole prompt text, ending where the assistant's answer begins.
+// INVALID_ARGUMENT for an unknown chat format or a task without a reference.
+absl::StatusOr<std::string> RenderTaskPrompt(const v1::PromptTemplate& prompt, const v1::Task& task);
+
+}  // namespace kforge
+
+#endif  // KFORGE_LEARNER_PROMPTS_TASK_PROMPT_H_

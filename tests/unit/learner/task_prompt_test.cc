@@ -1,0 +1,50 @@
+// Task prompts: the template's parts around the reference, in the chat format.
+#include "learner/prompts/task_prompt.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace kforge {
+namespace {
+
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+v1::Task ReluTask() {
+  v1::Task task;
+  task.set_id("level1/1_ReLU");
+  task.set_reference_source("class Model:\n    pass");
+  return task;
+}
+
+TEST(TaskPromptTest, DefaultsGiveAChatmlPromptWithTheReferenceAndTags) {
+  absl::StatusOr<std::string> prompt = RenderTaskPrompt({}, ReluTask());
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  EXPECT_THAT(*prompt, StartsWith("<|im_start|>user\nWrite a faster implementation"));
+  EXPECT_THAT(*prompt, HasSubstr("```python\nclass Model:\n    pass\n```\n"));
+  EXPECT_THAT(*prompt, HasSubstr("<answer></answer>"));
+  EXPECT_THAT(*prompt, EndsWith("<|im_end|>\n<|im_start|>assistant\n"));
+}
+
+TEST(TaskPromptTest, TemplateFieldsAreHonoured) {
+  v1::PromptTemplate tmpl;
+  tmpl.set_instructions("Speed this up.");
+  tmpl.set_example("EXAMPLE");
+  tmpl.set_reasoning_tags(false);
+  tmpl.set_chat_format("plain");
+  absl::StatusOr<std::string> prompt = RenderTaskPrompt(tmpl, ReluTask());
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  EXPECT_THAT(*prompt, StartsWith("Speed this up.\n\nExample:\nEXAMPLE\n\n"));
+  EXPECT_THAT(*prompt, ::testing::Not(HasSubstr("<answer>")));
+}
+
+TEST(TaskPromptTest, BadInputIsNamed) {
+  v1::PromptTemplate tmpl;
+  tmpl.set_chat_format("mistral");
+  EXPECT_THAT(RenderTaskPrompt(tmpl, ReluTask()).status().message(), HasSubstr("mistral"));
+  EXPECT_THAT(RenderTaskPrompt({}, v1::Task()).status().message(), HasSubstr("no reference"));
+}
+
+}  // namespace
+}  // namespace kforge
