@@ -160,25 +160,27 @@ TEST_F(LearnerTest, MetricsParseAndCountCallsByCode) {
   EXPECT_THAT(*response, HasSubstr("kforge_grpc_server_handling_seconds_bucket"));
 }
 
-// `promtool check metrics` (Debian package prometheus) lints names, units
-// and types of everything a learner exports.
-TEST_F(LearnerTest, PromtoolAcceptsMetrics) {
+// `promtool check metrics` (Debian package prometheus) lints the names,
+// units and types of everything a process exports at `metrics_port`.
+void ExpectPromtoolAccepts(int metrics_port, const std::string& scratch) {
   if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "promtool is not installed (Debian package prometheus)";
   }
-  v1::Job job;
-  ASSERT_TRUE(Submit(Valid(), &job).ok());
-  auto body = testing::HttpGet(learner_.ports.metrics_port(), "/metrics");
+  auto body = testing::HttpGet(metrics_port, "/metrics");
   ASSERT_TRUE(body.ok());
-  const std::string text = body->substr(body->find("\r\n\r\n") + 4);
-  testing::WriteFile(dir_.Sub("metrics.txt"), text);
+  testing::WriteFile(scratch, body->substr(body->find("\r\n\r\n") + 4));
   auto promtool = ChildProcess::Spawn(
-      {.argv = {"/bin/sh", "-c", "promtool check metrics < " + dir_.Sub("metrics.txt")},
-       .capture_output = true});
+      {.argv = {"/bin/sh", "-c", "promtool check metrics < " + scratch}, .capture_output = true});
   ASSERT_TRUE(promtool.ok());
   auto exit = (*promtool)->WaitFor(absl::Seconds(60));
   ASSERT_TRUE(exit.ok());
   EXPECT_EQ(exit->code, 0) << (*promtool)->output();
+}
+
+TEST_F(LearnerTest, PromtoolAcceptsMetrics) {
+  v1::Job job;
+  ASSERT_TRUE(Submit(Valid(), &job).ok());
+  ExpectPromtoolAccepts(learner_.ports.metrics_port(), dir_.Sub("learner-metrics.txt"));
 }
 
 TEST_F(LearnerTest, JobsSurviveARestart) {
@@ -238,6 +240,7 @@ TEST_F(LearnerTest, RolloutWorkerWithAModelLoadsItRegistersAndExportsRolloutMetr
   // 64 slots of 4096 tokens: the configured defaults.
   EXPECT_THAT(*metrics, HasSubstr("kforge_rollout_kv_cache_capacity_tokens 262144"));
   EXPECT_THAT(*metrics, HasSubstr("kforge_rollout_samples_total{event=\"answered\"} 0"));
+  ExpectPromtoolAccepts(rollout->ports.metrics_port(), dir_.Sub("rollout-metrics.txt"));
 }
 
 TEST_F(LearnerTest, WorkAndSampleDeliveryAnswerAndAreCounted) {
@@ -311,6 +314,8 @@ TEST_F(LearnerTest, AVerifierDeliversTheScoredSampleBeforeItAnswers) {
   EXPECT_THAT(*learner_metrics, HasSubstr("kforge_learner_samples_total{status=\"orphaned\"} 1"));
   auto verifier_metrics = testing::HttpGet(verifier->ports.metrics_port(), "/metrics");
   EXPECT_THAT(*verifier_metrics, HasSubstr("kforge_verifier_deliveries_total{result=\"orphaned\"} 1"));
+  ExpectPromtoolAccepts(verifier->ports.metrics_port(), dir_.Sub("verifier-metrics.txt"));
+  ExpectPromtoolAccepts(learner_.ports.metrics_port(), dir_.Sub("learner-metrics.txt"));
 }
 
 TEST(RolloutWorkerTest, AModelThatDoesNotLoadIsAConfigErrorNamingTheFile) {
