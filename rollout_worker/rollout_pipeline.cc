@@ -68,6 +68,9 @@ RolloutPipeline::~RolloutPipeline() {
   stop_.Notify();
   if (take_work_thread_.joinable()) take_work_thread_.join();
   metrics_thread_.reset();
+  // The sampler thread may be blocked handing a sample to a full
+  // dispatcher: release it before joining it.
+  if (dispatcher_ != nullptr) dispatcher_->Shutdown();
   engine_.reset();
   dispatcher_.reset();
 }

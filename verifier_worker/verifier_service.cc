@@ -115,7 +115,16 @@ grpc::Status VerifierServiceImpl::VerifyStream(
     ack.mutable_ack()->set_accepted(valid.ok());
     ack.mutable_ack()->set_reason(std::string(valid.message()));
     write(ack);
-    if (!valid.ok()) continue;
+    if (!valid.ok()) {
+      // The client spent a credit on this request; give it back unless it
+      // had none to spend.
+      if (state.credits > 0) {
+        v1::VerifyStreamResponse grant;
+        grant.mutable_credit()->set_credits(1);
+        write(grant);
+      }
+      continue;
+    }
     --state.credits;
     state.in_flight.insert(request.request_id());
     pool_.Submit([this, &state, &write, request] {

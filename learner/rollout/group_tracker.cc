@@ -15,9 +15,9 @@ absl::Status GroupTracker::Offer(v1::WorkItem item) {
         absl::StrCat("work item ", item.group_id(), ": group_size ", item.group_size(), " < 1"));
   }
   absl::MutexLock lock(&mu_);
-  if (groups_.contains(item.group_id())) {
+  if (!used_group_ids_.insert(item.group_id()).second) {
     return absl::InvalidArgumentError(
-        absl::StrCat("work item ", item.group_id(), ": group id already in use"));
+        absl::StrCat("work item ", item.group_id(), ": group id already used"));
   }
   const std::string id = item.group_id();
   Group group;
@@ -113,9 +113,12 @@ absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scor
                             " behind ", policy_version_, " (max_staleness ",
                             options_.max_staleness, ")"));
   }
-  if (buffered_ >= options_.max_buffered_samples) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the experience buffer holds ", buffered_, " samples (max_buffered_samples); retry"));
+  // Only complete groups count against the bound: samples of groups still
+  // filling must always get in, or no group could complete to free room.
+  if (completed_samples_ >= options_.max_buffered_samples) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the experience buffer holds ", completed_samples_,
+                     " samples of complete groups (max_buffered_samples); retry"));
   }
   group.samples[static_cast<size_t>(key.index_in_group())] = scored;
   ++group.received;
@@ -123,6 +126,7 @@ absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scor
   accepted_ids_.insert(key.sample_id());
   v1::SampleAck ack = Ack(scored, v1::SampleAck::ACCEPTED, "");
   if (group.received == group.item.group_size()) {
+    completed_samples_ += group.received;
     completed_.push_back({std::move(group.item), std::move(group.samples)});
     groups_.erase(it);
     ++stats_.groups_completed;
@@ -152,6 +156,7 @@ void GroupTracker::Retire(const std::string& group_id) {
   next.item.set_group_id(absl::StrCat(old.base_id, "~r", attempt));
   next.samples.resize(static_cast<size_t>(next.item.group_size()));
   const std::string id = next.item.group_id();
+  used_group_ids_.insert(id);
   groups_.emplace(id, std::move(next));
   pending_.push_front(id);  // re-issues go first: their job is waiting on them
   ++stats_.groups_reissued;
@@ -184,6 +189,7 @@ std::vector<CompletedGroup> GroupTracker::TakeCompleted() {
   completed_.clear();
   for (const CompletedGroup& group : out) {
     buffered_ -= static_cast<int64_t>(group.samples.size());
+    completed_samples_ -= static_cast<int64_t>(group.samples.size());
     // Their ids stay in accepted_ids_: a late re-send is still a DUPLICATE.
     // The set is trimmed to the newest ids so it stays bounded.
     for (const v1::ScoredSample& s : group.samples) taken_ids_.push_back(s.sample().key().sample_id());

@@ -24,7 +24,8 @@
 // ("<id>~r<attempt>", so its samples have fresh ids and seeds) up to
 // max_reissues times, then dropped; either way counted. The buffer of
 // accepted samples is bounded: Deliver answers RESOURCE_EXHAUSTED (retry
-// later, nothing recorded) while max_buffered_samples are waiting.
+// later, nothing recorded) while max_buffered_samples of complete groups
+// wait for the trainer (samples of groups still filling always get in).
 //
 // Thread-safe.
 #ifndef KFORGE_LEARNER_ROLLOUT_GROUP_TRACKER_H_
@@ -68,7 +69,7 @@ class GroupTracker {
   explicit GroupTracker(Options options) : options_(options) {}
 
   // Queues a group to sample. INVALID_ARGUMENT for missing ids, a group
-  // size below 1, or a group id already known.
+  // size below 1, or a group id used before.
   absl::Status Offer(v1::WorkItem item);
   // Up to max_groups pending groups, issued to `worker_id`; waits up to
   // `wait` for the first.
@@ -114,7 +115,11 @@ class GroupTracker {
   absl::flat_hash_set<std::string> accepted_ids_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> taken_ids_ ABSL_GUARDED_BY(mu_);
   std::deque<CompletedGroup> completed_ ABSL_GUARDED_BY(mu_);
-  int64_t buffered_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t buffered_ ABSL_GUARDED_BY(mu_) = 0;           // accepted, not yet taken
+  int64_t completed_samples_ ABSL_GUARDED_BY(mu_) = 0;  // of those, in complete groups
+  // Every group id offered or re-issued: a reused id would collide with the
+  // sample ids remembered for duplicates.
+  absl::flat_hash_set<std::string> used_group_ids_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

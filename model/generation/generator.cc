@@ -123,23 +123,27 @@ absl::Status Generator::Enqueue(GroupRequest request) {
 }
 
 absl::StatusOr<std::vector<GeneratedSample>> Generator::Step() {
-  std::vector<GeneratedSample> finished;
-  while (!waiting_.empty() &&
+  // Samples finished by a step that then failed are handed over now.
+  std::vector<GeneratedSample> finished = std::move(carried_);
+  carried_.clear();
+  absl::Status status;
+  while (status.ok() && !waiting_.empty() &&
          static_cast<size_t>(cache_->free_slots()) >= waiting_.front().request.samples.size()) {
-    Waiting next = std::move(waiting_.front());
-    waiting_.pop_front();
-    if (absl::Status admitted = Admit(std::move(next), &finished); !admitted.ok()) {
-      PublishStats();
-      return admitted;
-    }
+    // On failure the group stays at the front of the queue, untouched.
+    status = Admit(waiting_.front(), &finished);
+    if (status.ok()) waiting_.pop_front();
   }
-  if (!running_.empty()) KF_RETURN_IF_ERROR(DecodeRunning(&finished));
+  if (status.ok() && !running_.empty()) status = DecodeRunning(&finished);
   PublishStats();
+  if (!status.ok()) {
+    carried_ = std::move(finished);
+    return status;
+  }
   return finished;
 }
 
-absl::Status Generator::Admit(Waiting waiting, std::vector<GeneratedSample>* finished) {
-  GroupRequest& request = waiting.request;
+absl::Status Generator::Admit(const Waiting& waiting, std::vector<GeneratedSample>* finished) {
+  const GroupRequest& request = waiting.request;
   const absl::Time admitted = absl::Now();
   KF_ASSIGN_OR_RETURN(const int64_t prompt_slot, cache_->Allocate());
   const std::vector<int64_t> prompt(request.prompt_tokens.begin(), request.prompt_tokens.end());
@@ -237,6 +241,10 @@ void Generator::Finish(size_t index, std::vector<GeneratedSample>* finished) {
 std::vector<std::string> Generator::Abandon() {
   std::vector<std::string> dropped;
   absl::flat_hash_set<std::string> seen;
+  for (const GeneratedSample& sample : carried_) {
+    if (seen.insert(sample.group_id).second) dropped.push_back(sample.group_id);
+  }
+  carried_.clear();
   for (const std::unique_ptr<Running>& seq : running_) {
     (void)cache_->Free(seq->slot);
     if (seen.insert(seq->group_id).second) dropped.push_back(seq->group_id);

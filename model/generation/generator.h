@@ -116,14 +116,16 @@ class Generator {
 
   // Admits what fits, runs one decode step, returns what finished. An error
   // from the model (for example out of device memory) is returned with the
-  // running and waiting work left as it was; Abandon() clears it.
+  // waiting and running work left in place (a group whose admission failed
+  // stays first in the queue) and the samples that step had finished kept
+  // for the next successful Step; Abandon() reports and clears all of it.
   absl::StatusOr<std::vector<GeneratedSample>> Step();
 
   // Drops every waiting and running group and frees the cache; returns the
   // ids of the groups dropped (each once), for the caller to report.
   std::vector<std::string> Abandon();
 
-  bool idle() const { return waiting_.empty() && running_.empty(); }
+  bool idle() const { return waiting_.empty() && running_.empty() && carried_.empty(); }
   GeneratorStats stats() const;
 
  private:
@@ -136,7 +138,7 @@ class Generator {
   Generator(const DecoderModel* model, const BpeTokenizer* tokenizer,
             std::unique_ptr<KvCache> cache);
   // Prefills one group into fresh slots and draws its first tokens.
-  absl::Status Admit(Waiting waiting, std::vector<GeneratedSample>* finished);
+  absl::Status Admit(const Waiting& waiting, std::vector<GeneratedSample>* finished);
   absl::Status DecodeRunning(std::vector<GeneratedSample>* finished);
   // Appends one sampled token to a running sequence; true when it finished.
   bool Accept(Running& seq, int32_t token, float logprob);
@@ -149,6 +151,7 @@ class Generator {
   std::unique_ptr<TokenSampler> sampler_;
   std::deque<Waiting> waiting_;
   std::vector<std::unique_ptr<Running>> running_;
+  std::vector<GeneratedSample> carried_;  // finished by a step that then failed
   GeneratorStats counters_;  // owner thread's copy
 
   mutable absl::Mutex stats_mu_;

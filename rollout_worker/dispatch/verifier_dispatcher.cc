@@ -115,6 +115,8 @@ struct VerifierDispatcher::Lane {
   bool connected = false;  // stream open, reader running
   bool broken = false;     // reader ended: tear down, then reconnect
   bool gone = false;       // no longer resolved: close for good
+  absl::Time rest_until = absl::InfinitePast();  // after a "verifier full" rejection
+  bool write_failed = false;  // until the stream is torn down
   absl::Time retry_at = absl::InfinitePast();
   absl::Duration backoff;
 };
@@ -137,11 +139,13 @@ absl::StatusOr<std::unique_ptr<VerifierDispatcher>> VerifierDispatcher::Create(
 VerifierDispatcher::VerifierDispatcher(Options options, ResultCallback on_result)
     : options_(std::move(options)), on_result_(std::move(on_result)) {}
 
+void VerifierDispatcher::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+}
+
 VerifierDispatcher::~VerifierDispatcher() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
+  Shutdown();
   if (dispatch_thread_.joinable()) dispatch_thread_.join();
 }
 
@@ -157,6 +161,10 @@ absl::Status VerifierDispatcher::Submit(v1::VerifyRequest request) {
   };
   mu_.Await(absl::Condition(&room));
   if (stopping_) return absl::CancelledError("the verifier dispatcher is stopping");
+  // Again after the wait: two callers may have waited with the same id.
+  if (known_ids_.contains(id)) {
+    return absl::InvalidArgumentError(absl::StrCat("request_id ", id, " is already in flight"));
+  }
   known_ids_.insert(id);
   answered_.erase(id);
   queue_.push_back({std::move(request), 0, ""});
@@ -201,6 +209,8 @@ void VerifierDispatcher::Connect(Lane* lane) {
   lane->context = std::make_unique<grpc::ClientContext>();
   lane->stream = lane->stub->VerifyStream(lane->context.get());
   lane->credits = 0;
+  lane->rest_until = absl::InfinitePast();
+  lane->write_failed = false;
   lane->broken = false;
   lane->connected = true;
   lane->reader = std::thread([this, lane] {
@@ -224,9 +234,21 @@ void VerifierDispatcher::ReadLoop(Lane* lane) {
       if (message.has_credit()) {
         lane->credits += message.credit().credits();
       } else if (message.has_ack() && !message.ack().accepted()) {
-        if (IsCapacityRejection(message.ack().reason())) {
-          RequeueOne(message.ack().request_id(), /*resend=*/true);
-        } else if (outstanding_.contains(message.ack().request_id())) {
+        const std::string& id = message.ack().request_id();
+        auto out = outstanding_.find(id);
+        const bool here = out != outstanding_.end() && out->second.lane == lane->address;
+        if (absl::StrContains(message.ack().reason(), "duplicate")) {
+          // A re-send reached the stream that still verifies the first
+          // send: that one will answer. Nothing to do.
+        } else if (IsCapacityRejection(message.ack().reason())) {
+          // Not the request's fault: it goes back without using an attempt,
+          // and this lane rests a moment before it is written to again.
+          if (here) {
+            --out->second.pending.attempts;
+            RequeueOne(id, /*resend=*/true);
+          }
+          lane->rest_until = absl::Now() + options_.backoff_initial;
+        } else if (here) {
           ++stats_.rejected;
           rejected = true;
         }
@@ -294,9 +316,13 @@ void VerifierDispatcher::Answer(const v1::VerifyResponse& response) {
 }
 
 VerifierDispatcher::Lane* VerifierDispatcher::PickLane(const std::string& avoid) {
+  const absl::Time now = absl::Now();
   std::vector<Lane*> ready;
   for (auto& [address, lane] : lanes_) {
-    if (lane->connected && !lane->gone && lane->credits > 0) ready.push_back(lane.get());
+    if (lane->connected && !lane->gone && !lane->write_failed && lane->credits > 0 &&
+        lane->rest_until <= now) {
+      ready.push_back(lane.get());
+    }
   }
   if (ready.empty()) return nullptr;
   for (size_t i = 0; i < ready.size(); ++i) {
@@ -341,21 +367,16 @@ void VerifierDispatcher::DispatchLoop() {
     for (const std::string& id : overdue) RequeueOne(id, /*resend=*/true);
 
     std::vector<v1::VerifyResponse> given_up;
-    while (!queue_.empty() && queue_.front().attempts >= options_.max_attempts) {
-      const std::string id = queue_.front().request.request_id();
-      queue_.pop_front();
-      ++stats_.undeliverable;
-      given_up.push_back(LocalVerdict(
-          id, absl::StrCat("not answered after ", options_.max_attempts,
-                           " sends (each verifier stream it was written to broke or timed out)")));
-    }
-    if (!given_up.empty()) {
-      mu_.Unlock();
-      for (const v1::VerifyResponse& response : given_up) Answer(response);
-      mu_.Lock();
-      continue;
-    }
     while (!queue_.empty()) {
+      if (queue_.front().attempts >= options_.max_attempts) {
+        const std::string id = queue_.front().request.request_id();
+        queue_.pop_front();
+        ++stats_.undeliverable;
+        given_up.push_back(LocalVerdict(
+            id, absl::StrCat("not answered after ", options_.max_attempts,
+                             " sends (each verifier stream it was written to broke or timed out)")));
+        continue;
+      }
       Lane* lane = PickLane(queue_.front().last_lane);
       if (lane == nullptr) break;
       Pending pending = std::move(queue_.front());
@@ -373,16 +394,28 @@ void VerifierDispatcher::DispatchLoop() {
       const bool written = lane->stream->Write(request);
       mu_.Lock();
       if (!written) {
+        // The stream is breaking (or the request cannot be serialised): no
+        // more writes to it; cancel it so its reader tears it down and the
+        // lane reconnects.
+        lane->write_failed = true;
+        lane->context->TryCancel();
         RequeueOne(id, /*resend=*/false);
-        break;  // the reader sees the break and requeues the rest
       }
+    }
+    if (!given_up.empty()) {
+      mu_.Unlock();
+      for (const v1::VerifyResponse& response : given_up) Answer(response);
+      mu_.Lock();
     }
     // Wakes at once for work a lane can take or a lane to tear down; the
     // timeout paces reconnects and the overdue check.
     auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       if (stopping_) return true;
       for (const auto& [address, lane] : lanes_) {
-        if (lane->broken || (!queue_.empty() && lane->connected && lane->credits > 0)) return true;
+        if (lane->broken || (!queue_.empty() && lane->connected && !lane->write_failed &&
+                             lane->credits > 0 && lane->rest_until <= absl::Now())) {
+          return true;
+        }
       }
       return false;
     };

@@ -13,7 +13,8 @@
 // When a lane's stream breaks (the verifier died, was drained, or the
 // network dropped) its outstanding requests go back to the front of the
 // queue and are re-sent to another lane; so are requests the verifier
-// rejected as full, and requests without a verdict after verify_timeout. A
+// rejected as full (without using an attempt; that verifier rests a moment),
+// and requests without a verdict after verify_timeout. A
 // request may therefore be verified twice, but on_result sees each
 // request_id once: later verdicts for an id already answered are dropped and
 // counted. Requests the verifier rejects as malformed are answered at once
@@ -98,6 +99,10 @@ class VerifierDispatcher {
   // INVALID_ARGUMENT for an empty or duplicate request_id; CANCELLED once
   // the dispatcher is stopping.
   absl::Status Submit(v1::VerifyRequest request);
+  // Stops taking requests: Submit (waiting or not) returns CANCELLED. The
+  // destructor does the rest; call this first when another thread may be
+  // blocked in Submit.
+  void Shutdown();
   // Waits until every submitted request was answered, or `timeout`.
   bool WaitIdle(absl::Duration timeout);
   Stats stats() const;

@@ -64,12 +64,13 @@ class Collector {
 
 class VerifierDispatchTest : public ::testing::Test {
  protected:
-  void StartVerifiers(int count) {
+  void StartVerifiers(int count, const std::string& extra_config = "") {
     for (int i = 0; i < count; ++i) {
       // Each verifier its own scratch space, as separate pods would have.
       const std::string config = dir_.Sub("verifier" + std::to_string(i) + ".json");
       testing::WriteFile(config, absl::StrCat(R"({"work_dir": ")",
-                                              dir_.Sub("work" + std::to_string(i)), R"("})"));
+                                              dir_.Sub("work" + std::to_string(i)), R"(")",
+                                              extra_config, "}"));
       const std::string home = dir_.Sub("v" + std::to_string(i));
       std::filesystem::create_directories(home);
       auto verifier = testing::StartServiceProcess("kforge-verifier", {"--config=" + config}, home);
@@ -162,6 +163,32 @@ TEST_F(VerifierDispatchTest, AVerifierKilledMidFlightLosesNothing) {
   for (int i = 0; i < kRequests; ++i) correct += collector_.verdict(absl::StrCat("slow", i)).correct();
   EXPECT_EQ(correct, kRequests);
   EXPECT_GT(dispatcher->stats().resent, 0u) << "the killed verifier held nothing";
+}
+
+TEST_F(VerifierDispatchTest, AFullVerifierPushesBackWithoutLosingOrFailingAnything) {
+  // One slot and one queued request at most, shared by three workers'
+  // streams: the third request in flight is refused as full, and retried.
+  StartVerifiers(1, R"(, "max_concurrent": 1, "max_queued": 1)");
+  std::vector<std::unique_ptr<VerifierDispatcher>> workers;
+  for (int w = 0; w < 3; ++w) workers.push_back(NewDispatcher({.target = Target()}));
+  for (int i = 0; i < 3; ++i) {
+    for (int w = 0; w < 3; ++w) {
+      ASSERT_TRUE(workers[w]->Submit(Request(absl::StrCat("w", w, "-", i), true)).ok());
+    }
+  }
+  uint64_t resent = 0;
+  for (auto& worker : workers) {
+    ASSERT_TRUE(worker->WaitIdle(absl::Seconds(240)));
+    EXPECT_EQ(worker->stats().undeliverable, 0u);
+    resent += worker->stats().resent;
+  }
+  EXPECT_GT(resent, 0u) << "the verifier never refused a request as full";
+  const auto counts = collector_.counts();
+  ASSERT_EQ(counts.size(), 9u);
+  for (const auto& [id, n] : counts) {
+    EXPECT_EQ(n, 1) << id;
+    EXPECT_TRUE(collector_.verdict(id).correct()) << id;
+  }
 }
 
 TEST_F(VerifierDispatchTest, AMalformedRequestComesBackAsAVerdictNamingTheReason) {

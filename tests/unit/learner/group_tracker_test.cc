@@ -165,6 +165,23 @@ TEST(GroupTrackerTest, AFullBufferAsksForARetryAndRecordsNothing) {
   EXPECT_EQ(Status(tracker, Scored("b", 0)), v1::SampleAck::ACCEPTED);
 }
 
+TEST(GroupTrackerTest, GroupsStillFillingAreNeverShutOutByTheBufferBound) {
+  GroupTracker tracker({.max_buffered_samples = 2});
+  ASSERT_TRUE(tracker.Offer(Item("big", 3)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Status(tracker, Scored("big", i)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(tracker.TakeCompleted().size(), 1u);
+}
+
+TEST(GroupTrackerTest, AGroupIdIsNeverOfferedTwice) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("g", 1)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  EXPECT_EQ(Status(tracker, Scored("g", 0)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(tracker.TakeCompleted().size(), 1u);
+  EXPECT_THAT(tracker.Offer(Item("g", 1)).message(), HasSubstr("already used"));
+}
+
 TEST(GroupTrackerTest, TakeWaitsForWorkOffered) {
   GroupTracker tracker({});
   EXPECT_TRUE(tracker.Take("w1", 1, absl::Milliseconds(20)).empty());
