@@ -3,33 +3,20 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "common/metrics/metric_builders.h"
 
 namespace kforge {
-namespace {
-
-prometheus::Counter& Counter(prometheus::Registry& registry, const std::string& name,
-                             const std::string& help) {
-  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
-}
-
-prometheus::Gauge& Gauge(prometheus::Registry& registry, const std::string& name,
-                         const std::string& help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
-}
-
-}  // namespace
-
 LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
-    : jobs_submitted(Counter(registry, "kforge_learner_jobs_submitted_total",
+    : jobs_submitted(NewCounter(registry, "kforge_learner_jobs_submitted_total",
                              "Jobs accepted by SubmitJob.")),
-      jobs_rejected(Counter(registry, "kforge_learner_jobs_rejected_total",
+      jobs_rejected(NewCounter(registry, "kforge_learner_jobs_rejected_total",
                             "SubmitJob calls refused because the spec was invalid or the queue "
                             "was full.")),
-      workers_registered(Gauge(registry, "kforge_learner_workers",
+      workers_registered(NewGauge(registry, "kforge_learner_workers",
                                "Rollout workers currently registered and alive.")),
-      worker_heartbeats(Counter(registry, "kforge_learner_worker_heartbeats_total",
+      worker_heartbeats(NewCounter(registry, "kforge_learner_worker_heartbeats_total",
                                 "Heartbeats received from rollout workers.")),
-      workers_expired(Counter(registry, "kforge_learner_workers_expired_total",
+      workers_expired(NewCounter(registry, "kforge_learner_workers_expired_total",
                               "Rollout workers dropped after missing heartbeats.")),
       jobs_by_state_(prometheus::BuildGauge()
                          .Name("kforge_learner_jobs")
@@ -45,11 +32,11 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                   .Help("Sample groups by event: issued to a worker, completed, re-issued "
                         "after a timeout, a lost worker or a stale sample, dropped.")
                   .Register(registry)),
-      groups_pending_(Gauge(registry, "kforge_learner_groups_pending",
+      groups_pending_(NewGauge(registry, "kforge_learner_groups_pending",
                             "Groups waiting for a rollout worker to take them.")),
-      groups_in_flight_(Gauge(registry, "kforge_learner_groups_in_flight",
+      groups_in_flight_(NewGauge(registry, "kforge_learner_groups_in_flight",
                               "Groups issued to rollout workers and not yet complete.")),
-      samples_buffered_(Gauge(registry, "kforge_learner_samples_buffered",
+      samples_buffered_(NewGauge(registry, "kforge_learner_samples_buffered",
                               "Accepted samples waiting for the trainer.")) {
   for (int s = kforge::v1::JOB_QUEUED; s <= kforge::v1::JOB_CANCELLED; ++s) {
     JobsInState(static_cast<kforge::v1::JobState>(s)).Set(0);
@@ -72,8 +59,7 @@ void LearnerMetrics::UpdateGroups(const GroupTracker::Stats& stats) {
       {"reissued", {stats.groups_reissued, last_groups_.groups_reissued}},
       {"dropped", {stats.groups_dropped, last_groups_.groups_dropped}}};
   for (const auto& [event, counts] : events) {
-    prometheus::Counter& counter = groups_.Add({{"event", event}});
-    if (counts.first > counts.second) counter.Increment(static_cast<double>(counts.first - counts.second));
+    IncrementToward(groups_.Add({{"event", event}}), counts.first, counts.second);
   }
   groups_pending_.Set(static_cast<double>(stats.groups_pending));
   groups_in_flight_.Set(static_cast<double>(stats.groups_in_flight));

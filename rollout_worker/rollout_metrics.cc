@@ -1,24 +1,8 @@
 #include "rollout_worker/rollout_metrics.h"
 
+#include "common/metrics/metric_builders.h"
+
 namespace kforge {
-namespace {
-
-prometheus::Counter& NewCounter(prometheus::Registry& registry, const std::string& name,
-                                const std::string& help) {
-  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
-}
-
-prometheus::Gauge& NewGauge(prometheus::Registry& registry, const std::string& name,
-                            const std::string& help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
-}
-
-void AddDelta(prometheus::Counter& counter, uint64_t now, uint64_t before) {
-  if (now > before) counter.Increment(static_cast<double>(now - before));
-}
-
-}  // namespace
-
 RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
     : groups_dropped(NewCounter(registry, "kforge_rollout_groups_dropped_total",
                                 "Groups abandoned after a sampling failure (the learner re-issues them).")),
@@ -69,19 +53,19 @@ void RolloutMetrics::ObserveTimeToFirstToken(absl::Duration ttft) {
 
 void RolloutMetrics::Update(const GeneratorStats& g, const VerifierDispatcher::Stats& d,
                             int64_t groups_in_flight) {
-  AddDelta(generated_tokens_, g.generated_tokens, last_generator_.generated_tokens);
-  AddDelta(prefill_tokens_, g.prefill_tokens, last_generator_.prefill_tokens);
-  AddDelta(decode_steps_, g.decode_steps, last_generator_.decode_steps);
+  IncrementToward(generated_tokens_, g.generated_tokens, last_generator_.generated_tokens);
+  IncrementToward(prefill_tokens_, g.prefill_tokens, last_generator_.prefill_tokens);
+  IncrementToward(decode_steps_, g.decode_steps, last_generator_.decode_steps);
   batch_occupancy_.Set(g.slots > 0 ? static_cast<double>(g.running_sequences) / g.slots : 0);
   kv_cache_tokens_.Set(static_cast<double>(g.cached_tokens));
   kv_cache_capacity_.Set(static_cast<double>(g.cache_capacity_tokens));
   waiting_groups_.Set(static_cast<double>(g.waiting_groups));
   groups_in_flight_.Set(static_cast<double>(groups_in_flight));
-  AddDelta(samples_.Add({{"event", "submitted"}}), d.submitted, last_dispatcher_.submitted);
-  AddDelta(samples_.Add({{"event", "sent"}}), d.sent, last_dispatcher_.sent);
-  AddDelta(samples_.Add({{"event", "resent"}}), d.resent, last_dispatcher_.resent);
-  AddDelta(samples_.Add({{"event", "answered"}}), d.answered, last_dispatcher_.answered);
-  AddDelta(samples_.Add({{"event", "undeliverable"}}), d.undeliverable,
+  IncrementToward(samples_.Add({{"event", "submitted"}}), d.submitted, last_dispatcher_.submitted);
+  IncrementToward(samples_.Add({{"event", "sent"}}), d.sent, last_dispatcher_.sent);
+  IncrementToward(samples_.Add({{"event", "resent"}}), d.resent, last_dispatcher_.resent);
+  IncrementToward(samples_.Add({{"event", "answered"}}), d.answered, last_dispatcher_.answered);
+  IncrementToward(samples_.Add({{"event", "undeliverable"}}), d.undeliverable,
            last_dispatcher_.undeliverable);
   samples_outstanding_.Set(static_cast<double>(d.queued + d.outstanding));
   last_generator_ = g;

@@ -1,8 +1,8 @@
 #include "verifier_worker/verifier_service.h"
 
-#include <cctype>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/config/json_config.h"
@@ -41,9 +41,7 @@ v1::Verdict VerifierServiceImpl::VerifyAndDeliver(const v1::VerifyRequest& reque
                {{"sample", request.sample().key().sample_id()}, {"error", ack.status().message()}});
     return verdict;
   }
-  std::string status = v1::SampleAck::Status_Name(ack->status());
-  for (char& c : status) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  metrics_->RecordDelivery(status);
+  metrics_->RecordDelivery(absl::AsciiStrToLower(v1::SampleAck::Status_Name(ack->status())));
   return verdict;
 }
 

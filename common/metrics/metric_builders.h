@@ -1,0 +1,35 @@
+// Short forms for the unlabelled metric families each component declares,
+// and for counters that follow a tally kept elsewhere.
+//
+//   prometheus::Counter& jobs = NewCounter(registry, "kforge_learner_jobs_submitted_total", "...");
+//   IncrementToward(jobs, stats.jobs, last.jobs);   // adds what the tally gained
+#ifndef KFORGE_COMMON_METRICS_METRIC_BUILDERS_H_
+#define KFORGE_COMMON_METRICS_METRIC_BUILDERS_H_
+
+#include <cstdint>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+namespace kforge {
+
+inline prometheus::Counter& NewCounter(prometheus::Registry& registry, const std::string& name,
+                                       const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+inline prometheus::Gauge& NewGauge(prometheus::Registry& registry, const std::string& name,
+                                   const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+// Adds now - before when the tally grew (counters never go down).
+inline void IncrementToward(prometheus::Counter& counter, uint64_t now, uint64_t before) {
+  if (now > before) counter.Increment(static_cast<double>(now - before));
+}
+
+}  // namespace kforge
+
+#endif  // KFORGE_COMMON_METRICS_METRIC_BUILDERS_H_
