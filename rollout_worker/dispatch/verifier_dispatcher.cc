@@ -233,6 +233,9 @@ void VerifierDispatcher::ReadLoop(Lane* lane) {
       absl::MutexLock lock(&mu_);
       if (message.has_credit()) {
         lane->credits += message.credit().credits();
+      } else if (message.has_ack() && message.ack().accepted()) {
+        auto out = outstanding_.find(message.ack().request_id());
+        if (out != outstanding_.end() && out->second.lane == lane->address) out->second.acked = true;
       } else if (message.has_ack() && !message.ack().accepted()) {
         const std::string& id = message.ack().request_id();
         auto out = outstanding_.find(id);
@@ -278,8 +281,14 @@ void VerifierDispatcher::RequeueOne(const std::string& id, bool resend) {
 
 void VerifierDispatcher::Requeue(const std::string& lane) {
   std::vector<std::string> ids;
+  const Outstanding* first_unread = nullptr;
   for (const auto& [id, out] : outstanding_) {
-    if (out.lane == lane) ids.push_back(id);
+    if (out.lane != lane) continue;
+    ids.push_back(id);
+    if (!out.acked && (first_unread == nullptr || out.seq < first_unread->seq)) first_unread = &out;
+  }
+  for (auto& [id, out] : outstanding_) {
+    if (out.lane == lane && !out.acked && &out != first_unread) --out.pending.attempts;
   }
   for (const std::string& id : ids) RequeueOne(id, /*resend=*/true);
 }
@@ -385,7 +394,10 @@ void VerifierDispatcher::DispatchLoop() {
       ++pending.attempts;
       const std::string id = pending.request.request_id();
       const v1::VerifyRequest request = pending.request;
-      outstanding_.emplace(id, Outstanding{std::move(pending), lane->address, absl::Now()});
+      outstanding_.emplace(id, Outstanding{.pending = std::move(pending),
+                                           .lane = lane->address,
+                                           .sent = absl::Now(),
+                                           .seq = next_seq_++});
       ++stats_.sent;
       ++stats_.sent_by_address[lane->address];
       // Only this thread writes or tears lanes down, so the stream stays

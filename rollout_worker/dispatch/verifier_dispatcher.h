@@ -17,7 +17,11 @@
 // and requests without a verdict after verify_timeout. A
 // request may therefore be verified twice, but on_result sees each
 // request_id once: later verdicts for an id already answered are dropped and
-// counted. Requests the verifier rejects as malformed are answered at once
+// counted. A broken stream charges an attempt only to the requests the
+// verifier had acknowledged and to the first one it had not (the one its
+// reader stopped at: a message that breaks every stream it reaches); the
+// requests written after it were never read and are re-sent for free.
+// Requests the verifier rejects as malformed are answered at once
 // with a Verdict whose stage-1 message carries the reason, and so are
 // requests sent max_attempts times without a verdict (nothing is lost).
 //
@@ -118,6 +122,8 @@ class VerifierDispatcher {
     Pending pending;
     std::string lane;
     absl::Time sent;
+    uint64_t seq = 0;    // write order, across lanes
+    bool acked = false;  // the verifier acknowledged receiving it
   };
 
   VerifierDispatcher(Options options, ResultCallback on_result);
@@ -144,6 +150,7 @@ class VerifierDispatcher {
   std::deque<std::string> answered_order_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<Lane>> lanes_ ABSL_GUARDED_BY(mu_);
   size_t next_lane_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time next_resolve_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   std::thread dispatch_thread_;
