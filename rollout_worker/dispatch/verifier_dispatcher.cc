@@ -406,9 +406,8 @@ void VerifierDispatcher::DispatchLoop() {
       const bool written = lane->stream->Write(request);
       mu_.Lock();
       if (!written) {
-        // The stream is breaking (or the request cannot be serialised): no
-        // more writes to it; cancel it so its reader tears it down and the
-        // lane reconnects.
+        // The stream is breaking: no more writes to it; cancel it so its
+        // reader tears it down and the lane reconnects.
         lane->write_failed = true;
         lane->context->TryCancel();
         RequeueOne(id, /*resend=*/false);

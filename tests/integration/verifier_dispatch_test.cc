@@ -213,7 +213,9 @@ TEST_F(VerifierDispatchTest, APoisonRequestIsAnsweredAfterItsLastAttemptAndOther
       NewDispatcher({.target = Target(), .backoff_initial = absl::Milliseconds(20),
                      .max_attempts = 3});
   v1::VerifyRequest poison = Request("poison", false);
-  poison.set_completion("\xff\xfe not UTF-8");  // proto3 refuses to serialise it
+  // Invalid UTF-8 in a proto3 string: the verifier cannot parse it and its
+  // stream breaks, every time it is sent.
+  poison.set_completion("\xff\xfe not UTF-8");
   ASSERT_TRUE(dispatcher->Submit(poison).ok());
   ASSERT_TRUE(dispatcher->Submit(Request("fine", false)).ok());
   ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(60)));
