@@ -169,4 +169,15 @@ absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>> SafetensorsCheckpoint::Op
   return checkpoint;
 }
 
+absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>> SafetensorsCheckpoint::OpenFile(
+    const fs::path& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    return absl::NotFoundError(absl::StrCat(file.string(), ": no such safetensors file"));
+  }
+  auto checkpoint = std::make_unique<MappedCheckpoint>();
+  KF_RETURN_IF_ERROR(checkpoint->AddFile(file));
+  return checkpoint;
+}
+
 }  // namespace kforge

@@ -58,6 +58,10 @@ class SafetensorsCheckpoint {
   // an unsupported dtype or a malformed index.
   static absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>> Open(
       const std::filesystem::path& dir);
+  // One *.safetensors file by path (optimizer state, for example), with
+  // the same checks. NOT_FOUND for a missing file.
+  static absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>> OpenFile(
+      const std::filesystem::path& file);
   virtual ~SafetensorsCheckpoint() = default;
 
   // nullptr when absent.

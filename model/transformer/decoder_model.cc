@@ -61,6 +61,15 @@ at::Tensor DecoderModel::RunLayers(const at::Tensor& ids, const at::Tensor& posi
 }
 
 absl::StatusOr<at::Tensor> DecoderModel::Forward(const at::Tensor& input_ids) const {
+  KF_ASSIGN_OR_RETURN(at::Tensor hidden, ForwardHidden(input_ids));
+  return TorchCall("decoder lm_head", [&] { return LmHead(hidden); });
+}
+
+at::Tensor DecoderModel::LmHead(const at::Tensor& hidden) const {
+  return at::linear(hidden, weights_.lm_head);
+}
+
+absl::StatusOr<at::Tensor> DecoderModel::ForwardHidden(const at::Tensor& input_ids) const {
   if (!input_ids.defined() || input_ids.dim() != 2 || input_ids.size(1) == 0 ||
       !at::isIntegralType(input_ids.scalar_type(), /*includeBool=*/false)) {
     return absl::InvalidArgumentError(
@@ -79,7 +88,7 @@ absl::StatusOr<at::Tensor> DecoderModel::Forward(const at::Tensor& input_ids) co
                                const at::Tensor& v) {
       return Attend(q, k, v, AttentionMask::Causal());
     };
-    return at::linear(RunLayers(ids, positions, attend), weights_.lm_head);
+    return RunLayers(ids, positions, attend);
   });
 }
 

@@ -57,6 +57,13 @@ class DecoderModel {
   // device, connected to the autograd graph of the weights.
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& input_ids) const;
 
+  // Forward without the lm_head: the final-normed hidden states [B, T, C].
+  // Training needs logits only at completion positions; applying LmHead to
+  // those alone saves the [B, T, V] logits of the prompt.
+  absl::StatusOr<at::Tensor> ForwardHidden(const at::Tensor& input_ids) const;
+  // hidden [..., C] -> logits [..., V] in the model dtype.
+  at::Tensor LmHead(const at::Tensor& hidden) const;
+
   // An empty cache shaped for this model, on its device and dtype.
   absl::StatusOr<std::unique_ptr<KvCache>> NewKvCache(int64_t slots, int64_t max_len) const;
 

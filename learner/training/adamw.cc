@@ -1,0 +1,115 @@
+#include "learner/training/adamw.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <c10/core/GradMode.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace kforge {
+
+double LearningRate(const LearningRateSchedule& s, int64_t step) {
+  if (s.warmup_steps > 0 && step < s.warmup_steps) {
+    return s.peak * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
+  }
+  const int64_t decay_steps = std::max<int64_t>(1, s.total_steps - s.warmup_steps);
+  const double progress =
+      std::clamp(static_cast<double>(step - s.warmup_steps) / static_cast<double>(decay_steps), 0.0, 1.0);
+  return s.peak * (1.0 - progress * (1.0 - s.min_lr_ratio));
+}
+
+AdamW::AdamW(std::vector<std::pair<std::string, at::Tensor>> params, AdamWParams hyper)
+    : hyper_(hyper) {
+  c10::NoGradGuard no_grad;
+  for (auto& [name, param] : params) {
+    param.requires_grad_(true);
+    Slot slot{name, param};
+    if (param.scalar_type() != at::kFloat) slot.master = param.detach().to(at::kFloat).clone();
+    const at::Tensor& reference = slot.master.defined() ? slot.master : param;
+    slot.exp_avg = at::zeros_like(reference, reference.options().requires_grad(false));
+    slot.exp_avg_sq = at::zeros_like(reference, reference.options().requires_grad(false));
+    slot.decay = param.dim() >= 2;
+    slots_.push_back(std::move(slot));
+  }
+}
+
+void AdamW::ZeroGrad() {
+  for (Slot& slot : slots_) {
+    if (slot.param.grad().defined()) slot.param.mutable_grad().zero_();
+  }
+}
+
+double AdamW::ClipGradNorm(double max_norm) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> norms;
+  for (Slot& slot : slots_) {
+    if (slot.param.grad().defined()) norms.push_back(slot.param.grad().to(at::kFloat).norm());
+  }
+  if (norms.empty()) return 0.0;
+  // One host sync for the whole model, not one per tensor.
+  const double norm = at::stack(norms).pow(2).sum().sqrt().item<double>();
+  if (max_norm > 0 && norm > max_norm && std::isfinite(norm)) {
+    const double scale = max_norm / (norm + 1e-6);
+    for (Slot& slot : slots_) {
+      if (slot.param.grad().defined()) slot.param.mutable_grad().mul_(scale);
+    }
+  }
+  return norm;
+}
+
+void AdamW::Step(double lr) {
+  c10::NoGradGuard no_grad;
+  ++steps_;
+  const double bias1 = 1.0 - std::pow(hyper_.beta1, static_cast<double>(steps_));
+  const double bias2 = 1.0 - std::pow(hyper_.beta2, static_cast<double>(steps_));
+  for (Slot& slot : slots_) {
+    if (!slot.param.grad().defined()) continue;
+    at::Tensor weights = slot.master.defined() ? slot.master : slot.param.detach();
+    const at::Tensor grad = slot.param.grad().to(at::kFloat);
+    if (slot.decay && hyper_.weight_decay > 0) weights.mul_(1.0 - lr * hyper_.weight_decay);
+    slot.exp_avg.mul_(hyper_.beta1).add_(grad, 1.0 - hyper_.beta1);
+    slot.exp_avg_sq.mul_(hyper_.beta2).addcmul_(grad, grad, 1.0 - hyper_.beta2);
+    const at::Tensor denom = (slot.exp_avg_sq / bias2).sqrt_().add_(hyper_.eps);
+    weights.addcdiv_(slot.exp_avg, denom, -lr / bias1);
+    if (slot.master.defined()) slot.param.detach().copy_(slot.master);
+  }
+}
+
+std::vector<std::pair<std::string, at::Tensor>> AdamW::StateTensors() const {
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  for (const Slot& slot : slots_) {
+    state.emplace_back("exp_avg/" + slot.name, slot.exp_avg);
+    state.emplace_back("exp_avg_sq/" + slot.name, slot.exp_avg_sq);
+    if (slot.master.defined()) state.emplace_back("master/" + slot.name, slot.master);
+  }
+  return state;
+}
+
+absl::Status AdamW::LoadState(const std::unordered_map<std::string, at::Tensor>& state,
+                              int64_t steps) {
+  c10::NoGradGuard no_grad;
+  auto restore = [&](const std::string& key, at::Tensor& into) -> absl::Status {
+    auto it = state.find(key);
+    if (it == state.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer state: tensor ", key, " missing"));
+    }
+    if (it->second.sizes() != into.sizes()) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer state: tensor ", key,
+                                                     " has the wrong shape"));
+    }
+    into.copy_(it->second);
+    return absl::OkStatus();
+  };
+  for (Slot& slot : slots_) {
+    if (absl::Status s = restore("exp_avg/" + slot.name, slot.exp_avg); !s.ok()) return s;
+    if (absl::Status s = restore("exp_avg_sq/" + slot.name, slot.exp_avg_sq); !s.ok()) return s;
+    if (slot.master.defined()) {
+      if (absl::Status s = restore("master/" + slot.name, slot.master); !s.ok()) return s;
+    }
+  }
+  steps_ = steps;
+  return absl::OkStatus();
+}
+
+}  // namespace kforge

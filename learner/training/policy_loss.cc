@@ -1,0 +1,70 @@
+#include "learner/training/policy_loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <c10/core/GradMode.h>
+
+namespace kforge {
+namespace {
+
+double SumOf(const at::Tensor& t) { return t.detach().sum().item<double>(); }
+
+}  // namespace
+
+std::vector<double> GroupAdvantages(absl::Span<const double> rewards, bool scale_by_std,
+                                    double eps) {
+  std::vector<double> advantages(rewards.size(), 0.0);
+  if (rewards.size() < 2) return advantages;
+  // Equal rewards carry no signal; exact zeros keep them out of the loss
+  // (the mean of equal values need not be exactly that value in floating
+  // point, so compare the rewards, not the deviations).
+  if (std::all_of(rewards.begin(), rewards.end(), [&](double r) { return r == rewards[0]; })) {
+    return advantages;
+  }
+  const double n = static_cast<double>(rewards.size());
+  const double mean = std::accumulate(rewards.begin(), rewards.end(), 0.0) / n;
+  double squares = 0;
+  for (double r : rewards) squares += (r - mean) * (r - mean);
+  const double scale = scale_by_std ? std::sqrt(squares / (n - 1)) + eps : 1.0;
+  for (size_t i = 0; i < rewards.size(); ++i) advantages[i] = (rewards[i] - mean) / scale;
+  return advantages;
+}
+
+PolicyLoss GrpoLoss(const PolicyLossInputs& in, const GrpoLossParams& params,
+                    double normaliser) {
+  const at::Tensor log_ratio = in.logprobs - in.old_logprobs;
+  const at::Tensor ratio = at::exp(log_ratio);
+  const at::Tensor clipped = at::clamp(ratio, 1.0 - params.clip_low, 1.0 + params.clip_high);
+  const at::Tensor pg = -at::min(ratio * in.advantages, clipped * in.advantages);
+  at::Tensor per_token = pg;
+  at::Tensor kl;
+  if (params.kl_coef > 0 && in.ref_logprobs.defined()) {
+    const at::Tensor delta = in.ref_logprobs - in.logprobs;
+    kl = at::exp(delta) - delta - 1.0;
+    per_token = per_token + params.kl_coef * kl;
+  }
+  PolicyLoss out;
+  out.loss = (per_token * in.mask).sum() / normaliser;
+  c10::NoGradGuard no_grad;
+  out.pg_sum = SumOf(pg * in.mask);
+  out.kl_sum = kl.defined() ? SumOf(kl * in.mask) : 0.0;
+  const at::Tensor outside = (ratio < 1.0 - params.clip_low).logical_or(ratio > 1.0 + params.clip_high);
+  out.clipped_tokens = SumOf(outside.to(at::kFloat) * in.mask);
+  out.ratio_sum = SumOf(ratio * in.mask);
+  out.tokens = SumOf(in.mask);
+  return out;
+}
+
+PolicyLoss SupervisedLoss(const PolicyLossInputs& in, double normaliser) {
+  PolicyLoss out;
+  out.loss = -(in.logprobs * in.mask).sum() / normaliser;
+  c10::NoGradGuard no_grad;
+  out.pg_sum = -SumOf(in.logprobs * in.mask);
+  out.ratio_sum = SumOf(in.mask);
+  out.tokens = SumOf(in.mask);
+  return out;
+}
+
+}  // namespace kforge
