@@ -24,7 +24,7 @@
 #include "learner/prompts/task_prompt.h"
 #include "learner/tasks/task_set.h"
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
-#include "rollout_worker/sampler/policy_loader.h"
+#include "model/policy_loader.h"
 #include "rollout_worker/sampler/rollout_engine.h"
 #include "verifier_worker/verifier_service.h"
 

@@ -19,7 +19,9 @@
 #include "common/server/termination_signals.h"
 #include "common/status_macros.h"
 #include "kforge/v1/service_config.pb.h"
+#include "cli/local_job.h"
 #include "model/checkpoint/tiny_model.h"
+#include "model/torch_runtime.h"
 
 namespace kforge {
 namespace {
@@ -111,8 +113,8 @@ absl::StatusOr<std::string> LocalModel(const LocalOptions& options) {
   return dir.string();
 }
 
-absl::Status StartAll(const LocalOptions& options, std::vector<Service>& services) {
-  KF_ASSIGN_OR_RETURN(const std::string model, LocalModel(options));
+absl::Status StartAll(const LocalOptions& options, const std::string& model,
+                      const std::string& device, std::vector<Service>& services) {
   KF_ASSIGN_OR_RETURN(
       Service learner,
       StartService("learner", "kforge-learner",
@@ -126,6 +128,7 @@ absl::Status StartAll(const LocalOptions& options, std::vector<Service>& service
     std::vector<std::string> args = {"--port=0",
                                      absl::StrCat("--learner=", services.front().address())};
     if (!options.python.empty()) args.push_back(absl::StrCat("--python=", options.python));
+    args.push_back(absl::StrCat("--device=", device));
     KF_ASSIGN_OR_RETURN(Service verifier, StartService(absl::StrCat("verifier-", i),
                                                        "kforge-verifier", args, options));
     verifier_addresses.push_back(verifier.address());
@@ -137,14 +140,15 @@ absl::Status StartAll(const LocalOptions& options, std::vector<Service>& service
         StartService(absl::StrCat("rollout-", i), "kforge-rollout",
                      {"--port=0", absl::StrCat("--learner=", services.front().address()),
                       absl::StrCat("--verifiers=", absl::StrJoin(verifier_addresses, ",")),
-                      absl::StrCat("--model=", model), absl::StrCat("--name=local-rollout-", i)},
+                      absl::StrCat("--model=", model), absl::StrCat("--name=local-rollout-", i),
+                      absl::StrCat("--device=", device)},
                      options));
     services.push_back(std::move(rollout));
   }
   return absl::OkStatus();
 }
 
-void PrintTable(const std::vector<Service>& services) {
+void PrintTable(const std::vector<Service>& services, bool serve) {
   std::printf("\n%-12s %-22s %-32s %s\n", "SERVICE", "GRPC", "METRICS", "LOG");
   for (const Service& s : services) {
     std::printf("%-12s %-22s %-32s %s\n", s.name.c_str(), s.address().c_str(),
@@ -152,13 +156,77 @@ void PrintTable(const std::vector<Service>& services) {
                 s.log_file.c_str());
   }
   const std::string learner = services.front().address();
-  std::printf(
-      "\nall services SERVING. Try:\n"
-      "  grpcurl -plaintext %s list\n"
-      "  kforge submit --server %s examples/job.json\n"
-      "Press Ctrl-C to stop.\n",
-      learner.c_str(), learner.c_str());
+  std::printf("\nall services SERVING. Try:\n  grpcurl -plaintext %s list\n", learner.c_str());
+  if (serve) std::printf("  kforge submit --server %s examples/job.json\n", learner.c_str());
+  std::printf("Press Ctrl-C to stop.\n\n");
   std::fflush(stdout);
+}
+
+// The job to run: --job FILE, or the default one.
+absl::StatusOr<v1::JobSpec> LocalJobSpec(const LocalOptions& options, const std::string& model,
+                                         bool gpu) {
+  if (options.job_file.empty()) return DefaultLocalJob(model, gpu);
+  KF_ASSIGN_OR_RETURN(std::string json, ReadFileToString(options.job_file));
+  v1::JobSpec spec;
+  if (absl::Status s = ParseJsonMessage(json, &spec); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(options.job_file, ": ", s.message()));
+  }
+  return spec;
+}
+
+// A child that exited, as an error naming it.
+absl::Status CheckChildren(std::vector<Service>& services) {
+  for (Service& service : services) {
+    if (std::optional<ExitInfo> exit = service.process->Poll()) return DiedError(service, *exit);
+  }
+  return absl::OkStatus();
+}
+
+// Runs the job to its end (or until a signal); the exit code.
+int RunJob(const LocalOptions& options, const v1::JobSpec& spec, std::vector<Service>& services) {
+  LocalJobWatcher watcher(services.front().address());
+  if (absl::StatusOr<std::string> id = watcher.SubmitOrResume(spec); !id.ok()) {
+    std::fprintf(stderr, "kforge local: %s\n", std::string(id.status().message()).c_str());
+    StopAll(services);
+    return kExitRuntimeError;
+  }
+  for (;;) {
+    if (std::optional<int> sig = WaitForTerminationSignalFor(absl::Milliseconds(500))) {
+      std::printf("\nkforge local: stopping (%s); %s resumes from its checkpoint at the next "
+                  "`kforge local --run_dir %s`\n",
+                  strsignal(*sig), watcher.job().id().c_str(), options.run_dir.c_str());
+      StopAll(services);
+      return kExitOk;
+    }
+    absl::Status children = CheckChildren(services);
+    absl::StatusOr<bool> ended = children.ok() ? watcher.Poll() : children;
+    if (!ended.ok()) {
+      std::fprintf(stderr, "\nkforge local: %s\n", std::string(ended.status().message()).c_str());
+      StopAll(services);
+      return kExitRuntimeError;
+    }
+    if (*ended) {
+      watcher.PrintSummary();
+      StopAll(services);
+      return watcher.job().state() == v1::JOB_SUCCEEDED ? kExitOk : kExitRuntimeError;
+    }
+  }
+}
+
+// Serves until a signal.
+int Serve(std::vector<Service>& services) {
+  for (;;) {
+    if (std::optional<int> sig = WaitForTerminationSignalFor(absl::Milliseconds(500))) {
+      std::printf("\nkforge local: stopping (%s)\n", strsignal(*sig));
+      StopAll(services);
+      return kExitOk;
+    }
+    if (absl::Status s = CheckChildren(services); !s.ok()) {
+      std::fprintf(stderr, "kforge local: %s\n", std::string(s.message()).c_str());
+      StopAll(services);
+      return kExitRuntimeError;
+    }
+  }
 }
 
 }  // namespace
@@ -171,31 +239,27 @@ int RunLocal(const LocalOptions& options) {
                  ec.message().c_str());
     return kExitConfigError;
   }
+  // A GPU machine runs everything on its first GPU, with Triton candidates.
+  const bool gpu = DescribeTorchRuntime().cuda_available;
+  const std::string device = gpu ? "cuda:0" : "cpu";
+  absl::StatusOr<std::string> model = LocalModel(options);
+  absl::StatusOr<v1::JobSpec> spec =
+      model.ok() ? LocalJobSpec(options, *model, gpu) : absl::StatusOr<v1::JobSpec>(model.status());
+  if (!spec.ok()) {
+    std::fprintf(stderr, "kforge local: %s\n", std::string(spec.status().message()).c_str());
+    return kExitConfigError;
+  }
   std::vector<Service> services;
-  std::printf("kforge local: starting learner, %d verifier(s), %d rollout worker(s) in %s\n",
-              options.verifiers, options.rollout_workers, options.run_dir.c_str());
+  std::printf("kforge local: starting learner, %d verifier(s), %d rollout worker(s) on %s in %s\n",
+              options.verifiers, options.rollout_workers, device.c_str(), options.run_dir.c_str());
   std::fflush(stdout);
-  if (absl::Status started = StartAll(options, services); !started.ok()) {
+  if (absl::Status started = StartAll(options, *model, device, services); !started.ok()) {
     std::fprintf(stderr, "kforge local: %s\n", std::string(started.message()).c_str());
     StopAll(services);
     return kExitRuntimeError;
   }
-  PrintTable(services);
-  for (;;) {
-    if (std::optional<int> sig = WaitForTerminationSignalFor(absl::Milliseconds(500))) {
-      std::printf("\nkforge local: stopping (%s)\n", strsignal(*sig));
-      StopAll(services);
-      return kExitOk;
-    }
-    for (Service& service : services) {
-      if (std::optional<ExitInfo> exit = service.process->Poll()) {
-        std::fprintf(stderr, "kforge local: %s\n",
-                     std::string(DiedError(service, *exit).message()).c_str());
-        StopAll(services);
-        return kExitRuntimeError;
-      }
-    }
-  }
+  PrintTable(services, options.serve);
+  return options.serve ? Serve(services) : RunJob(options, *spec, services);
 }
 
 }  // namespace kforge

@@ -24,6 +24,10 @@ ABSL_FLAG(std::string, run_dir, "kforge-local", "kforge local: folder for logs a
 ABSL_FLAG(int, learner_port, 50051, "kforge local: learner gRPC port (0: a free port)");
 ABSL_FLAG(int, verifiers, 1, "kforge local: number of verifier workers");
 ABSL_FLAG(int, rollout_workers, 1, "kforge local: number of rollout workers");
+ABSL_FLAG(std::string, job, "",
+          "kforge local: a JobSpec as JSON to run instead of the built-in default job");
+ABSL_FLAG(bool, serve, false,
+          "kforge local: submit no job; serve until Ctrl-C (for grpcurl / kforge submit)");
 ABSL_FLAG(std::string, python, "", "kforge local / verify: the verifier's Python interpreter");
 ABSL_FLAG(std::string, model, "",
           "kforge local: checkpoint folder the rollout workers sample with (default: the "
@@ -53,8 +57,11 @@ constexpr const char* kUsage = R"(kforge: train language models to write fast, c
 usage: kforge COMMAND [flags] [args]
 
 commands:
-  local                 run learner, verifiers and rollout workers on loopback
-                        (--run_dir, --learner_port, --verifiers, --rollout_workers, --python)
+  local                 run learner, verifiers and rollout workers on loopback and train
+                        the built-in job on the tiny model, showing progress (or --job
+                        FILE.json; --serve: no job, serve until Ctrl-C)
+                        (--run_dir, --learner_port, --verifiers, --rollout_workers, --python,
+                        --model)
   submit FILE.json      submit a JobSpec (JSON) to the learner (--server)
   jobs                  list jobs
   watch JOB             stream a job's progress until it ends
@@ -101,7 +108,9 @@ int main(int argc, char** argv) {
                              .verifiers = absl::GetFlag(FLAGS_verifiers),
                              .rollout_workers = absl::GetFlag(FLAGS_rollout_workers),
                              .python = absl::GetFlag(FLAGS_python),
-                             .model = absl::GetFlag(FLAGS_model)});
+                             .model = absl::GetFlag(FLAGS_model),
+                             .job_file = absl::GetFlag(FLAGS_job),
+                             .serve = absl::GetFlag(FLAGS_serve)});
   }
   if (command == "submit") {
     return args.empty() ? NeedArgument(command, "FILE.json") : kforge::SubmitJob(client, args[0]);

@@ -18,6 +18,10 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                                 "Heartbeats received from rollout workers.")),
       workers_expired(NewCounter(registry, "kforge_learner_workers_expired_total",
                               "Rollout workers dropped after missing heartbeats.")),
+      weight_streams(NewCounter(registry, "kforge_learner_weight_streams_total",
+                                "Whole weight versions streamed to rollout workers (GetWeights).")),
+      checkpoints_written(NewCounter(registry, "kforge_learner_checkpoints_written_total",
+                                     "Training checkpoints written.")),
       jobs_by_state_(prometheus::BuildGauge()
                          .Name("kforge_learner_jobs")
                          .Help("Jobs known to the learner, by state.")
@@ -37,7 +41,70 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
       groups_in_flight_(NewGauge(registry, "kforge_learner_groups_in_flight",
                               "Groups issued to rollout workers and not yet complete.")),
       samples_buffered_(NewGauge(registry, "kforge_learner_samples_buffered",
-                              "Accepted samples waiting for the trainer.")) {
+                              "Accepted samples waiting for the trainer.")),
+      jobs_finished_(prometheus::BuildCounter()
+                         .Name("kforge_learner_jobs_finished_total")
+                         .Help("Jobs that ended, by final state.")
+                         .Register(registry)),
+      job_step_(NewGauge(registry, "kforge_learner_job_step", "Steps the running job has taken.")),
+      job_total_steps_(NewGauge(registry, "kforge_learner_job_total_steps",
+                                "Steps the running job takes in all (warm start included).")),
+      policy_version_(NewGauge(registry, "kforge_learner_policy_version",
+                               "Version of the newest policy weights (updates so far).")),
+      last_step_time_(NewGauge(registry, "kforge_learner_last_step_timestamp_seconds",
+                               "Unix time of the running job's last step.")),
+      reward_mean_(NewGauge(registry, "kforge_learner_reward_mean",
+                            "Mean reward of the last step's samples.")),
+      stage_pass_rate_(prometheus::BuildGauge()
+                           .Name("kforge_learner_stage_pass_rate")
+                           .Help("Share of the last step's samples that passed each stage.")
+                           .Register(registry)),
+      correct_rate_(prometheus::BuildGauge()
+                        .Name("kforge_learner_correct_rate")
+                        .Help("Share of the last step's samples that were correct, by level.")
+                        .Register(registry)),
+      policy_loss_(NewGauge(registry, "kforge_learner_policy_loss", "Loss of the last step.")),
+      kl_(NewGauge(registry, "kforge_learner_kl",
+                   "Mean k3 KL to the reference per token, last step (0 without a reference).")),
+      entropy_(NewGauge(registry, "kforge_learner_entropy",
+                        "Mean entropy of the policy per completion token, last step.")),
+      grad_norm_(NewGauge(registry, "kforge_learner_grad_norm",
+                          "Gradient norm before clipping, last step.")),
+      learning_rate_(NewGauge(registry, "kforge_learner_learning_rate", "Learning rate, last step.")),
+      level2_share_(NewGauge(registry, "kforge_learner_level2_share",
+                             "Share of level-2 (and higher) tasks the curriculum draws.")),
+      steps_(NewCounter(registry, "kforge_learner_steps_total", "Training steps taken.")),
+      samples_trained_(NewCounter(registry, "kforge_learner_samples_trained_total",
+                                  "Sequences trained on.")),
+      tokens_trained_(NewCounter(registry, "kforge_learner_tokens_trained_total",
+                                 "Completion tokens trained on.")),
+      step_duration_(prometheus::BuildHistogram()
+                         .Name("kforge_learner_step_duration_seconds")
+                         .Help("Wall time of one training step, waiting for samples included.")
+                         .Register(registry)
+                         .Add({}, prometheus::Histogram::BucketBoundaries{
+                                      0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800})),
+      speedup_(prometheus::BuildHistogram()
+                   .Name("kforge_learner_speedup")
+                   .Help("Speedup over eager PyTorch of correct, timed samples.")
+                   .Register(registry)
+                   .Add({}, prometheus::Histogram::BucketBoundaries{0.1, 0.25, 0.5, 0.8, 1, 1.25,
+                                                                    1.5, 2, 3, 5, 10})),
+      staleness_(prometheus::BuildHistogram()
+                     .Name("kforge_learner_sample_staleness_versions")
+                     .Help("Policy versions between a trained sample's policy and the "
+                           "trainer's.")
+                     .Register(registry)
+                     .Add({}, prometheus::Histogram::BucketBoundaries{0, 1, 2, 4, 8, 16})),
+      weight_publish_(prometheus::BuildHistogram()
+                          .Name("kforge_learner_weight_publish_seconds")
+                          .Help("Time to snapshot new weights for the rollout workers.")
+                          .Register(registry)
+                          .Add({}, prometheus::Histogram::BucketBoundaries{
+                                       0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30})) {
+  for (int s = kforge::v1::JOB_SUCCEEDED; s <= kforge::v1::JOB_CANCELLED; ++s) {
+    JobsFinished(static_cast<kforge::v1::JobState>(s));
+  }
   for (int s = kforge::v1::JOB_QUEUED; s <= kforge::v1::JOB_CANCELLED; ++s) {
     JobsInState(static_cast<kforge::v1::JobState>(s)).Set(0);
   }
@@ -65,6 +132,44 @@ void LearnerMetrics::UpdateGroups(const GroupTracker::Stats& stats) {
   groups_in_flight_.Set(static_cast<double>(stats.groups_in_flight));
   samples_buffered_.Set(static_cast<double>(stats.samples_buffered));
   last_groups_ = stats;
+}
+
+prometheus::Counter& LearnerMetrics::JobsFinished(kforge::v1::JobState state) {
+  std::string name = kforge::v1::JobState_Name(state);
+  if (name.rfind("JOB_", 0) == 0) name = name.substr(4);
+  return jobs_finished_.Add({{"state", absl::AsciiStrToLower(name)}});
+}
+
+void LearnerMetrics::ObserveStep(const kforge::v1::JobProgress& p, const StepFigures& f) {
+  job_step_.Set(static_cast<double>(p.step()));
+  job_total_steps_.Set(static_cast<double>(p.total_steps()));
+  policy_version_.Set(static_cast<double>(p.policy_version()));
+  last_step_time_.SetToCurrentTime();
+  reward_mean_.Set(p.mean_reward());
+  const std::pair<const char*, double> stages[] = {
+      {"static", p.pass_rates().static_pass()},   {"compile", p.pass_rates().compile_pass()},
+      {"tiny_run", p.pass_rates().tiny_run_pass()}, {"multi_input", p.pass_rates().multi_input_pass()},
+      {"correct", p.pass_rates().correct()}};
+  for (const auto& [stage, rate] : stages) stage_pass_rate_.Add({{"stage", stage}}).Set(rate);
+  for (const auto& [level, rate] : p.correct_by_level()) {
+    correct_rate_.Add({{"level", std::to_string(level)}}).Set(rate);
+  }
+  policy_loss_.Set(p.policy_loss());
+  kl_.Set(p.kl());
+  entropy_.Set(p.entropy());
+  grad_norm_.Set(p.grad_norm());
+  learning_rate_.Set(f.learning_rate);
+  level2_share_.Set(p.level2_share());
+  steps_.Increment();
+  samples_trained_.Increment(static_cast<double>(f.samples));
+  tokens_trained_.Increment(static_cast<double>(f.tokens));
+  step_duration_.Observe(f.step_seconds);
+  for (double s : f.speedups) speedup_.Observe(s);
+  for (int64_t s : f.staleness) staleness_.Observe(static_cast<double>(s));
+}
+
+void LearnerMetrics::ObserveWeightPublish(double seconds) {
+  weight_publish_.Observe(seconds);
 }
 
 prometheus::Gauge& LearnerMetrics::JobsInState(kforge::v1::JobState state) {

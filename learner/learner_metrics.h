@@ -6,7 +6,11 @@
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "kforge/v1/job.pb.h"
 #include "kforge/v1/learner_service.pb.h"
@@ -30,6 +34,23 @@ class LearnerMetrics {
   // Groups and buffer from the tracker's tallies (from one thread).
   void UpdateGroups(const GroupTracker::Stats& stats);
 
+  prometheus::Counter& weight_streams;
+  prometheus::Counter& checkpoints_written;
+  // Jobs that ended, by final state ("succeeded", "failed", "cancelled").
+  prometheus::Counter& JobsFinished(kforge::v1::JobState state);
+
+  // What one optimiser step of the running job measured (trainer thread).
+  struct StepFigures {
+    double learning_rate = 0;
+    double step_seconds = 0;
+    int64_t samples = 0;
+    int64_t tokens = 0;
+    std::vector<double> speedups;     // of correct, timed samples
+    std::vector<int64_t> staleness;   // policy versions behind, per trained sample
+  };
+  void ObserveStep(const kforge::v1::JobProgress& progress, const StepFigures& figures);
+  void ObserveWeightPublish(double seconds);
+
  private:
   prometheus::Family<prometheus::Gauge>& jobs_by_state_;
   prometheus::Family<prometheus::Counter>& sample_acks_;
@@ -38,6 +59,27 @@ class LearnerMetrics {
   prometheus::Gauge& groups_in_flight_;
   prometheus::Gauge& samples_buffered_;
   GroupTracker::Stats last_groups_;
+  prometheus::Family<prometheus::Counter>& jobs_finished_;
+  prometheus::Gauge& job_step_;
+  prometheus::Gauge& job_total_steps_;
+  prometheus::Gauge& policy_version_;
+  prometheus::Gauge& last_step_time_;
+  prometheus::Gauge& reward_mean_;
+  prometheus::Family<prometheus::Gauge>& stage_pass_rate_;
+  prometheus::Family<prometheus::Gauge>& correct_rate_;
+  prometheus::Gauge& policy_loss_;
+  prometheus::Gauge& kl_;
+  prometheus::Gauge& entropy_;
+  prometheus::Gauge& grad_norm_;
+  prometheus::Gauge& learning_rate_;
+  prometheus::Gauge& level2_share_;
+  prometheus::Counter& steps_;
+  prometheus::Counter& samples_trained_;
+  prometheus::Counter& tokens_trained_;
+  prometheus::Histogram& step_duration_;
+  prometheus::Histogram& speedup_;
+  prometheus::Histogram& staleness_;
+  prometheus::Histogram& weight_publish_;
 };
 
 }  // namespace kforge

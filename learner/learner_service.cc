@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 
 namespace kforge {
 
@@ -16,6 +17,7 @@ grpc::Status LearnerServiceImpl::RegisterWorker(grpc::ServerContext*,
   response->set_worker_id(workers_->Register(*request));
   response->set_heartbeat_interval_ms(
       static_cast<int64_t>(config_->heartbeat_interval_s() * 1000));
+  response->set_policy_version(weights_->version());
   return grpc::Status::OK;
 }
 
@@ -26,6 +28,7 @@ grpc::Status LearnerServiceImpl::Heartbeat(grpc::ServerContext*,
     return {grpc::StatusCode::INVALID_ARGUMENT, "worker_id: is required"};
   }
   response->set_reregister(!workers_->Heartbeat(*request));
+  response->set_policy_version(weights_->version());
   return grpc::Status::OK;
 }
 
@@ -50,6 +53,7 @@ grpc::Status LearnerServiceImpl::TakeWork(grpc::ServerContext* context,
   for (kforge::v1::WorkItem& item : groups_->Take(request->worker_id(), request->max_groups(), wait)) {
     *response->add_items() = std::move(item);
   }
+  response->set_policy_version(weights_->version());
   return grpc::Status::OK;
 }
 
@@ -66,6 +70,42 @@ grpc::Status LearnerServiceImpl::DeliverSamples(grpc::ServerContext*,
     metrics_->SampleAcks(ack->status()).Increment();
     *response->add_acks() = *std::move(ack);
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status LearnerServiceImpl::GetWeights(grpc::ServerContext* context,
+                                            const kforge::v1::GetWeightsRequest* request,
+                                            grpc::ServerWriter<kforge::v1::WeightChunk>* writer) {
+  std::shared_ptr<const WeightSnapshot> snapshot = weights_->Latest();
+  if (snapshot == nullptr) {
+    return {grpc::StatusCode::FAILED_PRECONDITION, "no policy weights: no job is training"};
+  }
+  if (!request->job_id().empty() && request->job_id() != snapshot->job_id()) {
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            absl::StrCat("job_id: ", request->job_id(), " is not training (", snapshot->job_id(),
+                         " is)")};
+  }
+  if (request->version() != 0 && request->version() != snapshot->version()) {
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            absl::StrCat("version: ", request->version(), " is not kept; the newest is ",
+                         snapshot->version())};
+  }
+  if (request->max_chunk_bytes() < 0) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "max_chunk_bytes: must not be negative"};
+  }
+  const int64_t chunk_bytes = request->max_chunk_bytes() == 0
+                                  ? config_->weight_chunk_bytes()
+                                  : std::min(request->max_chunk_bytes(), config_->weight_chunk_bytes());
+  absl::StatusOr<std::unique_ptr<WeightChunker>> chunker =
+      WeightChunker::Create(std::move(snapshot), chunk_bytes);
+  if (!chunker.ok()) return ToGrpcStatus(chunker.status());
+  kforge::v1::WeightChunk chunk;
+  while ((*chunker)->Next(&chunk)) {
+    if (context->IsCancelled() || !writer->Write(chunk)) {
+      return {grpc::StatusCode::CANCELLED, "the client went away"};
+    }
+  }
+  metrics_->weight_streams.Increment();
   return grpc::Status::OK;
 }
 

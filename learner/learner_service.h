@@ -1,8 +1,9 @@
 // The gRPC shell of the internal LearnerService: worker registration and
 // heartbeats, work hand-out (TakeWork) and scored-sample delivery
-// (DeliverSamples) over the GroupTracker. Weight streaming and
-// broadcast-group coordination arrive with the trainer (issue #5) and answer
-// UNIMPLEMENTED until then.
+// (DeliverSamples) over the GroupTracker, and the newest policy weights as a
+// chunk stream (GetWeights) from the WeightPublisher. NCCL broadcast-group
+// coordination (JoinBroadcastGroup) answers UNIMPLEMENTED: workers use
+// GetWeights.
 #ifndef KFORGE_LEARNER_LEARNER_SERVICE_H_
 #define KFORGE_LEARNER_LEARNER_SERVICE_H_
 
@@ -10,15 +11,16 @@
 #include "kforge/v1/service_config.pb.h"
 #include "learner/learner_metrics.h"
 #include "learner/rollout/group_tracker.h"
+#include "learner/weights/weight_publisher.h"
 #include "learner/workers/worker_registry.h"
 
 namespace kforge {
 
 class LearnerServiceImpl final : public kforge::v1::LearnerService::Service {
  public:
-  LearnerServiceImpl(WorkerRegistry* workers, GroupTracker* groups, LearnerMetrics* metrics,
-                     const kforge::v1::LearnerConfig* config)
-      : workers_(workers), groups_(groups), metrics_(metrics), config_(config) {}
+  LearnerServiceImpl(WorkerRegistry* workers, GroupTracker* groups, WeightPublisher* weights,
+                     LearnerMetrics* metrics, const kforge::v1::LearnerConfig* config)
+      : workers_(workers), groups_(groups), weights_(weights), metrics_(metrics), config_(config) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext* context,
                               const kforge::v1::RegisterWorkerRequest* request,
@@ -30,10 +32,14 @@ class LearnerServiceImpl final : public kforge::v1::LearnerService::Service {
   grpc::Status DeliverSamples(grpc::ServerContext* context,
                               const kforge::v1::DeliverSamplesRequest* request,
                               kforge::v1::DeliverSamplesResponse* response) override;
+  grpc::Status GetWeights(grpc::ServerContext* context,
+                          const kforge::v1::GetWeightsRequest* request,
+                          grpc::ServerWriter<kforge::v1::WeightChunk>* writer) override;
 
  private:
   WorkerRegistry* const workers_;
   GroupTracker* const groups_;
+  WeightPublisher* const weights_;
   LearnerMetrics* const metrics_;
   const kforge::v1::LearnerConfig* const config_;
 };

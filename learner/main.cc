@@ -17,6 +17,8 @@
 #include "learner/learner_metrics.h"
 #include "learner/learner_service.h"
 #include "learner/rollout/group_tracker.h"
+#include "learner/training/job_runner.h"
+#include "learner/weights/weight_publisher.h"
 #include "learner/workers/worker_registry.h"
 #include "model/torch_runtime.h"
 
@@ -68,7 +70,8 @@ int Run() {
   GroupTracker groups({.group_timeout = absl::Seconds(job_defaults.group_timeout_s()),
                        .max_staleness = job_defaults.max_staleness(),
                        .max_buffered_samples = config.max_buffered_samples()});
-  LearnerServiceImpl learner_service(&workers, &groups, &metrics, &config);
+  WeightPublisher weights;
+  LearnerServiceImpl learner_service(&workers, &groups, &weights, &metrics, &config);
 
   absl::StatusOr<std::unique_ptr<ServiceHost>> host = ServiceHost::Create(
       {.config = config.server(),
@@ -90,10 +93,16 @@ int Run() {
     groups.Expire(absl::Now());
     metrics.UpdateGroups(groups.stats());
   });
-  // Job state is loaded; the learner can take jobs.
+  // Job state is loaded; the learner can take jobs. The trainer resumes a
+  // job left RUNNING, then takes queued ones.
+  JobRunner runner({.jobs = jobs->get(), .groups = &groups, .weights = &weights,
+                    .metrics = &metrics, .config = &config});
   (*host)->SetServing(true);
   const int sig = WaitForTerminationSignal();
   log.Info("shutting down", {{"signal", sig}});
+  // The running job checkpoints at its step boundary and stays RUNNING, so
+  // the next start resumes it; then the server drains.
+  runner.Stop();
   (*host)->Shutdown();
   return kExitOk;
 }

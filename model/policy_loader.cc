@@ -1,4 +1,4 @@
-#include "rollout_worker/sampler/policy_loader.h"
+#include "model/policy_loader.h"
 
 #include <filesystem>
 

@@ -1,13 +1,12 @@
-// Loads the policy a rollout worker samples with: the decoder and its
-// tokenizer from a Hugging Face folder, on the configured device and dtype.
-// The one LibTorch translation unit of the worker's start-up path; this
-// header names no LibTorch type.
+// Loads a policy from a Hugging Face folder: the decoder and its tokenizer,
+// on the configured device and dtype. The rollout worker samples with it,
+// the learner trains it. This header names no LibTorch type.
 //
 //   KF_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPolicy> policy,
 //                       LoadPolicy("/models/qwen", "cuda:0", "auto"));
 //   RolloutEngine::Create(policy->model.get(), policy->tokenizer.get(), ...);
-#ifndef KFORGE_ROLLOUT_WORKER_SAMPLER_POLICY_LOADER_H_
-#define KFORGE_ROLLOUT_WORKER_SAMPLER_POLICY_LOADER_H_
+#ifndef KFORGE_MODEL_POLICY_LOADER_H_
+#define KFORGE_MODEL_POLICY_LOADER_H_
 
 #include <memory>
 #include <string>
@@ -36,4 +35,4 @@ absl::StatusOr<std::unique_ptr<LoadedPolicy>> LoadPolicy(const std::string& mode
 
 }  // namespace kforge
 
-#endif  // KFORGE_ROLLOUT_WORKER_SAMPLER_POLICY_LOADER_H_
+#endif  // KFORGE_MODEL_POLICY_LOADER_H_

@@ -19,7 +19,7 @@
 #include "rollout_worker/learner_link.h"
 #include "rollout_worker/rollout_metrics.h"
 #include "rollout_worker/rollout_pipeline.h"
-#include "rollout_worker/sampler/policy_loader.h"
+#include "model/policy_loader.h"
 
 ABSL_FLAG(std::string, config, "",
           "RolloutWorkerConfig as JSON (proto/kforge/v1/service_config.proto)");

@@ -33,6 +33,13 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                                .Add({}, prometheus::Histogram::BucketBoundaries{
                                             0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
                                             5, 10, 30, 60})),
+      weight_update_(prometheus::BuildHistogram()
+                         .Name("kforge_rollout_weight_update_seconds")
+                         .Help("From the start of a weight fetch to the new weights applied "
+                               "between two decode steps.")
+                         .Register(registry)
+                         .Add({}, prometheus::Histogram::BucketBoundaries{
+                                      0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})),
       samples_(prometheus::BuildCounter()
                    .Name("kforge_rollout_samples_total")
                    .Help("Samples by what happened to them on the way to the verifiers: "
@@ -45,6 +52,10 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
   for (const char* event : {"submitted", "sent", "resent", "answered", "undeliverable"}) {
     samples_.Add({{"event", event}});
   }
+}
+
+void RolloutMetrics::ObserveWeightUpdate(absl::Duration took) {
+  weight_update_.Observe(absl::ToDoubleSeconds(took));
 }
 
 void RolloutMetrics::ObserveTimeToFirstToken(absl::Duration ttft) {

@@ -22,6 +22,8 @@ class RolloutMetrics {
   explicit RolloutMetrics(prometheus::Registry& registry);
 
   void ObserveTimeToFirstToken(absl::Duration ttft);
+  // From a weight fetch's start to the new weights applied.
+  void ObserveWeightUpdate(absl::Duration took);
   // From one thread (the metrics ticker).
   void Update(const GeneratorStats& generator, const VerifierDispatcher::Stats& dispatcher,
               int64_t groups_in_flight);
@@ -40,6 +42,7 @@ class RolloutMetrics {
   prometheus::Gauge& waiting_groups_;
   prometheus::Gauge& groups_in_flight_;
   prometheus::Histogram& time_to_first_token_;
+  prometheus::Histogram& weight_update_;
   prometheus::Family<prometheus::Counter>& samples_;
   prometheus::Gauge& samples_outstanding_;
   GeneratorStats last_generator_;

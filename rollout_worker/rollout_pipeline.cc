@@ -43,6 +43,8 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
             p->log_.Warning("group dropped", {{"group", item.group_id()},
                                               {"error", status.message()}});
           }));
+  p->weight_sync_ = std::make_unique<WeightSync>(p->learner_.get(), policy->model.get(),
+                                                 p->engine_.get(), config, metrics, &p->stop_);
   auto update_metrics = [p] {
     p->metrics_->Update(p->engine_->generator_stats(), p->dispatcher_->stats(),
                         p->engine_->groups_in_flight());
@@ -126,6 +128,12 @@ void RolloutPipeline::TakeWorkLoop() {
     backoff = absl::Seconds(config_.rpc().backoff_initial_s());
     for (v1::WorkItem& item : *response.mutable_items()) {
       const std::string group = item.group_id();
+      if (absl::Status s = weight_sync_->Ensure(item.job_id(), item.min_policy_version()); !s.ok()) {
+        metrics_->work_items_rejected.Increment();
+        log_.Error("cannot load the job's weights; work item refused",
+                   {{"group", group}, {"job", item.job_id()}, {"error", s.message()}});
+        continue;
+      }
       if (absl::Status s = engine_->Submit(std::move(item)); !s.ok()) {
         // The learner re-issues or drops the group after its bounded wait.
         metrics_->work_items_rejected.Increment();

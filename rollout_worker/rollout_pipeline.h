@@ -10,6 +10,9 @@
 // max_unacked_samples samples await verdicts, so slow verifiers slow
 // sampling, and a full engine stops taking work.
 //
+// Before an item is sampled, WeightSync brings the model to the job's
+// weights at the item's min_policy_version (streamed from the learner).
+//
 // A learner without work answers the long poll empty; one too old to hand
 // out work (TakeWork UNIMPLEMENTED) is said once in the log and polled at
 // the back-off ceiling.
@@ -28,8 +31,9 @@
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
 #include "rollout_worker/learner_link.h"
 #include "rollout_worker/rollout_metrics.h"
-#include "rollout_worker/sampler/policy_loader.h"
+#include "model/policy_loader.h"
 #include "rollout_worker/sampler/rollout_engine.h"
+#include "rollout_worker/weights/weight_sync.h"
 
 namespace kforge {
 
@@ -58,6 +62,7 @@ class RolloutPipeline {
   std::unique_ptr<v1::LearnerService::Stub> learner_;
   std::unique_ptr<VerifierDispatcher> dispatcher_;
   std::unique_ptr<RolloutEngine> engine_;
+  std::unique_ptr<WeightSync> weight_sync_;  // take-work thread
   std::unique_ptr<PeriodicThread> metrics_thread_;
   absl::Notification stop_;
   std::thread take_work_thread_;

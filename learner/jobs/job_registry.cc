@@ -202,6 +202,46 @@ absl::Status JobRegistry::ReportProgress(const std::string& job_id,
   return Persist(it->second.job);
 }
 
+std::optional<Job> JobRegistry::Running() const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, entry] : jobs_) {
+    if (entry.job.state() == kforge::v1::JOB_RUNNING) return entry.job;
+  }
+  return std::nullopt;
+}
+
+absl::Status JobRegistry::ReportCheckpoint(const std::string& job_id, const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  it->second.job.set_last_checkpoint(path);
+  JobEvent event;
+  event.set_log(absl::StrCat("checkpoint written: ", path));
+  AppendEvent(it->second, std::move(event));
+  return Persist(it->second.job);
+}
+
+absl::Status JobRegistry::ReportEval(const std::string& job_id,
+                                     const kforge::v1::EvalReport& report) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  JobEvent event;
+  *event.mutable_eval() = report;
+  AppendEvent(it->second, std::move(event));
+  return absl::OkStatus();
+}
+
+absl::Status JobRegistry::Log(const std::string& job_id, const std::string& line) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  JobEvent event;
+  event.set_log(line);
+  AppendEvent(it->second, std::move(event));
+  return absl::OkStatus();
+}
+
 absl::Status JobRegistry::Finish(const std::string& job_id, JobState state,
                                  const std::string& message) {
   if (!IsTerminal(state)) {

@@ -52,7 +52,14 @@ class JobRegistry {
 
   // For the trainer: marks the oldest queued job RUNNING and returns it.
   std::optional<kforge::v1::Job> StartNext();
+  // The job left RUNNING by a learner that stopped (to resume), if any.
+  std::optional<kforge::v1::Job> Running() const;
   absl::Status ReportProgress(const std::string& job_id, const kforge::v1::JobProgress& progress);
+  // Records the newest checkpoint and says so in the job's events.
+  absl::Status ReportCheckpoint(const std::string& job_id, const std::string& path);
+  absl::Status ReportEval(const std::string& job_id, const kforge::v1::EvalReport& report);
+  // A line for the job's watchers ("resumed from ...").
+  absl::Status Log(const std::string& job_id, const std::string& line);
   absl::Status Finish(const std::string& job_id, kforge::v1::JobState state,
                       const std::string& message);
 

@@ -182,8 +182,10 @@ void GroupTracker::WorkerGone(const std::string& worker_id) {
   for (const std::string& id : held) Retire(id);
 }
 
-std::vector<CompletedGroup> GroupTracker::TakeCompleted() {
+std::vector<CompletedGroup> GroupTracker::TakeCompleted(absl::Duration wait) {
   absl::MutexLock lock(&mu_);
+  auto has_completed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !completed_.empty(); };
+  mu_.AwaitWithTimeout(absl::Condition(&has_completed), wait);
   std::vector<CompletedGroup> out(std::make_move_iterator(completed_.begin()),
                                   std::make_move_iterator(completed_.end()));
   completed_.clear();
@@ -204,6 +206,43 @@ std::vector<CompletedGroup> GroupTracker::TakeCompleted() {
 void GroupTracker::SetPolicyVersion(int64_t version) {
   absl::MutexLock lock(&mu_);
   policy_version_ = version;
+}
+
+void GroupTracker::SetJobBounds(absl::Duration group_timeout, int32_t max_staleness) {
+  absl::MutexLock lock(&mu_);
+  options_.group_timeout = group_timeout;
+  options_.max_staleness = max_staleness;
+}
+
+int64_t GroupTracker::LiveGroups(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  int64_t live = 0;
+  for (const auto& [id, group] : groups_) live += group.item.job_id() == job_id ? 1 : 0;
+  return live;
+}
+
+void GroupTracker::DropJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    if (it->second.item.job_id() != job_id) {
+      ++it;
+      continue;
+    }
+    for (const v1::ScoredSample& s : it->second.samples) {
+      if (!s.sample().key().sample_id().empty()) --buffered_;
+    }
+    groups_.erase(it++);
+  }
+  for (auto it = completed_.begin(); it != completed_.end();) {
+    if (it->item.job_id() != job_id) {
+      ++it;
+      continue;
+    }
+    buffered_ -= static_cast<int64_t>(it->samples.size());
+    completed_samples_ -= static_cast<int64_t>(it->samples.size());
+    it = completed_.erase(it);
+  }
+  // pending_ may still name dropped ids; Take skips ids it cannot find.
 }
 
 GroupTracker::Stats GroupTracker::stats() const {

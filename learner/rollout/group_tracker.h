@@ -67,6 +67,8 @@ class GroupTracker {
   };
 
   explicit GroupTracker(Options options) : options_(options) {}
+  GroupTracker(const GroupTracker&) = delete;
+  GroupTracker& operator=(const GroupTracker&) = delete;
 
   // Queues a group to sample. INVALID_ARGUMENT for missing ids, a group
   // size below 1, or a group id used before.
@@ -81,9 +83,19 @@ class GroupTracker {
   void Expire(absl::Time now);
   // Re-issues or drops every group issued to a worker that is gone.
   void WorkerGone(const std::string& worker_id);
-  // Completed groups, oldest first; frees their buffer space.
-  std::vector<CompletedGroup> TakeCompleted();
+  // Completed groups, oldest first; frees their buffer space. Waits up to
+  // `wait` for the first when there is none.
+  std::vector<CompletedGroup> TakeCompleted(absl::Duration wait = absl::ZeroDuration());
   void SetPolicyVersion(int64_t version);
+  // The running job's bounds (JobSpec.group_timeout_s, max_staleness).
+  void SetJobBounds(absl::Duration group_timeout, int32_t max_staleness);
+  // Groups of `job_id` waiting to be issued or in flight (re-issues count as
+  // their group), so the job driver knows how many more to offer.
+  int64_t LiveGroups(const std::string& job_id) const;
+  // Forgets every group of a job that ended (cancelled, failed): pending and
+  // in-flight groups go, complete ones not yet taken too; later samples of
+  // them are ORPHANED.
+  void DropJob(const std::string& job_id);
   Stats stats() const;
 
  private:
@@ -103,8 +115,8 @@ class GroupTracker {
   // drops it when its attempts are spent.
   void Retire(const std::string& group_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const Options options_;
   mutable absl::Mutex mu_;
+  Options options_ ABSL_GUARDED_BY(mu_);
   int64_t policy_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<std::string> pending_ ABSL_GUARDED_BY(mu_);
   // Every live group (pending or issued), by its current id.

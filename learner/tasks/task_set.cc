@@ -31,7 +31,8 @@ std::string DisplayName(const std::string& stem) {
   return stem;
 }
 
-absl::StatusOr<std::vector<Task>> LoadKernelBenchDir(const std::string& root) {
+absl::StatusOr<std::vector<Task>> LoadKernelBenchDir(const std::string& root,
+                                                     const std::string& solutions_dir) {
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
     return absl::InvalidArgumentError(absl::StrCat(root, ": task folder does not exist"));
@@ -54,7 +55,7 @@ absl::StatusOr<std::vector<Task>> LoadKernelBenchDir(const std::string& root) {
       task.set_name(DisplayName(stem));
       task.set_reference_source(std::move(source));
       task.set_origin(file.path().string());
-      const fs::path solution = fs::path(root) / "solutions" / dir_name / (stem + ".py");
+      const fs::path solution = fs::path(root) / solutions_dir / dir_name / (stem + ".py");
       if (fs::exists(solution, ec)) {
         KF_ASSIGN_OR_RETURN(std::string solution_text, ReadFileToString(solution.string()));
         task.set_reference_solution(std::move(solution_text));
@@ -119,10 +120,17 @@ absl::StatusOr<std::vector<Task>> LoadTaskSet(const TaskSetSpec& spec,
                                               const std::string& builtin_root) {
   std::vector<Task> tasks;
   std::string where;
+  // Unset: the annotated default ("solutions").
+  const std::string solutions_dir = spec.has_solutions_dir() ? spec.solutions_dir() : "solutions";
+  if (solutions_dir.empty() || absl::StrContains(solutions_dir, "/") ||
+      absl::StrContains(solutions_dir, "..")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tasks.solutions_dir: \"", solutions_dir, "\" is not a folder name"));
+  }
   switch (spec.source_case()) {
     case TaskSetSpec::kKernelbenchDir: {
       where = spec.kernelbench_dir();
-      KF_ASSIGN_OR_RETURN(tasks, LoadKernelBenchDir(where));
+      KF_ASSIGN_OR_RETURN(tasks, LoadKernelBenchDir(where, solutions_dir));
       break;
     }
     case TaskSetSpec::kKernelbookJsonl: {
@@ -142,7 +150,7 @@ absl::StatusOr<std::vector<Task>> LoadTaskSet(const TaskSetSpec& spec,
         return absl::InvalidArgumentError(absl::StrCat("tasks.builtin: no built-in task set \"",
                                                        spec.builtin(), "\" in ", builtin_root));
       }
-      KF_ASSIGN_OR_RETURN(tasks, LoadKernelBenchDir(where));
+      KF_ASSIGN_OR_RETURN(tasks, LoadKernelBenchDir(where, solutions_dir));
       break;
     }
     case TaskSetSpec::SOURCE_NOT_SET:

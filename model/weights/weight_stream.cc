@@ -66,6 +66,53 @@ absl::StatusOr<std::unique_ptr<WeightChunker>> WeightChunker::Create(DecoderMode
       new WeightChunker(std::move(sources), version, max_chunk_bytes));
 }
 
+struct WeightSnapshot::Tensors {
+  std::vector<std::pair<std::string, at::Tensor>> named;
+};
+
+WeightSnapshot::WeightSnapshot(std::unique_ptr<Tensors> tensors, std::string job_id,
+                               int64_t version, int64_t bytes)
+    : tensors_(std::move(tensors)), job_id_(std::move(job_id)), version_(version), bytes_(bytes) {}
+
+WeightSnapshot::~WeightSnapshot() = default;
+
+absl::StatusOr<std::shared_ptr<const WeightSnapshot>> WeightSnapshot::Capture(
+    DecoderModel* model, std::string job_id, int64_t version) {
+  auto tensors = std::make_unique<Tensors>();
+  int64_t bytes = 0;
+  KF_RETURN_IF_ERROR(TorchCall("weight snapshot", [&]() -> absl::Status {
+    c10::NoGradGuard no_grad;
+    for (auto& [name, tensor] : model->NamedParameters()) {
+      KF_RETURN_IF_ERROR(DtypeName(tensor.scalar_type()).status());
+      at::Tensor copy = tensor.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)
+                            .contiguous();
+      bytes += static_cast<int64_t>(copy.nbytes());
+      tensors->named.emplace_back(name, std::move(copy));
+    }
+    return absl::OkStatus();
+  }));
+  return std::shared_ptr<const WeightSnapshot>(
+      new WeightSnapshot(std::move(tensors), std::move(job_id), version, bytes));
+}
+
+absl::StatusOr<std::unique_ptr<WeightChunker>> WeightChunker::Create(
+    std::shared_ptr<const WeightSnapshot> snapshot, int64_t max_chunk_bytes) {
+  if (max_chunk_bytes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_chunk_bytes: ", max_chunk_bytes, " is below 1"));
+  }
+  std::vector<Source> sources;
+  for (const auto& [name, tensor] : snapshot->tensors_->named) {
+    KF_ASSIGN_OR_RETURN(std::string dtype, DtypeName(tensor.scalar_type()));
+    sources.push_back({name, tensor, std::move(dtype)});
+  }
+  auto chunker = std::unique_ptr<WeightChunker>(
+      new WeightChunker(std::move(sources), snapshot->version(), max_chunk_bytes));
+  chunker->job_id_ = snapshot->job_id();
+  chunker->snapshot_ = std::move(snapshot);
+  return chunker;
+}
+
 WeightChunker::WeightChunker(std::vector<Source> sources, int64_t version,
                              int64_t max_chunk_bytes)
     : sources_(std::move(sources)), version_(version), max_chunk_bytes_(max_chunk_bytes) {}
@@ -85,6 +132,7 @@ bool WeightChunker::Next(v1::WeightChunk* chunk) {
   const int64_t size = std::min(max_chunk_bytes_, total - offset_);
   chunk->Clear();
   chunk->set_version(version_);
+  chunk->set_job_id(job_id_);
   chunk->set_name(source.name);
   chunk->set_dtype(source.dtype);
   for (int64_t d : source.tensor.sizes()) chunk->add_shape(d);
@@ -126,7 +174,15 @@ WeightAssembler::~WeightAssembler() = default;
 
 absl::Status WeightAssembler::Add(const v1::WeightChunk& chunk) {
   const std::string& name = chunk.name();
-  if (version_ < 0) version_ = chunk.version();
+  if (version_ < 0) {
+    version_ = chunk.version();
+    job_id_ = chunk.job_id();
+  }
+  if (chunk.job_id() != job_id_) {
+    return absl::InvalidArgumentError(absl::StrCat("weight chunk of ", name, " is of job \"",
+                                                   chunk.job_id(), "\", the stream began with \"",
+                                                   job_id_, "\""));
+  }
   if (chunk.version() != version_) {
     return absl::InvalidArgumentError(absl::StrCat("weight chunk of ", name, " is version ",
                                                    chunk.version(), ", the stream began with ",

@@ -38,8 +38,36 @@ namespace kforge {
 
 class DecoderModel;
 
+// An immutable host copy of a model's parameters at one version of one
+// job, taken by the learner after each update, so GetWeights can stream a
+// version while the trainer goes on changing the model. Shared by every
+// chunker streaming it.
+class WeightSnapshot {
+ public:
+  static absl::StatusOr<std::shared_ptr<const WeightSnapshot>> Capture(DecoderModel* model,
+                                                                       std::string job_id,
+                                                                       int64_t version);
+  ~WeightSnapshot();
+  const std::string& job_id() const { return job_id_; }
+  int64_t version() const { return version_; }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  friend class WeightChunker;
+  struct Tensors;
+  WeightSnapshot(std::unique_ptr<Tensors> tensors, std::string job_id, int64_t version,
+                 int64_t bytes);
+  std::unique_ptr<Tensors> tensors_;
+  std::string job_id_;
+  int64_t version_;
+  int64_t bytes_;
+};
+
 class WeightChunker {
  public:
+  // Streams a snapshot; chunks carry its job id and version.
+  static absl::StatusOr<std::unique_ptr<WeightChunker>> Create(
+      std::shared_ptr<const WeightSnapshot> snapshot, int64_t max_chunk_bytes);
   // INVALID_ARGUMENT for max_chunk_bytes < 1. The model must not change
   // while chunks are taken.
   static absl::StatusOr<std::unique_ptr<WeightChunker>> Create(DecoderModel* model,
@@ -53,7 +81,9 @@ class WeightChunker {
   struct Source;
   WeightChunker(std::vector<Source> sources, int64_t version, int64_t max_chunk_bytes);
 
+  std::shared_ptr<const WeightSnapshot> snapshot_;  // keeps the sources alive
   std::vector<Source> sources_;
+  std::string job_id_;
   const int64_t version_;
   const int64_t max_chunk_bytes_;
   size_t tensor_ = 0;
@@ -71,6 +101,8 @@ class WeightAssembler {
   // model (converting dtype where the stream's differs) and returns the
   // version. FAILED_PRECONDITION naming a missing or partial tensor.
   absl::StatusOr<int64_t> Apply();
+  // The job the stream's chunks named (empty for streams without one).
+  const std::string& job_id() const { return job_id_; }
 
  private:
   struct Target;
@@ -78,6 +110,7 @@ class WeightAssembler {
 
   std::map<std::string, Target> targets_;
   int64_t version_ = -1;
+  std::string job_id_;
   bool saw_last_ = false;
 };
 

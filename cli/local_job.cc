@@ -1,0 +1,173 @@
+#include "cli/local_job.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/client/rpc_client.h"
+#include "common/config/json_config.h"
+#include "kforge/v1/learner_state.pb.h"
+
+namespace kforge {
+namespace {
+
+// How long one JobService call may take.
+constexpr absl::Duration kCallDeadline = absl::Seconds(10);
+
+absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(what, ": ", s.error_message()));
+}
+
+std::string Bar(int64_t step, int64_t total, int width) {
+  const int filled = total <= 0 ? 0 : static_cast<int>(width * std::min(step, total) / total);
+  return absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "]");
+}
+
+}  // namespace
+
+v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu) {
+  v1::JobSpec spec;
+  spec.set_name("kforge-local");
+  spec.set_model_path(model_dir);
+  spec.mutable_tasks()->set_builtin("kforge-mini");
+  spec.mutable_tasks()->set_solutions_dir(gpu ? "solutions" : "solutions-torch");
+  spec.set_algorithm(v1::ALGORITHM_GRPO);
+  // A short warm start teaches the random tiny model the answer format and
+  // part of each solution; GRPO then raises the share of correct kernels.
+  spec.set_warm_start_steps(40);
+  spec.set_total_steps(100);
+  spec.set_prompts_per_step(4);
+  spec.mutable_grpo()->set_group_size(8);
+  spec.mutable_sampling()->set_temperature(1.0);
+  spec.mutable_sampling()->set_max_new_tokens(400);
+  spec.mutable_sft()->set_learning_rate(1e-2);
+  v1::OptimizerParams* opt = spec.mutable_optimizer();
+  opt->set_learning_rate(3e-4);
+  opt->set_warmup_steps(2);
+  opt->set_batch_size(32);
+  opt->set_micro_batch_size(8);
+  opt->set_bf16(gpu);
+  v1::VerifierOptions* verifier = spec.mutable_verifier();
+  verifier->set_require_triton(gpu);
+  if (!gpu) {
+    // Host-clock timing on a shared 2-core machine says little; keep it short.
+    verifier->mutable_timing()->set_warmup_trials(1);
+    verifier->mutable_timing()->set_trials(5);
+    verifier->mutable_timing()->set_baseline_compile(false);
+  }
+  spec.mutable_checkpoint()->set_every_steps(20);
+  spec.set_max_staleness(1);
+  return spec;
+}
+
+LocalJobWatcher::LocalJobWatcher(const std::string& learner_address)
+    : stub_(v1::JobService::NewStub(MakeChannel(learner_address))), tty_(::isatty(1) != 0) {}
+
+absl::StatusOr<std::string> LocalJobWatcher::SubmitOrResume(const v1::JobSpec& spec) {
+  v1::ListJobsRequest list;
+  list.add_states(v1::JOB_RUNNING);
+  list.add_states(v1::JOB_QUEUED);
+  v1::ListJobsResponse unfinished;
+  grpc::ClientContext list_context;
+  SetDeadline(list_context, kCallDeadline);
+  if (grpc::Status s = stub_->ListJobs(&list_context, list, &unfinished); !s.ok()) {
+    return FromGrpc(s, "ListJobs");
+  }
+  if (unfinished.jobs_size() > 0) {
+    // Newest first: the oldest unfinished job is the one the learner runs.
+    job_id_ = unfinished.jobs(unfinished.jobs_size() - 1).id();
+    std::printf("kforge local: picking up %s, left unfinished by an earlier run\n", job_id_.c_str());
+    return job_id_;
+  }
+  grpc::ClientContext context;
+  SetDeadline(context, kCallDeadline);
+  v1::Job job;
+  if (grpc::Status s = stub_->SubmitJob(&context, spec, &job); !s.ok()) {
+    return FromGrpc(s, "SubmitJob");
+  }
+  job_id_ = job.id();
+  std::printf("kforge local: submitted %s: %d warm-start steps on reference solutions, then %d "
+              "GRPO steps on %s\n",
+              job_id_.c_str(), spec.warm_start_steps(), spec.total_steps(),
+              spec.tasks().builtin().c_str());
+  return job_id_;
+}
+
+absl::StatusOr<bool> LocalJobWatcher::Poll() {
+  v1::GetJobRequest request;
+  request.set_job_id(job_id_);
+  grpc::ClientContext context;
+  SetDeadline(context, kCallDeadline);
+  if (grpc::Status s = stub_->GetJob(&context, request, &job_); !s.ok()) {
+    return FromGrpc(s, "GetJob");
+  }
+  const v1::JobProgress& p = job_.progress();
+  const bool ended = job_.state() == v1::JOB_SUCCEEDED || job_.state() == v1::JOB_FAILED ||
+                     job_.state() == v1::JOB_CANCELLED;
+  if (p.step() != printed_step_ && p.step() > 0) {
+    printed_step_ = p.step();
+    const bool warm = p.step() <= job_.spec().warm_start_steps();
+    if (!warm) rewards_.push_back(p.mean_reward());
+    const std::string line = absl::StrFormat(
+        "%s step %4d/%d  v%-4d %s  reward %.3f  static %3.0f%%  compile %3.0f%%  tiny %3.0f%%  "
+        "multi %3.0f%%  correct %3.0f%%  %.1f samples/s",
+        Bar(p.step(), p.total_steps(), 24), p.step(), p.total_steps(), p.policy_version(),
+        warm ? "warm-start" : "grpo      ", p.mean_reward(), 100 * p.pass_rates().static_pass(),
+        100 * p.pass_rates().compile_pass(), 100 * p.pass_rates().tiny_run_pass(),
+        100 * p.pass_rates().multi_input_pass(), 100 * p.pass_rates().correct(),
+        p.samples_per_second());
+    // On a terminal one line updates in place; in a log, one line per step.
+    std::printf(tty_ ? "\r%s\x1b[K" : "%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  if (ended && tty_) std::printf("\n");
+  return ended;
+}
+
+void LocalJobWatcher::PrintSummary() const {
+  const v1::JobProgress& p = job_.progress();
+  // The whole reward curve survives restarts in the final checkpoint.
+  std::vector<double> curve = rewards_;
+  v1::TrainerState state;
+  if (!job_.last_checkpoint().empty()) {
+    absl::StatusOr<std::string> json = ReadFileToString(
+        (std::filesystem::path(job_.last_checkpoint()) / "trainer_state.json").string());
+    if (json.ok() && ParseJsonMessage(*json, &state).ok()) {
+      const int warm = job_.spec().warm_start_steps();
+      curve.assign(state.reward_history().begin() + std::min(warm, state.reward_history_size()),
+                   state.reward_history().end());
+    }
+  }
+  auto mean_of = [](const std::vector<double>& v, size_t from, size_t to) {
+    double sum = 0;
+    for (size_t i = from; i < to; ++i) sum += v[i];
+    return to > from ? sum / static_cast<double>(to - from) : 0.0;
+  };
+  const size_t window = std::max<size_t>(1, std::min<size_t>(10, curve.size() / 4));
+  std::printf("\n%-28s %s\n", "job", job_.id().c_str());
+  std::printf("%-28s %s%s%s\n", "state", v1::JobState_Name(job_.state()).c_str(),
+              job_.message().empty() ? "" : ": ", job_.message().c_str());
+  std::printf("%-28s %lld of %lld (policy version %lld)\n", "steps",
+              static_cast<long long>(p.step()), static_cast<long long>(p.total_steps()),
+              static_cast<long long>(p.policy_version()));
+  if (!curve.empty()) {
+    std::printf("%-28s %.3f -> %.3f\n", absl::StrFormat("mean reward, first/last %zu", window).c_str(),
+                mean_of(curve, 0, window), mean_of(curve, curve.size() - window, curve.size()));
+  }
+  std::printf("%-28s %.0f%% correct, %.0f%% compiled\n", "last step",
+              100 * p.pass_rates().correct(), 100 * p.pass_rates().compile_pass());
+  std::printf("%-28s %lld accepted, %lld stale, %lld groups re-issued, %lld dropped\n", "samples",
+              static_cast<long long>(p.samples_accepted()), static_cast<long long>(p.samples_dropped_stale()),
+              static_cast<long long>(p.groups_reissued()), static_cast<long long>(p.groups_dropped()));
+  std::printf("%-28s %.0f s\n", "this run", absl::ToDoubleSeconds(absl::Now() - started_));
+  std::printf("%-28s %s\n", "final checkpoint",
+              job_.last_checkpoint().empty() ? "-" : job_.last_checkpoint().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace kforge

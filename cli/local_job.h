@@ -1,0 +1,57 @@
+// The job side of `kforge local`: the default job it submits (a short
+// supervised warm start on the built-in task set's reference solutions, then
+// GRPO against the real verifier funnel, sized for a 2-core machine without
+// a GPU), picking up a job a previous `kforge local` left unfinished, and
+// the live progress line and closing summary.
+//
+//   v1::JobSpec spec = DefaultLocalJob("/run/tiny-model", /*gpu=*/false);
+//   LocalJobWatcher watcher(learner_address);
+//   KF_ASSIGN_OR_RETURN(std::string id, watcher.SubmitOrResume(spec));
+//   while (!watcher.Poll()) ...;   // prints progress; true once the job ended
+//   watcher.PrintSummary();
+#ifndef KFORGE_CLI_LOCAL_JOB_H_
+#define KFORGE_CLI_LOCAL_JOB_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kforge/v1/job.pb.h"
+#include "kforge/v1/job_service.grpc.pb.h"
+
+namespace kforge {
+
+// The built-in demo job on `model_dir`. On a GPU machine the candidates are
+// Triton kernels checked with the Triton reference solutions; without one
+// they are plain PyTorch (require_triton off, "solutions-torch").
+v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu);
+
+class LocalJobWatcher {
+ public:
+  explicit LocalJobWatcher(const std::string& learner_address);
+
+  // The job a previous run left RUNNING or QUEUED, else `spec` submitted.
+  absl::StatusOr<std::string> SubmitOrResume(const v1::JobSpec& spec);
+  // Reads the job, prints a progress line when its step moved; true once
+  // it has ended. Errors talking to the learner are returned.
+  absl::StatusOr<bool> Poll();
+  // The end state, reward at the first and last RL steps, pass rates, time
+  // and the final checkpoint.
+  void PrintSummary() const;
+  const v1::Job& job() const { return job_; }
+
+ private:
+  std::unique_ptr<v1::JobService::Stub> stub_;
+  v1::Job job_;
+  std::string job_id_;
+  int64_t printed_step_ = -1;
+  std::vector<double> rewards_;  // per RL step seen by this run
+  absl::Time started_ = absl::Now();
+  bool tty_ = false;
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_CLI_LOCAL_JOB_H_

@@ -1,0 +1,217 @@
+#include "learner/training/step_batches.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "learner/prompts/task_prompt.h"
+#include "learner/rewards/completion_format.h"
+#include "learner/training/policy_loss.h"
+#include "model/tokenizer/bpe_tokenizer.h"
+
+namespace kforge {
+namespace {
+
+bool StagePassed(const v1::Verdict& verdict, v1::Stage stage) {
+  for (const v1::StageResult& result : verdict.stages()) {
+    if (result.stage() == stage) return result.outcome() == v1::OUTCOME_PASSED;
+  }
+  return false;
+}
+
+// Per-token advantages: one value, or (hierarchical) the reasoning
+// advantage for tokens that start inside the reasoning range and the code
+// advantage for the rest. Token byte offsets come from the tokenizer's raw
+// bytes, which is what the completion text was decoded from.
+std::vector<float> TokenAdvantages(const v1::Sample& sample, double reasoning_adv,
+                                   double code_adv, bool hierarchical,
+                                   const BpeTokenizer& tokenizer) {
+  const size_t n = static_cast<size_t>(sample.completion_tokens_size());
+  std::vector<float> out(n, static_cast<float>(code_adv));
+  if (!hierarchical) return out;
+  const CompletionFormat format = AnalyzeCompletionFormat(sample.completion_text(), true);
+  size_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool reasoning = offset >= format.reasoning_begin && offset < format.reasoning_end;
+    out[i] = static_cast<float>(reasoning ? reasoning_adv : code_adv);
+    offset += tokenizer.RawBytes(sample.completion_tokens(static_cast<int>(i))).size();
+  }
+  return out;
+}
+
+TrainSequence FromSample(const v1::Sample& sample) {
+  TrainSequence seq;
+  seq.prompt.assign(sample.prompt_tokens().begin(), sample.prompt_tokens().end());
+  seq.completion.assign(sample.completion_tokens().begin(), sample.completion_tokens().end());
+  seq.old_logprobs.assign(sample.completion_logprobs().begin(), sample.completion_logprobs().end());
+  return seq;
+}
+
+}  // namespace
+
+std::vector<ScoredGroup> ScoreGroups(std::vector<v1::WorkItem> items,
+                                     std::vector<std::vector<v1::ScoredSample>> samples,
+                                     const v1::JobSpec& spec) {
+  std::vector<ScoredGroup> groups;
+  for (size_t g = 0; g < items.size(); ++g) {
+    ScoredGroup group{std::move(items[g]), std::move(samples[g]), {}};
+    for (const v1::ScoredSample& s : group.samples) {
+      group.rewards.push_back(ComputeReward(spec.reward(), s.verdict(),
+                                            s.sample().completion_text(),
+                                            group.item.task().reference_solution(),
+                                            spec.prompt().reasoning_tags()));
+    }
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+std::string ReferenceAnswer(const std::string& solution, bool reasoning_tags) {
+  std::string code = solution;
+  if (!code.empty() && code.back() != '\n') code.push_back('\n');
+  const std::string block = absl::StrCat("```python\n", code, "```");
+  if (!reasoning_tags) return block;
+  return absl::StrCat("<think>\nCompute the same result as the reference with a kernel of "
+                      "my own.\n</think>\n<answer>\n",
+                      block, "\n</answer>");
+}
+
+absl::StatusOr<std::vector<TrainSequence>> SupervisedSequences(
+    const std::vector<v1::Task>& tasks, const v1::PromptTemplate& prompt,
+    const BpeTokenizer& tokenizer, int32_t eos, int64_t offset, int64_t count) {
+  std::vector<const v1::Task*> solved;
+  for (const v1::Task& task : tasks) {
+    if (!task.reference_solution().empty()) solved.push_back(&task);
+  }
+  if (solved.empty()) {
+    return absl::FailedPreconditionError(
+        "supervised steps need reference solutions, and no task of the set has one");
+  }
+  std::vector<TrainSequence> batch;
+  for (int64_t i = 0; i < count; ++i) {
+    const v1::Task& task = *solved[static_cast<size_t>((offset + i) % static_cast<int64_t>(solved.size()))];
+    absl::StatusOr<std::string> text = RenderTaskPrompt(prompt, task);
+    if (!text.ok()) return text.status();
+    TrainSequence seq;
+    seq.prompt = tokenizer.Encode(*text);
+    seq.completion = tokenizer.Encode(ReferenceAnswer(task.reference_solution(), prompt.reasoning_tags()));
+    seq.completion.push_back(eos);
+    batch.push_back(std::move(seq));
+  }
+  return batch;
+}
+
+std::vector<TrainSequence> GrpoSequences(const std::vector<ScoredGroup>& groups,
+                                         const v1::GrpoParams& grpo, bool hierarchical,
+                                         const BpeTokenizer& tokenizer, GroupSelection* selection) {
+  std::vector<TrainSequence> batch;
+  for (const ScoredGroup& group : groups) {
+    std::vector<size_t> usable;
+    std::vector<double> total, reasoning, code;
+    for (size_t i = 0; i < group.samples.size(); ++i) {
+      const RewardBreakdown& r = group.rewards[i];
+      if (!r.usable || group.samples[i].sample().completion_tokens_size() == 0) {
+        ++selection->unusable_samples;
+        continue;
+      }
+      usable.push_back(i);
+      total.push_back(r.total);
+      reasoning.push_back(r.reasoning);
+      code.push_back(r.code);
+    }
+    const std::vector<double> adv_total = GroupAdvantages(total, grpo.scale_by_std());
+    const std::vector<double> adv_reasoning = GroupAdvantages(reasoning, grpo.scale_by_std());
+    const std::vector<double> adv_code = GroupAdvantages(code, grpo.scale_by_std());
+    const auto nonzero = [](const std::vector<double>& a) {
+      return std::any_of(a.begin(), a.end(), [](double x) { return x != 0; });
+    };
+    const bool signal = hierarchical ? nonzero(adv_reasoning) || nonzero(adv_code) : nonzero(adv_total);
+    if (usable.empty() || (!signal && grpo.skip_zero_variance_groups())) {
+      ++selection->skipped_groups;
+      continue;
+    }
+    for (size_t k = 0; k < usable.size(); ++k) {
+      const v1::Sample& sample = group.samples[usable[k]].sample();
+      TrainSequence seq = FromSample(sample);
+      seq.advantages = hierarchical
+                           ? TokenAdvantages(sample, adv_reasoning[k], adv_code[k], true, tokenizer)
+                           : TokenAdvantages(sample, 0, adv_total[k], false, tokenizer);
+      batch.push_back(std::move(seq));
+    }
+  }
+  return batch;
+}
+
+std::vector<TrainSequence> BestOfNSequences(const std::vector<ScoredGroup>& groups,
+                                            const v1::BestOfNParams& params,
+                                            GroupSelection* selection) {
+  std::vector<TrainSequence> batch;
+  for (const ScoredGroup& group : groups) {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < group.samples.size(); ++i) {
+      if (!group.rewards[i].usable) {
+        ++selection->unusable_samples;
+        continue;
+      }
+      if (group.rewards[i].total > params.reward_threshold() &&
+          group.samples[i].sample().completion_tokens_size() > 0) {
+        order.push_back(i);
+      }
+    }
+    // Stable: among equal rewards the lower index wins, so runs repeat.
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return group.rewards[a].total > group.rewards[b].total;
+    });
+    if (order.empty()) ++selection->skipped_groups;
+    for (size_t k = 0; k < order.size() && k < static_cast<size_t>(params.top_k()); ++k) {
+      batch.push_back(FromSample(group.samples[order[k]].sample()));
+    }
+  }
+  return batch;
+}
+
+void SummariseStep(const std::vector<ScoredGroup>& groups, int64_t policy_version,
+                   v1::JobProgress* progress, LearnerMetrics::StepFigures* figures) {
+  double reward = 0, counted = 0, speedup_sum = 0;
+  double passed[5] = {0, 0, 0, 0, 0};
+  std::map<int32_t, std::pair<double, double>> by_level;  // correct, samples
+  const v1::Stage stages[] = {v1::STAGE_STATIC, v1::STAGE_COMPILE, v1::STAGE_TINY_RUN,
+                              v1::STAGE_MULTI_INPUT};
+  for (const ScoredGroup& group : groups) {
+    for (size_t i = 0; i < group.samples.size(); ++i) {
+      if (!group.rewards[i].usable) continue;
+      const v1::Verdict& verdict = group.samples[i].verdict();
+      counted += 1;
+      reward += group.rewards[i].total;
+      for (int s = 0; s < 4; ++s) passed[s] += StagePassed(verdict, stages[s]) ? 1 : 0;
+      const bool correct = verdict.correct() && !group.rewards[i].hacked;
+      passed[4] += correct ? 1 : 0;
+      auto& level = by_level[group.item.task().level()];
+      level.first += correct ? 1 : 0;
+      level.second += 1;
+      if (correct && verdict.speedup_vs_eager() > 0) {
+        figures->speedups.push_back(verdict.speedup_vs_eager());
+        speedup_sum += verdict.speedup_vs_eager();
+      }
+      figures->staleness.push_back(policy_version - group.samples[i].sample().policy_version());
+    }
+  }
+  const double n = std::max(1.0, counted);
+  progress->set_mean_reward(reward / n);
+  v1::StagePassRates* rates = progress->mutable_pass_rates();
+  rates->set_static_pass(passed[0] / n);
+  rates->set_compile_pass(passed[1] / n);
+  rates->set_tiny_run_pass(passed[2] / n);
+  rates->set_multi_input_pass(passed[3] / n);
+  rates->set_correct(passed[4] / n);
+  progress->clear_correct_by_level();
+  for (const auto& [level, counts] : by_level) {
+    (*progress->mutable_correct_by_level())[level] = counts.first / std::max(1.0, counts.second);
+  }
+  progress->set_mean_speedup(figures->speedups.empty()
+                                 ? 0
+                                 : speedup_sum / static_cast<double>(figures->speedups.size()));
+}
+
+}  // namespace kforge

@@ -1,0 +1,390 @@
+#include "learner/training/training_run.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/logging/logger.h"
+#include "common/status_macros.h"
+#include "learner/checkpoint/training_checkpoint.h"
+#include "learner/curriculum/curriculum.h"
+#include "learner/prompts/task_prompt.h"
+#include "learner/tasks/task_set.h"
+#include "learner/training/policy_trainer.h"
+#include "learner/training/step_batches.h"
+#include "model/policy_loader.h"
+#include "model/tokenizer/bpe_tokenizer.h"
+#include "model/torch_runtime.h"
+#include "model/transformer/decoder_model.h"
+#include "model/weights/weight_stream.h"
+
+namespace kforge {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsHeldOut(const v1::Task& task, const v1::TaskSetSpec& spec) {
+  return std::find(spec.heldout().begin(), spec.heldout().end(), task.id()) != spec.heldout().end();
+}
+
+std::string RandomNonce() {
+  std::random_device device;
+  return absl::StrFormat("%06x", device() & 0xffffff);
+}
+
+class TrainingRun {
+ public:
+  TrainingRun(const v1::Job& job, const TrainingRunDeps& deps)
+      : job_(job), spec_(job.spec()), deps_(deps), nonce_(RandomNonce()) {}
+
+  absl::Status Run() {
+    KF_RETURN_IF_ERROR(Setup());
+    while (trainer_->step() < total_steps_) {
+      KF_RETURN_IF_ERROR(CheckInterrupt());
+      const absl::Time started = absl::Now();
+      const bool supervised =
+          trainer_->step() < spec_.warm_start_steps() || spec_.algorithm() == v1::ALGORITHM_SFT;
+      KF_RETURN_IF_ERROR(supervised ? SupervisedStep(started) : RolloutStep(started));
+      if (trainer_->step() % spec_.checkpoint().every_steps() == 0) {
+        KF_RETURN_IF_ERROR(Checkpoint());
+      }
+    }
+    if (state_.step() != last_checkpoint_step_) KF_RETURN_IF_ERROR(Checkpoint());
+    return absl::OkStatus();
+  }
+
+  // After a stop or a failure: the newest state on disk, when it moved.
+  void CheckpointOnExit() {
+    if (trainer_ == nullptr || state_.step() == last_checkpoint_step_) return;
+    if (absl::Status s = Checkpoint(); !s.ok()) {
+      log_.Error("checkpoint on exit failed", {{"job", job_.id()}, {"error", s.message()}});
+    }
+  }
+
+ private:
+  absl::Status Setup();
+  absl::Status CheckInterrupt();
+  absl::Status SupervisedStep(absl::Time started);
+  absl::Status RolloutStep(absl::Time started);
+  absl::StatusOr<std::vector<CompletedGroup>> CollectGroups();
+  bool TooStale(const CompletedGroup& group) const;
+  absl::Status OfferGroups(int64_t count);
+  absl::Status FinishStep(const TrainStepStats& stats, v1::JobProgress progress,
+                          LearnerMetrics::StepFigures figures, absl::Time started);
+  absl::Status Publish();
+  absl::Status Checkpoint();
+
+  const v1::Job job_;
+  const v1::JobSpec spec_;
+  const TrainingRunDeps deps_;
+  const std::string nonce_;  // keeps group ids unique across learner restarts
+  Logger log_{"learner"};
+  std::vector<v1::Task> train_tasks_;
+  std::unique_ptr<LoadedPolicy> policy_;
+  std::unique_ptr<LoadedPolicy> reference_;
+  std::unique_ptr<PolicyTrainer> trainer_;
+  std::unique_ptr<Curriculum> curriculum_;
+  v1::TrainerState state_;
+  fs::path job_dir_;
+  fs::path source_model_dir_;
+  int64_t total_steps_ = 0;
+  int64_t last_checkpoint_step_ = -1;
+  int64_t group_counter_ = 0;
+  int32_t eos_ = 0;
+  std::vector<CompletedGroup> carried_;  // complete groups beyond the last step's need
+  int64_t stale_samples_ = 0;             // dropped as too old since the last report
+  v1::JobProgress last_progress_;
+};
+
+absl::Status TrainingRun::Setup() {
+  KF_ASSIGN_OR_RETURN(std::vector<v1::Task> tasks,
+                      LoadTaskSet(spec_.tasks(), deps_.config->builtin_tasks_dir()));
+  for (v1::Task& task : tasks) {
+    if (!IsHeldOut(task, spec_.tasks())) train_tasks_.push_back(std::move(task));
+  }
+  if (train_tasks_.empty()) return absl::FailedPreconditionError("every task is held out");
+  job_dir_ = spec_.checkpoint().dir().empty()
+                 ? fs::path(deps_.config->state_dir()) / "jobs" / job_.id()
+                 : fs::path(spec_.checkpoint().dir()).is_absolute()
+                       ? fs::path(spec_.checkpoint().dir())
+                       : fs::path(deps_.config->state_dir()) / spec_.checkpoint().dir();
+  KF_ASSIGN_OR_RETURN(std::optional<std::string> latest, LatestCheckpoint(job_dir_));
+  source_model_dir_ = latest.has_value() ? fs::path(*latest) : fs::path(spec_.model_path());
+  std::string device = deps_.config->device();
+  if (device == "auto") device = DescribeTorchRuntime().cuda_available ? "cuda:0" : "cpu";
+  const bool gpu = device.rfind("cuda", 0) == 0;
+  const std::string dtype = gpu && spec_.optimizer().bf16() ? "bfloat16" : "float32";
+  KF_ASSIGN_OR_RETURN(policy_, LoadPolicy(source_model_dir_.string(), device, dtype));
+  if (spec_.grpo().kl_coef() > 0 && spec_.algorithm() == v1::ALGORITHM_GRPO) {
+    KF_ASSIGN_OR_RETURN(reference_, LoadPolicy(spec_.model_path(), device, dtype));
+  }
+  const std::vector<int64_t>& eos = policy_->model->config().eos_token_ids;
+  std::optional<int32_t> im_end = policy_->tokenizer->TokenId("<|im_end|>");
+  eos_ = !eos.empty() ? static_cast<int32_t>(eos.front()) : im_end.value_or(0);
+  total_steps_ = spec_.algorithm() == v1::ALGORITHM_SFT
+                     ? spec_.total_steps()
+                     : spec_.warm_start_steps() + spec_.total_steps();
+  PolicyTrainerOptions options{
+      .optimizer = spec_.optimizer(),
+      .schedule = {.peak = spec_.optimizer().learning_rate(),
+                   .warmup_steps = spec_.optimizer().warmup_steps(),
+                   .total_steps = total_steps_,
+                   .min_lr_ratio = spec_.optimizer().min_lr_ratio()},
+      .temperature = spec_.sampling().temperature()};
+  KF_ASSIGN_OR_RETURN(trainer_, PolicyTrainer::Create(policy_->model.get(),
+                                                      reference_ ? reference_->model.get() : nullptr,
+                                                      options));
+  KF_ASSIGN_OR_RETURN(curriculum_, Curriculum::Create(spec_.curriculum(), train_tasks_, spec_.seed()));
+  state_.set_job_id(job_.id());
+  if (latest.has_value()) {
+    KF_ASSIGN_OR_RETURN(state_, ReadTrainerState(*latest));
+    KF_RETURN_IF_ERROR(LoadOptimizerState(*latest, state_, trainer_->optimizer()));
+    KF_RETURN_IF_ERROR(curriculum_->Restore(state_.curriculum()));
+    trainer_->set_step(state_.step());
+    last_checkpoint_step_ = state_.step();
+    last_progress_ = job_.progress();
+    KF_RETURN_IF_ERROR(deps_.jobs->Log(
+        job_.id(), absl::StrCat("resumed from ", *latest, " at step ", state_.step(),
+                                ", policy version ", state_.policy_version())));
+  }
+  deps_.groups->SetJobBounds(absl::Seconds(spec_.group_timeout_s()), spec_.max_staleness());
+  log_.Info("job running", {{"job", job_.id()}, {"model", source_model_dir_.string()},
+                            {"policy", policy_->description}, {"tasks", train_tasks_.size()},
+                            {"step", state_.step()}, {"total_steps", total_steps_}});
+  return Publish();
+}
+
+absl::Status TrainingRun::CheckInterrupt() {
+  if (deps_.stopping()) return absl::AbortedError("the learner is stopping");
+  absl::StatusOr<v1::Job> job = deps_.jobs->Get(job_.id());
+  if (!job.ok() || job->state() == v1::JOB_CANCELLED) {
+    return absl::CancelledError("the job was cancelled");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::SupervisedStep(absl::Time started) {
+  const int64_t count = std::min<int64_t>(spec_.optimizer().batch_size(),
+                                          std::max<size_t>(1, train_tasks_.size()));
+  KF_ASSIGN_OR_RETURN(std::vector<TrainSequence> batch,
+                      SupervisedSequences(train_tasks_, spec_.prompt(), *policy_->tokenizer, eos_,
+                                          trainer_->step() * count, count));
+  const double sft_rate = spec_.sft().learning_rate();
+  const double scale = sft_rate > 0 ? sft_rate / spec_.optimizer().learning_rate() : 1.0;
+  KF_ASSIGN_OR_RETURN(TrainStepStats stats,
+                      trainer_->Step(batch, {.objective = Objective::kSupervised,
+                                             .learning_rate_scale = scale}));
+  return FinishStep(stats, last_progress_, {}, started);
+}
+
+absl::Status TrainingRun::OfferGroups(int64_t count) {
+  const int32_t group_size = spec_.algorithm() == v1::ALGORITHM_BEST_OF_N
+                                 ? spec_.best_of_n().group_size()
+                                 : spec_.grpo().group_size();
+  for (const v1::Task* task : curriculum_->Draw(static_cast<int>(count))) {
+    v1::WorkItem item;
+    item.set_job_id(job_.id());
+    item.set_group_id(absl::StrFormat("g%06d-%s", group_counter_++, nonce_));
+    *item.mutable_task() = *task;
+    KF_ASSIGN_OR_RETURN(std::string prompt, RenderTaskPrompt(spec_.prompt(), *task));
+    for (int32_t id : policy_->tokenizer->Encode(prompt)) item.add_prompt_tokens(id);
+    item.set_prompt_text(std::move(prompt));
+    item.set_group_size(group_size);
+    *item.mutable_sampling() = spec_.sampling();
+    *item.mutable_verifier() = spec_.verifier();
+    item.set_min_policy_version(state_.policy_version());
+    KF_RETURN_IF_ERROR(deps_.groups->Offer(std::move(item)));
+  }
+  return absl::OkStatus();
+}
+
+bool TrainingRun::TooStale(const CompletedGroup& group) const {
+  // The tracker bounds staleness on delivery; a group that waited since can
+  // have fallen further behind.
+  return std::any_of(group.samples.begin(), group.samples.end(), [&](const v1::ScoredSample& s) {
+    return state_.policy_version() - s.sample().policy_version() > spec_.max_staleness();
+  });
+}
+
+absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
+  const int64_t need = spec_.prompts_per_step();
+  std::vector<CompletedGroup> batch;
+  auto keep = [&](CompletedGroup group) {
+    if (TooStale(group)) {
+      stale_samples_ += static_cast<int64_t>(group.samples.size());
+      return;
+    }
+    (static_cast<int64_t>(batch.size()) < need ? batch : carried_).push_back(std::move(group));
+  };
+  std::vector<CompletedGroup> carried = std::move(carried_);
+  carried_.clear();
+  for (CompletedGroup& group : carried) keep(std::move(group));
+  absl::Time said = absl::Now();
+  while (static_cast<int64_t>(batch.size()) < need) {
+    KF_RETURN_IF_ERROR(CheckInterrupt());
+    const int64_t live = deps_.groups->LiveGroups(job_.id());
+    const int64_t want = need - live - static_cast<int64_t>(batch.size());
+    if (want > 0) KF_RETURN_IF_ERROR(OfferGroups(want));
+    for (CompletedGroup& group : deps_.groups->TakeCompleted(absl::Milliseconds(500))) {
+      if (group.item.job_id() == job_.id()) keep(std::move(group));  // else: of a job that ended
+    }
+    if (absl::Now() - said > absl::Seconds(deps_.config->batch_wait_log_s())) {
+      said = absl::Now();
+      log_.Info("waiting for scored groups", {{"job", job_.id()}, {"have", batch.size()},
+                                              {"need", need}, {"live", live}});
+    }
+  }
+  // With a staleness bound of at least one version, the next step's groups
+  // are sampled (under this version) while this step trains.
+  if (spec_.max_staleness() > 0 && trainer_->step() + 1 < total_steps_) {
+    const int64_t next = need - deps_.groups->LiveGroups(job_.id()) -
+                         static_cast<int64_t>(carried_.size());
+    if (next > 0) KF_RETURN_IF_ERROR(OfferGroups(next));
+  }
+  return batch;
+}
+
+absl::Status TrainingRun::RolloutStep(absl::Time started) {
+  KF_ASSIGN_OR_RETURN(std::vector<CompletedGroup> completed, CollectGroups());
+  std::vector<v1::WorkItem> items;
+  std::vector<std::vector<v1::ScoredSample>> samples;
+  for (CompletedGroup& group : completed) {
+    items.push_back(std::move(group.item));
+    samples.push_back(std::move(group.samples));
+  }
+  std::vector<ScoredGroup> groups = ScoreGroups(std::move(items), std::move(samples), spec_);
+  v1::JobProgress progress = last_progress_;
+  LearnerMetrics::StepFigures figures;
+  SummariseStep(groups, state_.policy_version(), &progress, &figures);
+  progress.set_samples_dropped_stale(progress.samples_dropped_stale() + stale_samples_);
+  stale_samples_ = 0;
+  for (const ScoredGroup& group : groups) {
+    for (size_t i = 0; i < group.samples.size(); ++i) {
+      if (group.rewards[i].usable) {
+        curriculum_->Record(group.item.task(), group.samples[i].verdict().correct() &&
+                                                   !group.rewards[i].hacked);
+      }
+    }
+  }
+  GroupSelection selection;
+  const bool best_of_n = spec_.algorithm() == v1::ALGORITHM_BEST_OF_N;
+  std::vector<TrainSequence> batch =
+      best_of_n ? BestOfNSequences(groups, spec_.best_of_n(), &selection)
+                : GrpoSequences(groups, spec_.grpo(), spec_.reward().hierarchical(),
+                                *policy_->tokenizer, &selection);
+  TrainStepStats stats;
+  if (batch.empty()) {
+    // Nothing to learn from (no reward variance, nothing above the
+    // threshold): the step passes without an update.
+    trainer_->set_step(trainer_->step() + 1);
+  } else {
+    TrainStepParams params{.objective = best_of_n ? Objective::kSupervised : Objective::kGrpo,
+                           .grpo = {.clip_low = spec_.grpo().clip_low(),
+                                    .clip_high = spec_.grpo().clip_high(),
+                                    .kl_coef = spec_.grpo().kl_coef()},
+                           .epochs = best_of_n ? 1 : spec_.grpo().epochs_per_batch(),
+                           .recompute_old_logprobs = spec_.grpo().recompute_old_logprobs()};
+    KF_ASSIGN_OR_RETURN(stats, trainer_->Step(batch, params));
+  }
+  for (const ScoredGroup& group : groups) {
+    for (const v1::ScoredSample& s : group.samples) {
+      state_.set_tokens_trained(state_.tokens_trained() + s.sample().completion_tokens_size());
+    }
+    state_.set_samples_trained(state_.samples_trained() + static_cast<int64_t>(group.samples.size()));
+  }
+  figures.samples = stats.sequences;
+  figures.tokens = stats.tokens;
+  const double seconds = std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - started));
+  int64_t sampled = 0, tokens = 0;
+  for (const ScoredGroup& group : groups) {
+    for (const v1::ScoredSample& s : group.samples) {
+      ++sampled;
+      tokens += s.sample().completion_tokens_size();
+    }
+  }
+  progress.set_samples_per_second(static_cast<double>(sampled) / seconds);
+  progress.set_tokens_per_second(static_cast<double>(tokens) / seconds);
+  curriculum_->EndStep();
+  progress.set_level2_share(curriculum_->level2_share());
+  return FinishStep(stats, std::move(progress), std::move(figures), started);
+}
+
+absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgress progress,
+                                     LearnerMetrics::StepFigures figures, absl::Time started) {
+  if (stats.updates > stats.skipped_updates) {
+    state_.set_policy_version(state_.policy_version() + 1);
+    KF_RETURN_IF_ERROR(Publish());
+  }
+  state_.set_step(trainer_->step());
+  state_.set_optimizer_steps(trainer_->optimizer().steps());
+  state_.add_loss_history(stats.loss);
+  state_.add_reward_history(progress.mean_reward());
+  const GroupTracker::Stats tracker = deps_.groups->stats();
+  progress.set_step(state_.step());
+  progress.set_total_steps(total_steps_);
+  progress.set_policy_version(state_.policy_version());
+  progress.set_policy_loss(stats.loss);
+  progress.set_kl(stats.kl);
+  progress.set_entropy(stats.entropy);
+  progress.set_grad_norm(stats.grad_norm);
+  progress.set_samples_accepted(static_cast<int64_t>(tracker.accepted));
+  progress.set_groups_reissued(static_cast<int64_t>(tracker.groups_reissued));
+  progress.set_groups_dropped(static_cast<int64_t>(tracker.groups_dropped));
+  figures.learning_rate = stats.learning_rate;
+  figures.step_seconds = absl::ToDoubleSeconds(absl::Now() - started);
+  if (figures.samples == 0) {
+    figures.samples = stats.sequences;
+    figures.tokens = stats.tokens;
+  }
+  deps_.metrics->ObserveStep(progress, figures);
+  last_progress_ = progress;
+  log_.Info("step", {{"job", job_.id()}, {"step", progress.step()},
+                     {"version", progress.policy_version()}, {"loss", stats.loss},
+                     {"reward", progress.mean_reward()}, {"correct", progress.pass_rates().correct()},
+                     {"entropy", stats.entropy}, {"clip_fraction", stats.clip_fraction},
+                     {"ratio", stats.mean_ratio}, {"lr", stats.learning_rate},
+                     {"seconds", figures.step_seconds}});
+  return deps_.jobs->ReportProgress(job_.id(), progress);
+}
+
+absl::Status TrainingRun::Publish() {
+  const absl::Time started = absl::Now();
+  KF_ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
+                      WeightSnapshot::Capture(policy_->model.get(), job_.id(), state_.policy_version()));
+  deps_.weights->Publish(std::move(snapshot));
+  deps_.groups->SetPolicyVersion(state_.policy_version());
+  deps_.metrics->ObserveWeightPublish(absl::ToDoubleSeconds(absl::Now() - started));
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::Checkpoint() {
+  *state_.mutable_curriculum() = curriculum_->Save();
+  state_.set_step(trainer_->step());
+  state_.set_optimizer_steps(trainer_->optimizer().steps());
+  KF_ASSIGN_OR_RETURN(std::string dir,
+                      WriteTrainingCheckpoint({.job_dir = job_dir_,
+                                               .source_model_dir = source_model_dir_,
+                                               .spec = spec_.checkpoint()},
+                                              *policy_->model, trainer_->optimizer(), state_));
+  last_checkpoint_step_ = state_.step();
+  // Older checkpoints are pruned: the side files come from the newest.
+  source_model_dir_ = dir;
+  deps_.metrics->checkpoints_written.Increment();
+  log_.Info("checkpoint written", {{"job", job_.id()}, {"dir", dir}, {"step", state_.step()}});
+  return deps_.jobs->ReportCheckpoint(job_.id(), dir);
+}
+
+}  // namespace
+
+absl::Status RunTrainingJob(const v1::Job& job, const TrainingRunDeps& deps) {
+  TrainingRun run(job, deps);
+  absl::Status status = run.Run();
+  if (absl::IsAborted(status)) run.CheckpointOnExit();
+  return status;
+}
+
+}  // namespace kforge
