@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Writes the kforge Grafana dashboards (kforge-*.json beside this file).
+
+The JSON files are what Grafana imports and what kustomization.yaml ships as
+ConfigMaps; this script is their source. After editing it, run
+    python3 deploy/k8s/monitoring/dashboards/generate.py
+and commit the JSON. deploy/tests/run_manifest_tests.sh fails when the JSON
+and this script disagree, and deploy/tests/prometheus_test.py evaluates every
+expression below against a live `kforge local`.
+
+Every selector carries namespace=~"$namespace" (a Grafana variable over the
+namespaces that run kforge); Prometheus Operator scrapes add `namespace` and
+`pod` labels to each series.
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NS = 'namespace=~"$namespace"'
+RI = "$__rate_interval"
+
+
+def sel(metric, extra=""):
+    labels = NS + ("," + extra if extra else "")
+    return f"{metric}{{{labels}}}"
+
+
+def rate(metric, extra=""):
+    return f"rate({sel(metric, extra)}[{RI}])"
+
+
+def quantile(q, metric, by=""):
+    group = "le" + ("," + by if by else "")
+    return f"histogram_quantile({q}, sum by ({group}) ({rate(metric + '_bucket')}))"
+
+
+def mean_of_histogram(metric, by=""):
+    grouping = f" by ({by})" if by else ""
+    return (f"sum{grouping} ({rate(metric + '_sum')})"
+            f" / sum{grouping} ({rate(metric + '_count')})")
+
+
+def ready(component):
+    """Processes of one component reporting SERVING (kforge_ready joined with
+    kforge_build_info's component label)."""
+    build_info = sel("kforge_build_info", 'component="%s"' % component)
+    return f"sum({sel('kforge_ready')} * on (namespace, pod, instance) group_left (component) {build_info})"
+
+
+class Board:
+    def __init__(self, uid, title, description):
+        self.uid, self.title, self.description = uid, title, description
+        self.panels = []
+        self.y = 0
+        self.x = 0
+        self.next_id = 1
+
+    def row(self, title):
+        if self.x:
+            self.y += 8
+            self.x = 0
+        self.panels.append({"type": "row", "title": title, "id": self._id(), "collapsed": False,
+                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}, "panels": []})
+        self.y += 1
+
+    def _id(self):
+        self.next_id += 1
+        return self.next_id - 1
+
+    def _place(self, w, h):
+        if self.x + w > 24:
+            self.y += h
+            self.x = 0
+        pos = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.x += w
+        if self.x >= 24:
+            self.x = 0
+            self.y += h
+        return pos
+
+    def panel(self, kind, title, targets, unit="short", w=8, h=8, description="", **extra):
+        refs = "ABCDEFGHIJ"
+        panel = {
+            "type": kind,
+            "title": title,
+            "id": self._id(),
+            "description": description,
+            "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "gridPos": self._place(w, h),
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+            "options": {},
+            "targets": [
+                {"refId": refs[i], "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                 "expr": expr, "legendFormat": legend,
+                 **({"format": "heatmap"} if kind == "heatmap" else {})}
+                for i, (expr, legend) in enumerate(targets)
+            ],
+        }
+        if kind == "timeseries":
+            panel["options"] = {"legend": {"displayMode": "list", "placement": "bottom"},
+                                "tooltip": {"mode": "multi"}}
+        if kind == "stat":
+            panel["options"] = {"reduceOptions": {"calcs": ["lastNotNull"]}, "graphMode": "area"}
+        if kind == "heatmap":
+            panel["options"] = {"calculate": False, "yAxis": {"unit": unit},
+                                "cellGap": 1, "color": {"scheme": "Oranges", "mode": "scheme"}}
+        panel.update(extra)
+        self.panels.append(panel)
+
+    def ts(self, title, targets, unit="short", **kw):
+        self.panel("timeseries", title, targets, unit, **kw)
+
+    def stat(self, title, targets, unit="short", **kw):
+        self.panel("stat", title, targets, unit, w=kw.pop("w", 4), h=kw.pop("h", 4), **kw)
+
+    def json(self):
+        return {
+            "uid": self.uid,
+            "title": self.title,
+            "description": self.description,
+            "tags": ["kforge"],
+            "editable": True,
+            "schemaVersion": 39,
+            "version": 1,
+            "refresh": "30s",
+            "time": {"from": "now-6h", "to": "now"},
+            "timezone": "browser",
+            "graphTooltip": 1,
+            "links": [{"type": "dashboards", "tags": ["kforge"], "title": "kforge",
+                       "asDropdown": True}],
+            "templating": {"list": [
+                {"name": "datasource", "label": "Data source", "type": "datasource",
+                 "query": "prometheus", "current": {}, "hide": 0},
+                {"name": "namespace", "label": "Namespace", "type": "query",
+                 "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                 "query": {"query": "label_values(kforge_build_info, namespace)",
+                           "refId": "namespace"},
+                 "definition": "label_values(kforge_build_info, namespace)",
+                 "refresh": 2, "includeAll": True, "allValue": ".*", "multi": True,
+                 "current": {"text": "All", "value": "$__all"}, "hide": 0, "sort": 1},
+            ]},
+            "annotations": {"list": [
+                {"name": "Annotations & Alerts", "builtIn": 1, "type": "dashboard",
+                 "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                 "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)"},
+            ]},
+            "panels": self.panels,
+        }
+
+
+def training():
+    b = Board("kforge-training", "kforge / Training",
+              "The learner's view of a training job: progress, rewards, pass rates per funnel "
+              "stage and task level, speedups, and the optimiser's health.")
+    b.row("Progress")
+    b.stat("Job step", [(f"max({sel('kforge_learner_job_step')})", "step")])
+    b.stat("Total steps", [(f"max({sel('kforge_learner_job_total_steps')})", "total")])
+    b.stat("Policy version", [(f"max({sel('kforge_learner_policy_version')})", "version")])
+    b.stat("Steps / hour", [(f"sum({rate('kforge_learner_steps_total')}) * 3600", "steps/h")])
+    b.stat("Since last step", [(f"time() - max({sel('kforge_learner_last_step_timestamp_seconds')})",
+                                "age")], unit="s")
+    running = sel("kforge_learner_jobs", 'state="running"')
+    b.stat("Running jobs", [(f"sum({running})", "running")])
+    b.ts("Jobs by state", [(f"sum by (state) ({sel('kforge_learner_jobs')})", "{{state}}")])
+    b.ts("Jobs finished", [(f"sum by (state) (increase({sel('kforge_learner_jobs_finished_total')}[{RI}]))",
+                            "{{state}}")])
+    b.ts("Step duration", [(quantile(0.5, "kforge_learner_step_duration_seconds"), "p50"),
+                           (quantile(0.9, "kforge_learner_step_duration_seconds"), "p90")], unit="s")
+    b.row("Rewards and pass rates")
+    b.ts("Mean reward", [(f"avg({sel('kforge_learner_reward_mean')})", "reward")], w=8)
+    b.ts("Pass rate by funnel stage",
+         [(f"avg by (stage) ({sel('kforge_learner_stage_pass_rate')})", "{{stage}}")],
+         unit="percentunit", w=8,
+         description="Share of one step's samples that passed each stage: static, compile, "
+                     "tiny_run, multi_input, correct.")
+    b.ts("Correct rate by level",
+         [(f"avg by (level) ({sel('kforge_learner_correct_rate')})", "level {{level}}")],
+         unit="percentunit", w=8)
+    # The same figures against the job's step rather than time (Grafana's
+    # trend panel: the series joined on time, "step" as the x axis).
+    b.panel("trend", "Reward and pass rates over training steps",
+            [(f"max({sel('kforge_learner_job_step')})", "step"),
+             (f"avg({sel('kforge_learner_reward_mean')})", "reward"),
+             (f"avg by (stage) ({sel('kforge_learner_stage_pass_rate')})", "{{stage}}"),
+             (f"avg by (level) ({sel('kforge_learner_correct_rate')})", "correct level {{level}}")],
+            w=24, h=9, options={"xField": "step", "legend": {"displayMode": "list", "placement": "bottom"}},
+            transformations=[{"id": "joinByField", "options": {"byField": "Time", "mode": "outer"}},
+                             {"id": "organize", "options": {"excludeByName": {"Time": True}}}])
+    b.ts("Level 2 share of prompts (curriculum)",
+         [(f"avg({sel('kforge_learner_level2_share')})", "level 2 share")], unit="percentunit")
+    b.panel("heatmap", "Speedup vs eager of correct samples",
+            [(f"sum by (le) (increase({sel('kforge_learner_speedup_bucket')}[{RI}]))", "{{le}}")],
+            unit="x", w=8, h=8)
+    b.ts("Speedup quantiles", [(quantile(0.5, "kforge_learner_speedup"), "p50"),
+                               (quantile(0.9, "kforge_learner_speedup"), "p90"),
+                               (mean_of_histogram("kforge_learner_speedup"), "mean")], unit="x")
+    b.row("Optimiser")
+    b.ts("Policy loss", [(f"avg({sel('kforge_learner_policy_loss')})", "loss")], w=6)
+    b.ts("KL to reference", [(f"avg({sel('kforge_learner_kl')})", "KL")], w=6)
+    b.ts("Entropy", [(f"avg({sel('kforge_learner_entropy')})", "entropy")], w=6)
+    b.ts("Gradient norm", [(f"avg({sel('kforge_learner_grad_norm')})", "grad norm")], w=6)
+    b.ts("Learning rate", [(f"avg({sel('kforge_learner_learning_rate')})", "lr")])
+    b.ts("Sample staleness (policy versions)",
+         [(mean_of_histogram("kforge_learner_sample_staleness_versions"), "mean"),
+          (quantile(0.9, "kforge_learner_sample_staleness_versions"), "p90")])
+    b.ts("Weight publish time", [(quantile(0.5, "kforge_learner_weight_publish_seconds"), "p50"),
+                                 (quantile(0.9, "kforge_learner_weight_publish_seconds"), "p90")],
+         unit="s")
+    b.row("Data flow")
+    b.ts("Samples and tokens trained / s",
+         [(f"sum({rate('kforge_learner_samples_trained_total')})", "samples"),
+          (f"sum({rate('kforge_learner_tokens_trained_total')})", "tokens")])
+    b.ts("Samples delivered / s by acknowledgement",
+         [(f"sum by (status) ({rate('kforge_learner_samples_total')})", "{{status}}")])
+    b.ts("Groups / s by event",
+         [(f"sum by (event) ({rate('kforge_learner_groups_total')})", "{{event}}")])
+    b.ts("Experience buffer",
+         [(f"sum({sel('kforge_learner_samples_buffered')})", "samples buffered"),
+          (f"sum({sel('kforge_learner_groups_pending')})", "groups pending"),
+          (f"sum({sel('kforge_learner_groups_in_flight')})", "groups in flight")])
+    b.ts("Registered rollout workers",
+         [(f"sum({sel('kforge_learner_workers')})", "workers"),
+          (f"sum(increase({sel('kforge_learner_workers_expired_total')}[{RI}]))", "expired")])
+    b.ts("Checkpoints written",
+         [(f"sum(increase({sel('kforge_learner_checkpoints_written_total')}[{RI}]))", "checkpoints")])
+    return b
+
+
+def verifier():
+    b = Board("kforge-verifier", "kforge / Verifiers",
+              "Verifier workers: throughput, queueing, funnel stage latencies, sandbox kills and "
+              "the verdict cache.")
+    b.row("Throughput")
+    b.stat("Verdicts / s", [(f"sum({rate('kforge_verifier_verdicts_total')})", "verdicts/s")])
+    b.stat("Verifiers ready", [(ready("verifier_worker"), "ready")])
+    b.stat("Queued", [(f"sum({sel('kforge_verifier_queue_depth')})", "queued")])
+    b.stat("In flight", [(f"sum({sel('kforge_verifier_candidates_in_flight')})", "in flight")])
+    b.stat("Cache hit ratio",
+           [(f"sum({rate('kforge_verifier_cache_hits_total')}) / (sum({rate('kforge_verifier_cache_hits_total')})"
+             f" + sum({rate('kforge_verifier_cache_misses_total')}))", "hits")], unit="percentunit")
+    b.stat("Zygotes up", [(f"sum({sel('kforge_verifier_zygote_up')})", "up")])
+    b.ts("Verdicts / s by last stage reached and outcome",
+         [(f"sum by (stage, outcome) ({rate('kforge_verifier_verdicts_total')})", "{{stage}} {{outcome}}")],
+         w=12)
+    b.ts("Verdicts / s by verifier",
+         [(f"sum by (pod) ({rate('kforge_verifier_verdicts_total')})", "{{pod}}")], w=12)
+    b.row("Queueing")
+    b.ts("Queue depth by verifier", [(f"sum by (pod) ({sel('kforge_verifier_queue_depth')})", "{{pod}}")])
+    b.ts("Candidates in flight by verifier",
+         [(f"sum by (pod) ({sel('kforge_verifier_candidates_in_flight')})", "{{pod}}")])
+    b.ts("Verify RPC latency",
+         [("histogram_quantile(0.9, sum by (le, grpc_method) (rate(kforge_grpc_server_handling_seconds_bucket"
+           + "{" + NS + ',grpc_service="kforge.v1.VerifierService"}[' + RI + "])))", "p90 {{grpc_method}}")],
+         unit="s")
+    b.row("Funnel stages")
+    b.ts("Stage latency p50", [(quantile(0.5, "kforge_verifier_stage_duration_seconds", "stage"), "{{stage}}")],
+         unit="s")
+    b.ts("Stage latency p90", [(quantile(0.9, "kforge_verifier_stage_duration_seconds", "stage"), "{{stage}}")],
+         unit="s")
+    b.ts("Stage latency p99", [(quantile(0.99, "kforge_verifier_stage_duration_seconds", "stage"), "{{stage}}")],
+         unit="s")
+    b.row("Sandbox and cache")
+    b.ts("Sandbox kills / s by reason",
+         [(f"sum by (reason) ({rate('kforge_verifier_sandbox_kills_total')})", "{{reason}}")])
+    b.ts("Hacking flags / s",
+         [(f"sum by (flag) ({rate('kforge_verifier_hack_flags_total')})", "{{flag}}")])
+    b.ts("Cache lookups / s",
+         [(f"sum({rate('kforge_verifier_cache_hits_total')})", "hits"),
+          (f"sum({rate('kforge_verifier_cache_misses_total')})", "misses")])
+    b.ts("Deliveries to the learner / s by result",
+         [(f"sum by (result) ({rate('kforge_verifier_deliveries_total')})", "{{result}}")])
+    return b
+
+
+def rollout():
+    b = Board("kforge-rollout", "kforge / Rollout workers",
+              "Rollout workers: generation throughput, continuous batching, KV cache and weight "
+              "updates.")
+    b.row("Throughput")
+    b.stat("Generated tokens / s", [(f"sum({rate('kforge_rollout_generated_tokens_total')})", "tok/s")])
+    b.stat("Workers ready", [(ready("rollout_worker"), "ready")])
+    b.stat("Registered with the learner", [(f"sum({sel('kforge_learner_workers')})", "workers")])
+    b.stat("Groups in flight", [(f"sum({sel('kforge_rollout_groups_in_flight')})", "groups")])
+    b.stat("Samples outstanding", [(f"sum({sel('kforge_rollout_samples_outstanding')})", "samples")])
+    b.stat("Groups dropped", [(f"sum(increase({sel('kforge_rollout_groups_dropped_total')}[1h]))", "last hour")])
+    b.ts("Generated tokens / s by worker",
+         [(f"sum by (pod) ({rate('kforge_rollout_generated_tokens_total')})", "{{pod}}")])
+    b.ts("Prefill tokens / s by worker",
+         [(f"sum by (pod) ({rate('kforge_rollout_prefill_tokens_total')})", "{{pod}}")])
+    b.ts("Decode steps / s by worker",
+         [(f"sum by (pod) ({rate('kforge_rollout_decode_steps_total')})", "{{pod}}")])
+    b.row("Batching and KV cache")
+    b.ts("Batch occupancy", [(f"avg by (pod) ({sel('kforge_rollout_batch_occupancy_ratio')})", "{{pod}}")],
+         unit="percentunit")
+    b.ts("KV cache use",
+         [(f"sum by (pod) ({sel('kforge_rollout_kv_cache_tokens')})"
+           f" / sum by (pod) ({sel('kforge_rollout_kv_cache_capacity_tokens')})", "{{pod}}")],
+         unit="percentunit")
+    b.ts("Groups waiting and in flight",
+         [(f"sum({sel('kforge_rollout_waiting_groups')})", "waiting"),
+          (f"sum({sel('kforge_rollout_groups_in_flight')})", "in flight")])
+    b.ts("Time to first token",
+         [(quantile(0.5, "kforge_rollout_time_to_first_token_seconds"), "p50"),
+          (quantile(0.9, "kforge_rollout_time_to_first_token_seconds"), "p90")], unit="s")
+    b.ts("Samples / s by event",
+         [(f"sum by (event) ({rate('kforge_rollout_samples_total')})", "{{event}}")])
+    b.ts("Rejected work items and dropped groups / s",
+         [(f"sum({rate('kforge_rollout_work_items_rejected_total')})", "work items rejected"),
+          (f"sum({rate('kforge_rollout_groups_dropped_total')})", "groups dropped")])
+    b.row("Weights")
+    b.ts("Weight update time",
+         [(quantile(0.5, "kforge_rollout_weight_update_seconds"), "p50"),
+          (quantile(0.9, "kforge_rollout_weight_update_seconds"), "p90")], unit="s")
+    b.ts("Weight version by worker vs learner policy",
+         [(f"max by (pod) ({sel('kforge_rollout_weight_version')})", "{{pod}}"),
+          (f"max({sel('kforge_learner_policy_version')})", "learner policy")])
+    b.ts("Version lag behind the learner",
+         [(f"max({sel('kforge_learner_policy_version')}) - min({sel('kforge_rollout_weight_version')})",
+           "max lag")])
+    return b
+
+
+def gpu():
+    # DCGM exporter (NVIDIA GPU Operator) series carry the pod using each GPU
+    # in `pod` and `namespace` when its ServiceMonitor honours labels, as the
+    # GPU Operator's does.
+    b = Board("kforge-gpu", "kforge / GPUs (DCGM)",
+              "GPU use of kforge pods from the NVIDIA DCGM exporter (GPU Operator).")
+    gsel = f'{NS},pod=~"kforge-.*"'
+    b.ts("GPU utilisation", [(f"avg by (pod) (DCGM_FI_DEV_GPU_UTIL{{{gsel}}})", "{{pod}}")],
+         unit="percent", w=12)
+    b.ts("Tensor core activity",
+         [(f"avg by (pod) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{gsel}}})", "{{pod}}")],
+         unit="percentunit", w=12)
+    b.ts("GPU memory used", [(f"sum by (pod) (DCGM_FI_DEV_FB_USED{{{gsel}}})", "{{pod}}")],
+         unit="decmbytes", w=12)
+    b.ts("GPU memory used share",
+         [(f"sum by (pod) (DCGM_FI_DEV_FB_USED{{{gsel}}}) / (sum by (pod) (DCGM_FI_DEV_FB_USED{{{gsel}}})"
+           f" + sum by (pod) (DCGM_FI_DEV_FB_FREE{{{gsel}}}))", "{{pod}}")], unit="percentunit", w=12)
+    b.ts("Power", [(f"sum by (pod) (DCGM_FI_DEV_POWER_USAGE{{{gsel}}})", "{{pod}}")], unit="watt", w=12)
+    b.ts("Temperature", [(f"max by (pod) (DCGM_FI_DEV_GPU_TEMP{{{gsel}}})", "{{pod}}")], unit="celsius", w=12)
+    return b
+
+
+def main():
+    check = "--check" in sys.argv
+    stale = []
+    for board in (training(), verifier(), rollout(), gpu()):
+        path = os.path.join(HERE, board.uid + ".json")
+        text = json.dumps(board.json(), indent=2, sort_keys=False) + "\n"
+        if check:
+            with open(path) as f:
+                if f.read() != text:
+                    stale.append(path)
+        else:
+            with open(path, "w") as f:
+                f.write(text)
+    if stale:
+        print("dashboards out of date (run deploy/k8s/monitoring/dashboards/generate.py):",
+              *stale, sep="\n  ")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
