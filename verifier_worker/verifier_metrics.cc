@@ -21,7 +21,12 @@ const prometheus::Histogram::BucketBoundaries& StageBuckets() {
 }  // namespace
 
 VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
-    : queue_depth(prometheus::BuildGauge()
+    : streams_cancelled(prometheus::BuildCounter()
+                            .Name("kforge_verifier_streams_cancelled_total")
+                            .Help("VerifyStream calls the client hung up on before it was done.")
+                            .Register(registry)
+                            .Add({})),
+      queue_depth(prometheus::BuildGauge()
                       .Name("kforge_verifier_queue_depth")
                       .Help("Candidates accepted and waiting for a verification slot.")
                       .Register(registry)
@@ -66,7 +71,16 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                       .Name("kforge_verifier_deliveries_total")
                       .Help("Scored samples handed to the learner, by its acknowledgement "
                             "(accepted, duplicate, stale, orphaned, rejected) or failed.")
-                      .Register(registry)) {}
+                      .Register(registry)),
+      stream_rejections_(prometheus::BuildCounter()
+                             .Name("kforge_verifier_stream_rejections_total")
+                             .Help("VerifyStream requests refused on receipt, by reason (invalid, "
+                                   "duplicate, no_credit, full).")
+                             .Register(registry)) {
+  for (const char* reason : {"invalid", "duplicate", "no_credit", "full"}) {
+    stream_rejections_.Add({{"reason", reason}});
+  }
+}
 
 void VerifierMetrics::RecordVerdict(const kforge::v1::Verdict& verdict) {
   const auto& stages = verdict.stages();
@@ -93,6 +107,10 @@ void VerifierMetrics::RecordKill(const std::string& reason) {
 
 void VerifierMetrics::RecordDelivery(const std::string& result) {
   deliveries_.Add({{"result", result}}).Increment();
+}
+
+void VerifierMetrics::RecordStreamRejection(const std::string& reason) {
+  stream_rejections_.Add({{"reason", reason}}).Increment();
 }
 
 void VerifierMetrics::RecordCacheLookup(bool hit) {

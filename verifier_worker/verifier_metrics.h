@@ -26,6 +26,12 @@ class VerifierMetrics {
   // One delivery of a scored sample to the learner: the ack's status
   // ("accepted", "duplicate", ...) or "failed".
   void RecordDelivery(const std::string& result);
+  // One VerifyStream request refused on receipt, by reason: "invalid" (a
+  // malformed request), "duplicate" (its id is in flight on the stream),
+  // "no_credit", "full".
+  void RecordStreamRejection(const std::string& reason);
+  // A VerifyStream the client cancelled (hung up) before it was done.
+  prometheus::Counter& streams_cancelled;
 
   prometheus::Gauge& queue_depth;
   prometheus::Gauge& in_flight;
@@ -39,6 +45,7 @@ class VerifierMetrics {
   prometheus::Counter& cache_hits_;
   prometheus::Counter& cache_misses_;
   prometheus::Family<prometheus::Counter>& deliveries_;
+  prometheus::Family<prometheus::Counter>& stream_rejections_;
 };
 
 }  // namespace kforge

@@ -114,6 +114,18 @@ grpc::Status VerifierServiceImpl::VerifyStream(
     ack.mutable_ack()->set_reason(std::string(valid.message()));
     write(ack);
     if (!valid.ok()) {
+      const char* kind = absl::IsInvalidArgument(valid)  ? "invalid"
+                         : absl::IsAlreadyExists(valid) ? "duplicate"
+                         : state.credits <= 0           ? "no_credit"
+                                                        : "full";
+      metrics_->RecordStreamRejection(kind);
+      // "full" and "no credit" are back-pressure, counted only: under load
+      // they come by the thousand. A malformed request is worth a line.
+      if (absl::IsInvalidArgument(valid) || absl::IsAlreadyExists(valid)) {
+        log_.Warning("stream request refused", {{"request", request.request_id()},
+                                                {"peer", context->peer()},
+                                                {"reason", valid.message()}});
+      }
       // The client spent a credit on this request; give it back unless it
       // had none to spend.
       if (state.credits > 0) {
@@ -144,7 +156,12 @@ grpc::Status VerifierServiceImpl::VerifyStream(
   state.mu.Await(absl::Condition(
       +[](StreamState* s) { return s->in_flight.empty(); },
       &state));
-  if (context->IsCancelled()) return {grpc::StatusCode::CANCELLED, "the client went away"};
+  if (context->IsCancelled()) {
+    // Verdicts of requests still running when it went were dropped.
+    metrics_->streams_cancelled.Increment();
+    log_.Warning("stream cancelled by the client", {{"peer", context->peer()}});
+    return {grpc::StatusCode::CANCELLED, "the client went away"};
+  }
   return grpc::Status::OK;
 }
 

@@ -1,0 +1,49 @@
+// Helpers for tests that run a kforge mesh process by process on loopback and
+// then kill, stop or restart one member: reading a service's /metrics,
+// a job that finishes in seconds on a tiny random model, and the processes a
+// service left behind.
+//
+//   double accepted = ScrapeMetric(learner.ports.metrics_port(),
+//                                  R"(kforge_learner_samples_total{status="accepted"})");
+//   v1::JobSpec spec = FastJobSpec(model_dir);
+#ifndef KFORGE_TESTS_SUPPORT_MESH_H_
+#define KFORGE_TESTS_SUPPORT_MESH_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kforge/v1/job.pb.h"
+
+namespace kforge::testing {
+
+// The value of one series in Prometheus text exposition, named exactly as
+// exported ("kforge_ready" or `kforge_learner_samples_total{status="accepted"}`);
+// nullopt when absent.
+std::optional<double> MetricValue(const std::string& text, const std::string& series);
+
+// Scrapes http://127.0.0.1:port/metrics for one series; -1 when the scrape
+// fails or the series is absent.
+double ScrapeMetric(int port, const std::string& series);
+
+// Runs `kforge tiny-model dir` (a random Qwen2-style checkpoint).
+absl::Status WriteTinyModelDir(const std::string& dir);
+
+// GRPO on the built-in kforge-mini tasks, no warm start, 6 steps of 2
+// prompts x 2 samples of at most 16 tokens, no Triton, no timing, a
+// checkpoint every 2 steps, groups re-issued after 30 s. A random model writes no code, so every verdict
+// fails stage 1 at once and steps pass without updates: what fault tests need
+// is the flow, not the learning.
+v1::JobSpec FastJobSpec(const std::string& model_dir);
+
+// Every live descendant of `pid` (children, their children, ...).
+std::vector<int> DescendantPids(int pid);
+// True while `pid` exists and is not a zombie.
+bool ProcessAlive(int pid);
+// Resident memory of `pid` in KiB (VmRSS); 0 when it is gone.
+long ResidentKiB(int pid);
+
+}  // namespace kforge::testing
+
+#endif  // KFORGE_TESTS_SUPPORT_MESH_H_
