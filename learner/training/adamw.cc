@@ -63,17 +63,45 @@ void AdamW::Step(double lr) {
   ++steps_;
   const double bias1 = 1.0 - std::pow(hyper_.beta1, static_cast<double>(steps_));
   const double bias2 = 1.0 - std::pow(hyper_.beta2, static_cast<double>(steps_));
+  // One multi-tensor (_foreach_) kernel per operation over every parameter,
+  // rather than a launch per parameter and operation.
+  std::vector<at::Tensor> weights, grads, exp_avg, exp_avg_sq, decayed, low_precision, masters;
   for (Slot& slot : slots_) {
     if (!slot.param.grad().defined()) continue;
-    at::Tensor weights = slot.master.defined() ? slot.master : slot.param.detach();
-    const at::Tensor grad = slot.param.grad().to(at::kFloat);
-    if (slot.decay && hyper_.weight_decay > 0) weights.mul_(1.0 - lr * hyper_.weight_decay);
-    slot.exp_avg.mul_(hyper_.beta1).add_(grad, 1.0 - hyper_.beta1);
-    slot.exp_avg_sq.mul_(hyper_.beta2).addcmul_(grad, grad, 1.0 - hyper_.beta2);
-    const at::Tensor denom = (slot.exp_avg_sq / bias2).sqrt_().add_(hyper_.eps);
-    weights.addcdiv_(slot.exp_avg, denom, -lr / bias1);
-    if (slot.master.defined()) slot.param.detach().copy_(slot.master);
+    at::Tensor weight = slot.master.defined() ? slot.master : slot.param.detach();
+    weights.push_back(weight);
+    grads.push_back(slot.param.grad().to(at::kFloat));
+    exp_avg.push_back(slot.exp_avg);
+    exp_avg_sq.push_back(slot.exp_avg_sq);
+    if (slot.decay) decayed.push_back(weight);
+    if (slot.master.defined()) {
+      low_precision.push_back(slot.param.detach());
+      masters.push_back(slot.master);
+    }
   }
+  if (weights.empty()) return;
+  if (hyper_.weight_decay > 0 && !decayed.empty()) {
+    at::_foreach_mul_(decayed, 1.0 - lr * hyper_.weight_decay);
+  }
+  at::_foreach_mul_(exp_avg, hyper_.beta1);
+  at::_foreach_add_(exp_avg, grads, 1.0 - hyper_.beta1);
+  at::_foreach_mul_(exp_avg_sq, hyper_.beta2);
+  at::_foreach_addcmul_(exp_avg_sq, grads, grads, 1.0 - hyper_.beta2);
+  grads.clear();  // frees the float32 copies of low-precision gradients
+  std::vector<at::Tensor> denom = at::_foreach_div(exp_avg_sq, bias2);
+  at::_foreach_sqrt_(denom);
+  at::_foreach_add_(denom, hyper_.eps);
+  at::_foreach_addcdiv_(weights, exp_avg, denom, -lr / bias1);
+  for (size_t i = 0; i < masters.size(); ++i) low_precision[i].copy_(masters[i]);
+}
+
+void AdamW::ResetMoments() {
+  c10::NoGradGuard no_grad;
+  for (Slot& slot : slots_) {
+    slot.exp_avg.zero_();
+    slot.exp_avg_sq.zero_();
+  }
+  steps_ = 0;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> AdamW::StateTensors() const {

@@ -45,7 +45,11 @@ struct TrainSequence {
 struct CompletionLogprobs {
   at::Tensor logprobs;  // float32 [B, L], L the longest completion; graph-connected
   at::Tensor mask;      // float32 [B, L]: 1 for real completion tokens
-  double entropy_sum = 0;  // sum over real tokens of the full distribution's entropy
+  // Sum over real tokens of -log p(token), the Monte-Carlo estimate of the
+  // policy's entropy for sampled completions (for supervised ones, their
+  // negative log-likelihood): a detached float32 scalar on the model's
+  // device, read back once per step.
+  at::Tensor entropy_sum;
 };
 
 // INVALID_ARGUMENT naming the sequence for an empty prompt or completion.

@@ -7,11 +7,6 @@
 #include <c10/core/GradMode.h>
 
 namespace kforge {
-namespace {
-
-double SumOf(const at::Tensor& t) { return t.detach().sum().item<double>(); }
-
-}  // namespace
 
 std::vector<double> GroupAdvantages(absl::Span<const double> rewards, bool scale_by_std,
                                     double eps) {
@@ -48,12 +43,12 @@ PolicyLoss GrpoLoss(const PolicyLossInputs& in, const GrpoLossParams& params,
   PolicyLoss out;
   out.loss = (per_token * in.mask).sum() / normaliser;
   c10::NoGradGuard no_grad;
-  out.pg_sum = SumOf(pg * in.mask);
-  out.kl_sum = kl.defined() ? SumOf(kl * in.mask) : 0.0;
-  const at::Tensor outside = (ratio < 1.0 - params.clip_low).logical_or(ratio > 1.0 + params.clip_high);
-  out.clipped_tokens = SumOf(outside.to(at::kFloat) * in.mask);
-  out.ratio_sum = SumOf(ratio * in.mask);
-  out.tokens = SumOf(in.mask);
+  const at::Tensor outside =
+      (ratio < 1.0 - params.clip_low).logical_or(ratio > 1.0 + params.clip_high).to(at::kFloat);
+  const at::Tensor mask = in.mask.detach();
+  out.sums = at::stack({(pg.detach() * mask).sum(),
+                        kl.defined() ? (kl.detach() * mask).sum() : at::zeros({}, mask.options()),
+                        (outside * mask).sum(), (ratio.detach() * mask).sum(), mask.sum()});
   return out;
 }
 
@@ -61,9 +56,10 @@ PolicyLoss SupervisedLoss(const PolicyLossInputs& in, double normaliser) {
   PolicyLoss out;
   out.loss = -(in.logprobs * in.mask).sum() / normaliser;
   c10::NoGradGuard no_grad;
-  out.pg_sum = -SumOf(in.logprobs * in.mask);
-  out.ratio_sum = SumOf(in.mask);
-  out.tokens = SumOf(in.mask);
+  const at::Tensor mask = in.mask.detach();
+  const at::Tensor tokens = mask.sum();
+  const at::Tensor zero = at::zeros({}, mask.options());
+  out.sums = at::stack({-(in.logprobs.detach() * mask).sum(), zero, zero, tokens, tokens});
   return out;
 }
 

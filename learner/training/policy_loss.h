@@ -51,12 +51,17 @@ struct GrpoLossParams {
 
 struct PolicyLoss {
   at::Tensor loss;  // scalar, to backward
-  // Sums over counted tokens (detached doubles), for the step's figures.
-  double pg_sum = 0;           // sum of pg terms
-  double kl_sum = 0;           // sum of k3 terms (0 without a reference)
-  double clipped_tokens = 0;   // tokens whose ratio left the clip range
-  double ratio_sum = 0;
-  double tokens = 0;           // counted tokens in this call
+  // Sums over counted tokens, for the step's figures: detached float32
+  // scalars on the loss's device, [pg, kl, clipped tokens, ratio, tokens],
+  // so a step reads them back once instead of syncing per micro-batch.
+  // kl is 0 without a reference; clipped counts tokens whose ratio left the
+  // clip range.
+  at::Tensor sums;
+  double pg_sum() const { return sums[0].item<double>(); }
+  double kl_sum() const { return sums[1].item<double>(); }
+  double clipped_tokens() const { return sums[2].item<double>(); }
+  double ratio_sum() const { return sums[3].item<double>(); }
+  double tokens() const { return sums[4].item<double>(); }
 };
 
 PolicyLoss GrpoLoss(const PolicyLossInputs& in, const GrpoLossParams& params, double normaliser);

@@ -88,7 +88,7 @@ absl::Status PolicyTrainer::RecomputeOldLogprobs(std::vector<TrainSequence>& bat
 
 absl::Status PolicyTrainer::Accumulate(absl::Span<const TrainSequence* const> micro,
                                        const TrainStepParams& params, double normaliser,
-                                       TrainStepStats* stats) {
+                                       at::Tensor* device_sums) {
   const double temperature = params.objective == Objective::kGrpo ? options_.temperature : 1.0;
   KF_ASSIGN_OR_RETURN(CompletionLogprobs lp,
                       ComputeCompletionLogprobs(*policy_, micro, temperature));
@@ -109,11 +109,10 @@ absl::Status PolicyTrainer::Accumulate(absl::Span<const TrainSequence* const> mi
                                 ? GrpoLoss(inputs, params.grpo, normaliser)
                                 : SupervisedLoss(inputs, normaliser);
     loss.loss.backward();
-    stats->loss += loss.loss.detach().item<double>();
-    stats->kl += loss.kl_sum;
-    stats->clip_fraction += loss.clipped_tokens;
-    stats->mean_ratio += loss.ratio_sum;
-    stats->entropy += lp.entropy_sum;
+    // [loss, pg, kl, clipped, ratio, tokens, entropy], summed on the device.
+    const at::Tensor sums = at::cat({loss.loss.detach().reshape({1}), loss.sums,
+                                     lp.entropy_sum.reshape({1})});
+    *device_sums = device_sums->defined() ? *device_sums + sums : sums;
     return absl::OkStatus();
   });
 }
@@ -134,6 +133,7 @@ absl::StatusOr<TrainStepStats> PolicyTrainer::Step(absl::Span<const TrainSequenc
   const size_t mini = static_cast<size_t>(options_.optimizer.batch_size());
   const size_t micro = static_cast<size_t>(options_.optimizer.micro_batch_size());
   double counted = 0;
+  at::Tensor sums;  // see Accumulate
   for (int32_t epoch = 0; epoch < std::max(1, params.epochs); ++epoch) {
     for (size_t begin = 0; begin < batch.size(); begin += mini) {
       const size_t end = std::min(batch.size(), begin + mini);
@@ -142,7 +142,7 @@ absl::StatusOr<TrainStepStats> PolicyTrainer::Step(absl::Span<const TrainSequenc
       optimizer_.ZeroGrad();
       for (size_t m = begin; m < end; m += micro) {
         const std::vector<const TrainSequence*> seqs = Pointers(batch, m, std::min(end, m + micro));
-        KF_RETURN_IF_ERROR(Accumulate(seqs, params, normaliser, &stats));
+        KF_RETURN_IF_ERROR(Accumulate(seqs, params, normaliser, &sums));
       }
       KF_ASSIGN_OR_RETURN(const double norm, TorchCall("gradient clipping", [&] {
                             return optimizer_.ClipGradNorm(options_.optimizer.max_grad_norm());
@@ -159,6 +159,16 @@ absl::StatusOr<TrainStepStats> PolicyTrainer::Step(absl::Span<const TrainSequenc
       }));
     }
   }
+  KF_RETURN_IF_ERROR(TorchCall("step figures", [&] {
+    const at::Tensor host = sums.to(at::kCPU, at::kDouble);
+    const double* v = host.data_ptr<double>();
+    stats.loss = v[0];
+    stats.kl = v[2];
+    stats.clip_fraction = v[3];
+    stats.mean_ratio = v[4];
+    stats.entropy = v[6];
+    return absl::OkStatus();
+  }));
   stats.tokens = static_cast<int64_t>(CountedTokens(batch, 0, batch.size()));
   const double applied = std::max(1, stats.updates - stats.skipped_updates);
   stats.loss /= std::max(1, stats.updates);

@@ -55,7 +55,7 @@ struct TrainStepParams {
 struct TrainStepStats {
   double loss = 0;          // mean over the step's updates
   double kl = 0;            // mean k3 per counted token
-  double entropy = 0;       // mean entropy of the policy per counted token
+  double entropy = 0;       // mean -log p(token): the sampled-token entropy estimate
   double grad_norm = 0;     // mean pre-clip norm over the updates
   double learning_rate = 0;
   double clip_fraction = 0;  // share of tokens whose ratio left the clip range
@@ -98,7 +98,7 @@ class PolicyTrainer {
   // Forward/backward of one micro-batch; adds to `stats`.
   absl::Status Accumulate(absl::Span<const TrainSequence* const> micro,
                           const TrainStepParams& params, double normaliser,
-                          TrainStepStats* stats);
+                          at::Tensor* device_sums);
   absl::Status RecomputeOldLogprobs(std::vector<TrainSequence>& batch);
 
   DecoderModel* const policy_;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "common/config/proto_defaults.h"
 #include "learner/prompts/task_prompt.h"
 #include "learner/rewards/completion_format.h"
 #include "learner/training/policy_loss.h"
@@ -78,8 +79,12 @@ std::string ReferenceAnswer(const std::string& solution, bool reasoning_tags) {
 }
 
 absl::StatusOr<std::vector<TrainSequence>> SupervisedSequences(
-    const std::vector<v1::Task>& tasks, const v1::PromptTemplate& prompt,
+    const std::vector<v1::Task>& tasks, const v1::PromptTemplate& raw_prompt,
     const BpeTokenizer& tokenizer, int32_t eos, int64_t offset, int64_t count) {
+  // The answer's format must be the one the rendered prompt asks for, which
+  // RenderTaskPrompt decides from the template with its defaults.
+  v1::PromptTemplate prompt = raw_prompt;
+  if (absl::Status s = ApplyProtoDefaults(&prompt); !s.ok()) return s;
   std::vector<const v1::Task*> solved;
   for (const v1::Task& task : tasks) {
     if (!task.reference_solution().empty()) solved.push_back(&task);

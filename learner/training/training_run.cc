@@ -48,6 +48,11 @@ class TrainingRun {
       const absl::Time started = absl::Now();
       const bool supervised =
           trainer_->step() < spec_.warm_start_steps() || spec_.algorithm() == v1::ALGORITHM_SFT;
+      if (!supervised && spec_.warm_start_steps() > 0 &&
+          trainer_->step() == spec_.warm_start_steps()) {
+        // The RL objective starts with fresh optimiser moments (AdamW::ResetMoments).
+        trainer_->optimizer().ResetMoments();
+      }
       KF_RETURN_IF_ERROR(supervised ? SupervisedStep(started) : RolloutStep(started));
       if (trainer_->step() % spec_.checkpoint().every_steps() == 0) {
         KF_RETURN_IF_ERROR(Checkpoint());

@@ -76,12 +76,14 @@ absl::StatusOr<at::Tensor> DecoderModel::ForwardHidden(const at::Tensor& input_i
         "decoder forward: input_ids must be a non-empty integer tensor [batch, tokens]");
   }
   return TorchCall("decoder forward", [&]() -> absl::StatusOr<at::Tensor> {
-    const at::Tensor ids = input_ids.to(options_.device, at::kLong);
-    // One host sync; an out-of-range id would be a device-side assert on CUDA.
-    if (ids.lt(0).logical_or(ids.ge(config_.vocab_size)).any().item<bool>()) {
+    // An out-of-range id would be a device-side assert on CUDA: check on the
+    // host copy when there is one (no device sync), else on the device.
+    const at::Tensor& checked = input_ids.is_cpu() ? input_ids : input_ids.to(options_.device);
+    if (checked.lt(0).logical_or(checked.ge(config_.vocab_size)).any().item<bool>()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "decoder forward: input_ids outside [0, ", config_.vocab_size, ")"));
     }
+    const at::Tensor ids = input_ids.to(options_.device, at::kLong);
     const at::Tensor positions =
         at::arange(ids.size(1), ids.options()).unsqueeze(0).expand_as(ids);
     const AttendFn attend = [](int64_t, const at::Tensor& q, const at::Tensor& k,

@@ -50,8 +50,8 @@ TEST(GrpoLoss, MatchesHandComputedClippedSurrogateAndGradient) {
   EXPECT_NEAR(grad[0].item<double>(), 0.0, 1e-7);
   EXPECT_NEAR(grad[1].item<double>(), 2.0 / 2.0, 1e-6);
   EXPECT_NEAR(grad[2].item<double>(), 0.0, 1e-7);
-  EXPECT_DOUBLE_EQ(loss.clipped_tokens, 1.0);
-  EXPECT_DOUBLE_EQ(loss.tokens, 2.0);
+  EXPECT_DOUBLE_EQ(loss.clipped_tokens(), 1.0);
+  EXPECT_DOUBLE_EQ(loss.tokens(), 2.0);
 }
 
 TEST(GrpoLoss, NegativeAdvantageClipsAtTheLowBound) {
@@ -75,7 +75,7 @@ TEST(GrpoLoss, K3KlTermAndItsGradient) {
                       .mask = Floats({1.0f})};
   PolicyLoss loss = GrpoLoss(in, {.kl_coef = 0.5}, 1.0);
   EXPECT_NEAR(loss.loss.item<double>(), 0.5 * (std::exp(1.0) - 2.0), 1e-6);
-  EXPECT_NEAR(loss.kl_sum, std::exp(1.0) - 2.0, 1e-6);
+  EXPECT_NEAR(loss.kl_sum(), std::exp(1.0) - 2.0, 1e-6);
   loss.loss.backward();
   EXPECT_NEAR(logp.grad()[0].item<double>(), -0.5 * (std::exp(1.0) - 1.0), 1e-5);
 }

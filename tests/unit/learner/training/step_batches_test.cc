@@ -1,0 +1,186 @@
+// What a step's scored groups become: GRPO sequences with group-relative
+// (and, hierarchically, per-segment) advantages, best-of-N picks, supervised
+// sequences from reference solutions, and the step's figures.
+#include "learner/training/step_batches.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/config/proto_defaults.h"
+#include "learner/rewards/completion_format.h"
+#include "model/tokenizer/bpe_tokenizer.h"
+#include "tests/support/tiny_checkpoint.h"
+
+namespace kforge {
+namespace {
+
+using ::testing::HasSubstr;
+
+class StepBatchesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = testing::WriteTinyCheckpoint().release();
+    tokenizer_ = BpeTokenizer::FromFile(dir_->Sub("model/tokenizer.json"))->release();
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    delete dir_;
+  }
+
+  // A sample whose completion is `text`, tokenised, with log-probs -1.
+  v1::ScoredSample Sample(const std::string& text, bool correct, int index) {
+    v1::ScoredSample s;
+    s.mutable_sample()->mutable_key()->set_index_in_group(index);
+    s.mutable_sample()->set_completion_text(text);
+    for (int32_t id : tokenizer_->Encode("prompt")) s.mutable_sample()->add_prompt_tokens(id);
+    for (int32_t id : tokenizer_->Encode(text)) {
+      s.mutable_sample()->add_completion_tokens(id);
+      s.mutable_sample()->add_completion_logprobs(-1.0f);
+    }
+    v1::StageResult* stage = s.mutable_verdict()->add_stages();
+    stage->set_stage(v1::STAGE_STATIC);
+    stage->set_outcome(correct ? v1::OUTCOME_PASSED : v1::OUTCOME_FAILED);
+    if (correct) {
+      for (v1::Stage st : {v1::STAGE_COMPILE, v1::STAGE_TINY_RUN, v1::STAGE_MULTI_INPUT}) {
+        v1::StageResult* r = s.mutable_verdict()->add_stages();
+        r->set_stage(st);
+        r->set_outcome(v1::OUTCOME_PASSED);
+      }
+      s.mutable_verdict()->set_correct(true);
+    }
+    return s;
+  }
+
+  std::vector<ScoredGroup> Groups(std::vector<std::vector<v1::ScoredSample>> samples, int level = 1) {
+    v1::JobSpec spec;
+    EXPECT_TRUE(ApplyProtoDefaults(&spec).ok());
+    spec.mutable_reward()->set_format_weight(0);
+    std::vector<v1::WorkItem> items(samples.size());
+    for (v1::WorkItem& item : items) item.mutable_task()->set_level(level);
+    return ScoreGroups(std::move(items), std::move(samples), spec);
+  }
+
+  static v1::GrpoParams Grpo() {
+    v1::GrpoParams grpo;
+    EXPECT_TRUE(ApplyProtoDefaults(&grpo).ok());
+    return grpo;
+  }
+
+  static testing::ScratchDir* dir_;
+  static BpeTokenizer* tokenizer_;
+};
+testing::ScratchDir* StepBatchesTest::dir_ = nullptr;
+BpeTokenizer* StepBatchesTest::tokenizer_ = nullptr;
+
+TEST_F(StepBatchesTest, GrpoGivesEveryTokenItsSamplesGroupRelativeAdvantage) {
+  auto groups = Groups({{Sample("a", true, 0), Sample("b", false, 1)}});
+  GroupSelection selection;
+  std::vector<TrainSequence> batch = GrpoSequences(groups, Grpo(), false, *tokenizer_, &selection);
+  ASSERT_EQ(batch.size(), 2u);
+  // Rewards 1 and 0: mean 0.5, sample std 0.7071 -> +-0.7071 (eps aside).
+  for (float a : batch[0].advantages) EXPECT_NEAR(a, 0.7071, 1e-3);
+  for (float a : batch[1].advantages) EXPECT_NEAR(a, -0.7071, 1e-3);
+  EXPECT_EQ(batch[0].old_logprobs.size(), batch[0].completion.size());
+  EXPECT_EQ(selection.skipped_groups, 0);
+}
+
+TEST_F(StepBatchesTest, GroupsWithoutRewardVarianceAreSkippedWhenAsked) {
+  auto groups = Groups({{Sample("a", true, 0), Sample("b", true, 1)},
+                        {Sample("c", false, 0), Sample("d", true, 1)}});
+  GroupSelection selection;
+  EXPECT_EQ(GrpoSequences(groups, Grpo(), false, *tokenizer_, &selection).size(), 2u);
+  EXPECT_EQ(selection.skipped_groups, 1);
+  v1::GrpoParams keep = Grpo();
+  keep.set_skip_zero_variance_groups(false);
+  GroupSelection none;
+  EXPECT_EQ(GrpoSequences(groups, keep, false, *tokenizer_, &none).size(), 4u);
+}
+
+TEST_F(StepBatchesTest, VerifierFaultsAreLeftOut) {
+  auto groups = Groups({{Sample("a", true, 0), Sample("b", false, 1), Sample("c", false, 2)}});
+  v1::ScoredSample& fault = groups[0].samples[2];
+  fault.mutable_verdict()->mutable_stages(0)->set_outcome(v1::OUTCOME_INTERNAL_ERROR);
+  groups[0].rewards[2].usable = false;
+  GroupSelection selection;
+  EXPECT_EQ(GrpoSequences(groups, Grpo(), false, *tokenizer_, &selection).size(), 2u);
+  EXPECT_EQ(selection.unusable_samples, 1);
+}
+
+TEST_F(StepBatchesTest, HierarchicalRewardsSplitAdvantagesAtTheEndOfTheReasoning) {
+  const std::string text = "<think>\nplan\n</think>\n<answer>\n```python\nx = 1\n```\n</answer>";
+  auto groups = Groups({{Sample(text, true, 0), Sample(text, false, 1)}});
+  groups[0].rewards[0].reasoning = 1.0;  // reasoning rewards differ ...
+  groups[0].rewards[1].reasoning = 0.0;
+  groups[0].rewards[0].code = 0.5;  // ... code rewards too, the other way round
+  groups[0].rewards[1].code = 1.0;
+  GroupSelection selection;
+  std::vector<TrainSequence> batch = GrpoSequences(groups, Grpo(), true, *tokenizer_, &selection);
+  ASSERT_EQ(batch.size(), 2u);
+  const CompletionFormat format = AnalyzeCompletionFormat(text, true);
+  size_t offset = 0;
+  int reasoning_tokens = 0, code_tokens = 0;
+  for (size_t i = 0; i < batch[0].completion.size(); ++i) {
+    const bool reasoning = offset < format.reasoning_end;
+    (reasoning ? reasoning_tokens : code_tokens)++;
+    EXPECT_GT(reasoning ? batch[0].advantages[i] : -batch[0].advantages[i], 0) << "token " << i;
+    offset += tokenizer_->RawBytes(batch[0].completion[i]).size();
+  }
+  EXPECT_GT(reasoning_tokens, 0);
+  EXPECT_GT(code_tokens, 0);
+}
+
+TEST_F(StepBatchesTest, BestOfNTakesTheTopKAboveTheThreshold) {
+  auto groups = Groups({{Sample("a", false, 0), Sample("b", true, 1), Sample("c", true, 2)},
+                        {Sample("d", false, 0), Sample("e", false, 1)}});
+  v1::BestOfNParams params;
+  params.set_top_k(1);
+  params.set_reward_threshold(0.7);
+  GroupSelection selection;
+  std::vector<TrainSequence> batch = BestOfNSequences(groups, params, &selection);
+  ASSERT_EQ(batch.size(), 1u);  // b: the first of the two best
+  EXPECT_EQ(batch[0].completion, tokenizer_->Encode("b"));
+  EXPECT_EQ(selection.skipped_groups, 1);  // nothing above 0.7 in the second group
+  params.set_top_k(5);
+  EXPECT_EQ(BestOfNSequences(groups, params, &selection).size(), 2u);
+}
+
+TEST_F(StepBatchesTest, SupervisedSequencesCycleThroughSolvedTasksInTheAskedFormat) {
+  std::vector<v1::Task> tasks(3);
+  for (int i = 0; i < 3; ++i) {
+    tasks[i].set_id("level1/t" + std::to_string(i));
+    tasks[i].set_reference_source("class Model: pass\n");
+    if (i != 1) tasks[i].set_reference_solution("class ModelNew" + std::to_string(i) + ": pass\n");
+  }
+  v1::PromptTemplate prompt;
+  auto batch = SupervisedSequences(tasks, prompt, *tokenizer_, /*eos=*/5, /*offset=*/1, /*count=*/3);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->size(), 3u);
+  // Solved tasks are 0 and 2; from offset 1: 2, 0, 2.
+  auto text = [&](const TrainSequence& s) {
+    std::vector<int32_t> ids(s.completion.begin(), s.completion.end() - 1);
+    return *tokenizer_->Decode(ids);
+  };
+  EXPECT_THAT(text((*batch)[0]), HasSubstr("ModelNew2"));
+  EXPECT_THAT(text((*batch)[1]), HasSubstr("ModelNew0"));
+  EXPECT_EQ((*batch)[0].completion.back(), 5);
+  const CompletionFormat format = AnalyzeCompletionFormat(text((*batch)[0]), true);
+  EXPECT_EQ(format.score, 1.0) << format.problem << "\n" << text((*batch)[0]);
+  std::vector<v1::Task> unsolved(1, tasks[1]);
+  EXPECT_EQ(SupervisedSequences(unsolved, prompt, *tokenizer_, 5, 0, 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(StepBatchesTest, TheStepSummaryCountsPassRatesPerStageAndLevel) {
+  auto groups = Groups({{Sample("a", true, 0), Sample("b", false, 1)}}, /*level=*/2);
+  v1::JobProgress progress;
+  LearnerMetrics::StepFigures figures;
+  SummariseStep(groups, /*policy_version=*/3, &progress, &figures);
+  EXPECT_DOUBLE_EQ(progress.pass_rates().static_pass(), 0.5);
+  EXPECT_DOUBLE_EQ(progress.pass_rates().correct(), 0.5);
+  EXPECT_DOUBLE_EQ(progress.correct_by_level().at(2), 0.5);
+  EXPECT_DOUBLE_EQ(progress.mean_reward(), 0.5);  // 1 and 0, no format term
+  EXPECT_THAT(figures.staleness, ::testing::ElementsAre(3, 3));
+}
+
+}  // namespace
+}  // namespace kforge
