@@ -68,6 +68,11 @@ grpc::Status LearnerServiceImpl::DeliverSamples(grpc::ServerContext*,
       return {grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(ack.status().message())};
     }
     metrics_->SampleAcks(ack->status()).Increment();
+    if (ack->status() == kforge::v1::SampleAck::REJECTED) {
+      log_.Warning("sample rejected", {{"sample", ack->sample_id()},
+                                       {"sender", request->sender_id()},
+                                       {"reason", ack->reason()}});
+    }
     *response->add_acks() = *std::move(ack);
   }
   return grpc::Status::OK;

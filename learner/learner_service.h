@@ -7,6 +7,7 @@
 #ifndef KFORGE_LEARNER_LEARNER_SERVICE_H_
 #define KFORGE_LEARNER_LEARNER_SERVICE_H_
 
+#include "common/logging/logger.h"
 #include "kforge/v1/learner_service.grpc.pb.h"
 #include "kforge/v1/service_config.pb.h"
 #include "learner/learner_metrics.h"
@@ -42,6 +43,7 @@ class LearnerServiceImpl final : public kforge::v1::LearnerService::Service {
   WeightPublisher* const weights_;
   LearnerMetrics* const metrics_;
   const kforge::v1::LearnerConfig* const config_;
+  Logger log_{"learner"};
 };
 
 }  // namespace kforge

@@ -128,7 +128,9 @@ void RolloutPipeline::TakeWorkLoop() {
     backoff = absl::Seconds(config_.rpc().backoff_initial_s());
     for (v1::WorkItem& item : *response.mutable_items()) {
       const std::string group = item.group_id();
-      if (absl::Status s = weight_sync_->Ensure(item.job_id(), item.min_policy_version()); !s.ok()) {
+      if (absl::Status s = weight_sync_->Ensure(item.job_id(), item.min_policy_version(),
+                                                response.policy_version());
+          !s.ok()) {
         metrics_->work_items_rejected.Increment();
         log_.Error("cannot load the job's weights; work item refused",
                    {{"group", group}, {"job", item.job_id()}, {"error", s.message()}});

@@ -22,8 +22,11 @@ WeightSync::WeightSync(v1::LearnerService::Stub* learner, DecoderModel* model,
       metrics_(metrics),
       stop_(stop) {}
 
-absl::Status WeightSync::Ensure(const std::string& job_id, int64_t min_version) {
-  if (job_id == job_id_ && version_ >= min_version) return absl::OkStatus();
+absl::Status WeightSync::Ensure(const std::string& job_id, int64_t min_version,
+                               int64_t learner_version) {
+  if (job_id == job_id_ && version_ >= min_version && version_ <= learner_version) {
+    return absl::OkStatus();
+  }
   return Fetch(job_id);
 }
 

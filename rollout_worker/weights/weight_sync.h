@@ -8,7 +8,8 @@
 // keep the version they were admitted under, which the learner bounds.
 //
 //   WeightSync sync(learner_stub, policy->model.get(), engine.get(), config, metrics);
-//   KF_RETURN_IF_ERROR(sync.Ensure(item.job_id(), item.min_policy_version()));
+//   KF_RETURN_IF_ERROR(sync.Ensure(item.job_id(), item.min_policy_version(),
+//                                  response.policy_version()));
 //   engine->Submit(item);
 //
 // Threading: Ensure is called from one thread (the take-work loop).
@@ -37,10 +38,13 @@ class WeightSync {
              const v1::RolloutWorkerConfig& config, RolloutMetrics* metrics,
              const absl::Notification* stop);
 
-  // OK once the engine samples with job_id's weights at version >=
-  // min_version. UNAVAILABLE / FAILED_PRECONDITION from the learner, and
-  // INVALID_ARGUMENT naming the tensor when its weights do not fit this model.
-  absl::Status Ensure(const std::string& job_id, int64_t min_version);
+  // OK once the engine samples with job_id's weights at a version between
+  // min_version and learner_version (the learner's newest, from the same
+  // TakeWork answer): a learner restarted from an older checkpoint is
+  // behind the worker, whose newer weights must then be replaced too.
+  // UNAVAILABLE / FAILED_PRECONDITION from the learner, and INVALID_ARGUMENT
+  // naming the tensor when its weights do not fit this model.
+  absl::Status Ensure(const std::string& job_id, int64_t min_version, int64_t learner_version);
 
   const std::string& job_id() const { return job_id_; }
   int64_t version() const { return version_; }
