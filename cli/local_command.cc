@@ -171,6 +171,8 @@ absl::StatusOr<v1::JobSpec> LocalJobSpec(const LocalOptions& options, const std:
   if (absl::Status s = ParseJsonMessage(json, &spec); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(options.job_file, ": ", s.message()));
   }
+  // A job file may leave the model to kforge local: the one its workers load.
+  if (spec.model_path().empty()) spec.set_model_path(model);
   return spec;
 }
 

@@ -113,14 +113,18 @@ absl::StatusOr<bool> LocalJobWatcher::Poll() {
     printed_step_ = p.step();
     const bool warm = p.step() <= job_.spec().warm_start_steps();
     if (!warm) rewards_.push_back(p.mean_reward());
-    const std::string line = absl::StrFormat(
-        "%s step %4d/%d  v%-4d %s  reward %.3f  static %3.0f%%  compile %3.0f%%  tiny %3.0f%%  "
-        "multi %3.0f%%  correct %3.0f%%  %.1f samples/s",
-        Bar(p.step(), p.total_steps(), 24), p.step(), p.total_steps(), p.policy_version(),
-        warm ? "warm-start" : "grpo      ", p.mean_reward(), 100 * p.pass_rates().static_pass(),
-        100 * p.pass_rates().compile_pass(), 100 * p.pass_rates().tiny_run_pass(),
-        100 * p.pass_rates().multi_input_pass(), 100 * p.pass_rates().correct(),
-        p.samples_per_second());
+    const std::string head = absl::StrFormat("%s step %4d/%d  v%-4d", Bar(p.step(), p.total_steps(), 24),
+                                             p.step(), p.total_steps(), p.policy_version());
+    // Warm-start steps sample nothing: their figure is the supervised loss.
+    const std::string line =
+        warm ? absl::StrFormat("%s  warm start  loss %.3f", head, p.policy_loss())
+             : absl::StrFormat(
+                   "%s  grpo  reward %.3f  passed: static %3.0f%%  compile %3.0f%%  tiny %3.0f%%  "
+                   "multi %3.0f%%  correct %3.0f%%  %.1f samples/s",
+                   head, p.mean_reward(), 100 * p.pass_rates().static_pass(),
+                   100 * p.pass_rates().compile_pass(), 100 * p.pass_rates().tiny_run_pass(),
+                   100 * p.pass_rates().multi_input_pass(), 100 * p.pass_rates().correct(),
+                   p.samples_per_second());
     // On a terminal one line updates in place; in a log, one line per step.
     std::printf(tty_ ? "\r%s\x1b[K" : "%s\n", line.c_str());
     std::fflush(stdout);

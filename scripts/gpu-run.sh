@@ -2,13 +2,16 @@
 # Builds kforge with the cuda preset on the GPU machine and runs what needs
 # a GPU: the verifier's GPU tests, the whole test suite, and the verifier
 # benchmark. Logs go to $OUT (the device tool brings them back).
-#   scripts/gpu-run.sh [build|gpu-test|test|bench|model|rollout-bench|all]
+#   scripts/gpu-run.sh [build|gpu-test|test|bench|model|rollout-bench|train|all]
 # gpu-test: only the tests labelled gpu; test: every other test.
 # model: builds only the model libraries' tests and the rollout benchmark,
 # then runs them on the GPU, with transformers' logits as the reference.
 # rollout-bench: kforge_rollout_bench against transformers' generate() on the
 # same random Qwen2.5-Coder-shaped checkpoints (ROLLOUT_SHAPES, ROLLOUT_BATCHES,
 # HF_FULL_BATCHES, HF_SHORT_BATCHES, HF_SHORT_TOKENS).
+# train: the learner on the GPU (trainer tests, the built-in Triton
+# solutions, a short `kforge local` job with Triton candidates) and
+# kforge_train_bench against bench/train_bench_torch.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/kforge-gpu-out}
@@ -56,6 +59,46 @@ if [ "$what" = model ]; then
   done
 fi
 
+if [ "$what" = train ]; then
+  # The learner on the GPU: trainer tests (bf16 on cuda:0), the built-in
+  # Triton solutions through the funnel, a short `kforge local` job with
+  # Triton candidates, and the training benchmark against PyTorch.
+  start=$(date +%s)
+  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
+    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+  grep -E "kforge:" "$out/configure.log"
+  cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
+    kforge_training_tests kforge_verifier_gpu_tests kforge_train_bench kforge_verifier_bench \
+    > "$out/build.log" 2>&1 \
+    || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
+  echo "train build: $(( $(date +%s) - start )) s"
+  build/bin/kforge_training_tests > "$out/training-tests.log" 2>&1
+  echo "kforge_training_tests: exit $?; $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/training-tests.log" | tr '\n' ' ')"
+  grep -E '^\[       OK \].*Gpu|^\[  FAILED' "$out/training-tests.log" | head
+  build/bin/kforge_verifier_gpu_tests --gtest_filter='*solutions_*' > "$out/verifier-gpu.log" 2>&1
+  echo "builtin Triton solutions: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "$out/verifier-gpu.log" | tr '\n' ' ')"
+  cat > /tmp/gpu-job.json <<'JOB'
+{"tasks": {"builtin": "kforge-mini"}, "warm_start_steps": 3, "total_steps": 3,
+ "prompts_per_step": 2, "grpo": {"group_size": 4}, "sampling": {"max_new_tokens": 200},
+ "sft": {"learning_rate": 0.01}, "optimizer": {"batch_size": 8, "micro_batch_size": 4},
+ "verifier": {"timing": {"trials": 10}}, "checkpoint": {"every_steps": 3}}
+JOB
+  timeout 300 build/bin/kforge local --learner_port=0 --run_dir=/tmp/gpu-local --job=/tmp/gpu-job.json \
+    > "$out/local-gpu.log" 2>&1
+  echo "kforge local on the GPU: exit $?"; tail -14 "$out/local-gpu.log"
+  grep -h "python ready\|funnel ready" /tmp/gpu-local/verifier-0.log | cut -c1-200
+  ckpt=/tmp/models/qwen2.5-coder-1.5b
+  [ -d "$ckpt" ] || python3 bench/hf_generate_bench.py --make qwen2.5-coder-1.5b "$ckpt" 2>&1 | tail -1
+  # TRAIN_BENCH_ARGS: variants separated by ';'.
+  IFS=';' read -ra variants <<< "${TRAIN_BENCH_ARGS:---sequences 16 --micro 8}"
+  for args in "${variants[@]}"; do
+    build/bin/kforge_train_bench --checkpoint "$ckpt" $args --prompt_tokens 512 \
+      --completion_tokens 512 --steps 5 2>&1 | tee -a "$out/train-bench.txt"
+    python3 bench/train_bench_torch.py --checkpoint "$ckpt" ${args//_/-} --prompt-tokens 512 \
+      --completion-tokens 512 --steps 5 2>&1 | grep -v Warning | tee -a "$out/train-bench.txt"
+  done
+fi
+
 if [ "$what" = rollout-bench ]; then
   for shape in ${ROLLOUT_SHAPES:-qwen2.5-coder-1.5b}; do
     ckpt=/tmp/models/$shape
@@ -76,12 +119,13 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   mkdir -p /tmp/kfbench/tasks /tmp/kfbench/candidates
   t=tests/data/verifier/triton
-  cp tasks/kforge-mini/level1/1_ReLU.py /tmp/kfbench/tasks/relu.py
-  cp tasks/kforge-mini/level1/3_RowSum.py /tmp/kfbench/tasks/row_sum.py
-  cp tasks/kforge-mini/level1/4_RMSNorm.py /tmp/kfbench/tasks/rms_norm.py
+  for task in 1_ReLU:relu 3_RowSum:row_sum 4_RMSNorm:rms_norm; do
+    cp "tasks/kforge-mini/level1/${task%%:*}.py" "/tmp/kfbench/tasks/${task##*:}.py"
+    cp "tasks/kforge-mini/solutions/level1/${task%%:*}.py" "/tmp/kfbench/candidates/${task##*:}.py"
+  done
   cp "$KFORGE_KERNELBENCH_DIR/level1/23_Softmax.py" /tmp/kfbench/tasks/kb_softmax.py
   cp "$KFORGE_KERNELBENCH_DIR/level1/19_ReLU.py" /tmp/kfbench/tasks/kb_relu.py
-  for c in relu row_sum rms_norm kb_softmax; do cp "$t/$c.py" /tmp/kfbench/candidates/; done
+  cp "$t/kb_softmax.py" /tmp/kfbench/candidates/
   build/bin/kforge_verifier_bench --device cuda:0 --tasks /tmp/kfbench/tasks \
     --candidates /tmp/kfbench/candidates --count 48 --concurrency 4 --repeats 20 --timed kb_softmax \
     2>&1 | tee "$out/bench.txt"

@@ -384,7 +384,9 @@ def main():
     try:
         failures += promtool_checks(work)
         run_dir = os.path.join(work, "run")
-        local = start([os.path.join(bin_dir, "kforge"), "local", "--run_dir", run_dir, "--learner_port", "0"],
+        # --serve: the mesh without kforge local's own job; this test submits a tiny one.
+        local = start([os.path.join(bin_dir, "kforge"), "local", "--serve", "--run_dir", run_dir,
+                       "--learner_port", "0"],
                       os.path.join(work, "kforge-local.log"), cwd=work)
         names = {"learner": "kforge-learner-0", "verifier-0": "kforge-verifier-0", "rollout-0": "kforge-rollout-0"}
         ports = wait_for("kforge local's .ports files",

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
 #include "common/client/rpc_client.h"
 #include "common/config/json_config.h"
 #include "common/process/child_process.h"
@@ -32,7 +33,7 @@ bool IsRunning(int pid) {
 TEST(KforgeLocalTest, StartsEveryServiceAndCtrlCStopsThemAll) {
   testing::TempDir dir;
   auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
-                                             "--learner_port=0", "--verifiers=2",
+                                             "--learner_port=0", "--verifiers=2", "--serve",
                                              "--run_dir=" + dir.Sub("run")},
                                     .capture_output = true});
   ASSERT_TRUE(local.ok()) << local.status();
@@ -80,6 +81,104 @@ TEST(KforgeLocalTest, AServiceThatCannotStartIsReportedWithItsLog) {
   EXPECT_EQ(exit->code, 1);
   EXPECT_THAT((*local)->output(), HasSubstr("verifier-0 exited (exit code 2)"));
   EXPECT_THAT((*local)->output(), HasSubstr("/nonexistent/py"));
+}
+
+// A job small enough for CI: two warm-start steps, three GRPO steps of two
+// groups of two samples against the real funnel. The model is left to
+// kforge local (its tiny model).
+constexpr const char* kShortJob = R"({
+  "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
+  "warm_start_steps": 2, "total_steps": 3, "prompts_per_step": 2,
+  "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 24},
+  "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
+  "verifier": {"require_triton": false, "timing": {"enabled": false}},
+  "checkpoint": {"every_steps": 2}, "max_staleness": 1
+})";
+
+std::string WriteJob(const testing::TempDir& dir, const std::string& json) {
+  const std::string path = dir.Sub("job.json");
+  std::ofstream(path) << json;
+  return path;
+}
+
+// Waits for `kforge local` to exit; its output on failure.
+ExitInfo Finish(ChildProcess& local, absl::Duration limit) {
+  auto exit = local.WaitFor(limit);
+  EXPECT_TRUE(exit.ok()) << "kforge local still running: " << local.output();
+  if (!exit.ok()) {
+    local.Signal(SIGKILL);
+    return {.exited = false, .code = -1};
+  }
+  return *exit;
+}
+
+TEST(KforgeLocalTest, RunsAJobToTheEndWithProgressAndASummary) {
+  testing::TempDir dir;
+  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
+                                             "--learner_port=0", "--job=" + WriteJob(dir, kShortJob),
+                                             "--run_dir=" + dir.Sub("run")},
+                                    .capture_output = true});
+  ASSERT_TRUE(local.ok()) << local.status();
+  const ExitInfo exit = Finish(**local, absl::Seconds(240));
+  const std::string output = (*local)->output();
+  EXPECT_EQ(exit.code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("submitted job-000001"));
+  EXPECT_THAT(output, HasSubstr("warm start  loss"));
+  EXPECT_THAT(output, HasSubstr("step    5/5"));
+  EXPECT_THAT(output, HasSubstr("JOB_SUCCEEDED"));
+  EXPECT_THAT(output, HasSubstr("stopped learner"));
+  // The final checkpoint is a Hugging Face folder a rollout worker can load.
+  const std::string ckpt = dir.Sub("run/state/jobs/job-000001/checkpoints/step-00000005");
+  EXPECT_THAT(output, HasSubstr(ckpt));
+  for (const char* file : {"config.json", "tokenizer.json", "model.safetensors",
+                           "optimizer.safetensors", "trainer_state.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(ckpt) / file)) << file;
+  }
+}
+
+TEST(KforgeLocalTest, CtrlCLeavesACheckpointThatTheNextRunResumes) {
+  testing::TempDir dir;
+  const std::string job = WriteJob(dir, absl::StrReplaceAll(kShortJob, {{"\"total_steps\": 3",
+                                                                         "\"total_steps\": 40"}}));
+  const std::vector<std::string> argv = {testing::BinaryPath("kforge"), "local", "--learner_port=0",
+                                         "--job=" + job, "--run_dir=" + dir.Sub("run")};
+  auto first = ChildProcess::Spawn({.argv = argv, .capture_output = true});
+  ASSERT_TRUE(first.ok());
+  // Stop it once the step-4 checkpoint is on record.
+  const std::string job_record = dir.Sub("run/state/jobs/job-000001.json");
+  const absl::Time deadline = absl::Now() + absl::Seconds(180);
+  for (;;) {
+    absl::StatusOr<std::string> record = ReadFileToString(job_record);
+    if (record.ok() && absl::StrContains(*record, "checkpoints/step-00000004")) break;
+    ASSERT_LT(absl::Now(), deadline) << (*first)->output();
+    ASSERT_FALSE((*first)->WaitFor(absl::Milliseconds(100)).ok()) << (*first)->output();
+  }
+  (*first)->Signal(SIGINT);
+  EXPECT_EQ(Finish(**first, absl::Seconds(60)).code, 0) << (*first)->output();
+  EXPECT_THAT((*first)->output(), HasSubstr("resumes from its checkpoint"));
+  // The job stays RUNNING on disk, with a checkpoint at or after step 4.
+  auto latest = ReadFileToString(job_record);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_THAT(*latest, HasSubstr("JOB_RUNNING"));
+  EXPECT_THAT(*latest, HasSubstr("checkpoints/step-0000000"));
+
+  auto second = ChildProcess::Spawn({.argv = argv, .capture_output = true});
+  ASSERT_TRUE(second.ok());
+  const absl::Time resume_deadline = absl::Now() + absl::Seconds(180);
+  while (!absl::StrContains((*second)->output(), "step    ")) {
+    ASSERT_LT(absl::Now(), resume_deadline) << (*second)->output();
+    ASSERT_FALSE((*second)->WaitFor(absl::Milliseconds(100)).ok()) << (*second)->output();
+  }
+  (*second)->Signal(SIGINT);
+  EXPECT_EQ(Finish(**second, absl::Seconds(60)).code, 0);
+  const std::string output = (*second)->output();
+  EXPECT_THAT(output, HasSubstr("picking up job-000001"));
+  EXPECT_THAT(output, ::testing::Not(HasSubstr("submitted")));
+  EXPECT_THAT(output, ::testing::Not(HasSubstr("step    1/42")));  // no restart from scratch
+  // The restarted learner took the job up from its checkpoint, not step 0.
+  auto log = ReadFileToString(dir.Sub("run/learner.log"));
+  ASSERT_TRUE(log.ok());
+  EXPECT_THAT(*log, ::testing::ContainsRegex("job running .* step=([4-9]|[1-9][0-9]) "));
 }
 
 }  // namespace

@@ -149,6 +149,27 @@ INSTANTIATE_TEST_SUITE_P(
       return testing::FileParamName(info.param.file);
     });
 
+// The built-in task set's plain-PyTorch reference solutions (what `kforge
+// local` warm-starts on without a GPU) pass the funnel they are trained for.
+class BuiltinTorchSolutionTest : public VerifierFunnelTest,
+                                 public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(BuiltinTorchSolutionTest, PassesEveryCorrectnessStage) {
+  const std::string task = GetParam();
+  const v1::Verdict verdict =
+      Verify(BuiltinTask(task), BuiltinTask("solutions-torch/" + task));
+  EXPECT_TRUE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.hack_flags_size(), 0) << Describe(verdict);
+}
+
+INSTANTIATE_TEST_SUITE_P(KforgeMini, BuiltinTorchSolutionTest,
+                         ::testing::Values("level1/1_ReLU.py", "level1/2_ScaledAdd.py",
+                                           "level1/3_RowSum.py", "level1/4_RMSNorm.py",
+                                           "level1/5_Softmax.py", "level2/1_AddReLU.py"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return testing::FileParamName(info.param);
+                         });
+
 TEST_F(VerifierFunnelTest, CorrectCandidateIsTimedAgainstTheEagerBaseline) {
   const v1::Verdict verdict = VerifyFile(BuiltinTask("level1/1_ReLU.py"), "relu_clamp.py");
   ASSERT_TRUE(verdict.correct()) << Describe(verdict);

@@ -1,10 +1,12 @@
-// The funnel on a GPU with Triton candidates: correct kernels for built-in
-// and KernelBench level-1 and level-2 tasks pass all five stages; GPU-only
+// The funnel on a GPU with Triton candidates: the built-in tasks' reference
+// solutions and correct kernels for KernelBench level-1 and level-2 tasks
+// pass all five stages; GPU-only
 // attacks fail with their reason, and the GPU stays usable after a kernel
 // that never ends. Skips with the reason where there is no GPU or Triton.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "tests/support/funnel_fixture.h"
 
 namespace kforge {
@@ -14,9 +16,14 @@ using ::testing::HasSubstr;
 
 class VerifierGpuTest : public testing::GpuFunnelTest {
  protected:
+  // candidate_file: "solutions/..." is a reference solution of the
+  // built-in task set; anything else a file of tests/data/verifier/triton.
   static v1::Verdict VerifyTriton(const std::string& task, const std::string& candidate_file,
                                   double timeout_s = 120) {
-    return Verify(task, TestData("triton/" + candidate_file), [&](v1::VerifierOptions& o) {
+    const std::string code = absl::StartsWith(candidate_file, "solutions/")
+                                 ? BuiltinTask(candidate_file)
+                                 : TestData("triton/" + candidate_file);
+    return Verify(task, code, [&](v1::VerifierOptions& o) {
       o.set_require_triton(true);
       o.mutable_limits()->set_correctness_timeout_s(timeout_s);
       o.mutable_timing()->set_trials(20);
@@ -50,11 +57,12 @@ TEST_P(CorrectTritonCandidateTest, PassesEveryStageWithTimings) {
 
 INSTANTIATE_TEST_SUITE_P(
     Tasks, CorrectTritonCandidateTest,
-    ::testing::Values(GpuCase{"builtin:level1/1_ReLU.py", "relu.py"},
-                      GpuCase{"builtin:level1/2_ScaledAdd.py", "scaled_add.py"},
-                      GpuCase{"builtin:level1/3_RowSum.py", "row_sum.py"},
-                      GpuCase{"builtin:level1/4_RMSNorm.py", "rms_norm.py"},
-                      GpuCase{"builtin:level2/1_AddReLU.py", "add_relu.py"},
+    ::testing::Values(GpuCase{"builtin:level1/1_ReLU.py", "solutions/level1/1_ReLU.py"},
+                      GpuCase{"builtin:level1/2_ScaledAdd.py", "solutions/level1/2_ScaledAdd.py"},
+                      GpuCase{"builtin:level1/3_RowSum.py", "solutions/level1/3_RowSum.py"},
+                      GpuCase{"builtin:level1/4_RMSNorm.py", "solutions/level1/4_RMSNorm.py"},
+                      GpuCase{"builtin:level1/5_Softmax.py", "solutions/level1/5_Softmax.py"},
+                      GpuCase{"builtin:level2/1_AddReLU.py", "solutions/level2/1_AddReLU.py"},
                       GpuCase{"shared:level1/19_ReLU.py", "kb_relu.py"},
                       GpuCase{"shared:level1/23_Softmax.py", "kb_softmax.py"},
                       GpuCase{"shared:level2/12_Gemm_Multiply_LeakyReLU.py",
@@ -85,7 +93,8 @@ TEST_F(VerifierGpuTest, KernelThatNeverEndsTimesOutAndTheGpuStaysUsable) {
       VerifyTriton(BuiltinTask("level1/1_ReLU.py"), "attack_gpu_hang.py", /*timeout_s=*/20);
   EXPECT_FALSE(hung.correct());
   EXPECT_EQ(LastStage(hung).outcome(), v1::OUTCOME_TIMED_OUT) << Describe(hung);
-  const v1::Verdict after = VerifyTriton(BuiltinTask("level1/1_ReLU.py"), "relu.py");
+  const v1::Verdict after =
+      VerifyTriton(BuiltinTask("level1/1_ReLU.py"), "solutions/level1/1_ReLU.py");
   EXPECT_TRUE(after.correct()) << Describe(after);
 }
 

@@ -195,5 +195,58 @@ TEST(GroupTrackerTest, TakeWaitsForWorkOffered) {
   EXPECT_EQ(items[0].group_id(), "late");
 }
 
+TEST(GroupTrackerTest, LiveGroupsCountsAJobsPendingAndIssuedGroups) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("a", 1)).ok());
+  ASSERT_TRUE(tracker.Offer(Item("b", 1)).ok());
+  v1::WorkItem other = Item("c", 1);
+  other.set_job_id("job-2");
+  ASSERT_TRUE(tracker.Offer(other).ok());
+  EXPECT_EQ(tracker.LiveGroups("job-1"), 2);
+  ASSERT_EQ(tracker.Take("w", 1, absl::ZeroDuration()).size(), 1u);
+  EXPECT_EQ(tracker.LiveGroups("job-1"), 2);  // issued still counts
+  EXPECT_EQ(Status(tracker, Scored("a", 0)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(tracker.LiveGroups("job-1"), 1);  // complete: no longer live
+  EXPECT_EQ(tracker.LiveGroups("job-2"), 1);
+}
+
+TEST(GroupTrackerTest, DroppingAJobOrphansItsLateSamplesAndFreesTheBuffer) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("a", 2)).ok());
+  ASSERT_TRUE(tracker.Offer(Item("b", 1)).ok());
+  ASSERT_EQ(tracker.Take("w", 2, absl::ZeroDuration()).size(), 2u);
+  EXPECT_EQ(Status(tracker, Scored("a", 0)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Scored("b", 0)), v1::SampleAck::ACCEPTED);  // b complete
+  tracker.DropJob("job-1");
+  EXPECT_EQ(tracker.LiveGroups("job-1"), 0);
+  EXPECT_TRUE(tracker.TakeCompleted().empty());
+  EXPECT_EQ(tracker.stats().samples_buffered, 0);
+  EXPECT_EQ(Status(tracker, Scored("a", 1)), v1::SampleAck::ORPHANED);
+  EXPECT_EQ(Status(tracker, Scored("a", 0)), v1::SampleAck::DUPLICATE);  // still remembered
+  EXPECT_TRUE(tracker.Take("w", 1, absl::ZeroDuration()).empty());
+}
+
+TEST(GroupTrackerTest, TakeCompletedWaitsForAGroupToComplete) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("g", 1)).ok());
+  ASSERT_EQ(tracker.Take("w", 1, absl::ZeroDuration()).size(), 1u);
+  std::thread deliver([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    EXPECT_EQ(Status(tracker, Scored("g", 0)), v1::SampleAck::ACCEPTED);
+  });
+  EXPECT_EQ(tracker.TakeCompleted(absl::Seconds(30)).size(), 1u);
+  deliver.join();
+  EXPECT_TRUE(tracker.TakeCompleted(absl::Milliseconds(10)).empty());
+}
+
+TEST(GroupTrackerTest, JobBoundsReplaceTheStalenessLimit) {
+  GroupTracker tracker({.max_staleness = 0});
+  tracker.SetJobBounds(absl::Seconds(600), 2);
+  tracker.SetPolicyVersion(2);
+  ASSERT_TRUE(tracker.Offer(Item("g", 1)).ok());
+  ASSERT_EQ(tracker.Take("w", 1, absl::ZeroDuration()).size(), 1u);
+  EXPECT_EQ(Status(tracker, Scored("g", 0, /*version=*/0)), v1::SampleAck::ACCEPTED);
+}
+
 }  // namespace
 }  // namespace kforge

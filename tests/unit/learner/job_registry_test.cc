@@ -151,5 +151,22 @@ TEST_F(JobRegistryTest, UnknownJobIsNotFound) {
             absl::StatusCode::kNotFound);
 }
 
+TEST_F(JobRegistryTest, ARunningJobIsFoundAgainAfterReopenWithItsCheckpoint) {
+  {
+    auto registry = Open();
+    ASSERT_TRUE(registry->Submit(Spec("a")).ok());
+    auto running = registry->StartNext();
+    ASSERT_TRUE(running.has_value());
+    ASSERT_TRUE(registry->ReportCheckpoint(running->id(), "/ckpt/step-00000004").ok());
+    ASSERT_TRUE(registry->Log(running->id(), "resumed from somewhere").ok());
+  }
+  auto registry = Open();  // a learner restart
+  auto running = registry->Running();
+  ASSERT_TRUE(running.has_value());
+  EXPECT_EQ(running->last_checkpoint(), "/ckpt/step-00000004");
+  EXPECT_FALSE(registry->StartNext().has_value());  // it still holds the trainer
+  EXPECT_EQ(registry->ReportCheckpoint("job-999999", "x").code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace kforge
