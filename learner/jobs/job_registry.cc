@@ -202,6 +202,12 @@ absl::Status JobRegistry::ReportProgress(const std::string& job_id,
   return Persist(it->second.job);
 }
 
+absl::StatusOr<JobRegistry::Entry*> JobRegistry::FindLocked(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  return &it->second;
+}
+
 std::optional<Job> JobRegistry::Running() const {
   absl::MutexLock lock(&mu_);
   for (const auto& [id, entry] : jobs_) {
@@ -212,33 +218,30 @@ std::optional<Job> JobRegistry::Running() const {
 
 absl::Status JobRegistry::ReportCheckpoint(const std::string& job_id, const std::string& path) {
   absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
-  it->second.job.set_last_checkpoint(path);
+  KF_ASSIGN_OR_RETURN(Entry* const entry, FindLocked(job_id));
+  entry->job.set_last_checkpoint(path);
   JobEvent event;
   event.set_log(absl::StrCat("checkpoint written: ", path));
-  AppendEvent(it->second, std::move(event));
-  return Persist(it->second.job);
+  AppendEvent(*entry, std::move(event));
+  return Persist(entry->job);
 }
 
 absl::Status JobRegistry::ReportEval(const std::string& job_id,
                                      const kforge::v1::EvalReport& report) {
   absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  KF_ASSIGN_OR_RETURN(Entry* const entry, FindLocked(job_id));
   JobEvent event;
   *event.mutable_eval() = report;
-  AppendEvent(it->second, std::move(event));
+  AppendEvent(*entry, std::move(event));
   return absl::OkStatus();
 }
 
 absl::Status JobRegistry::Log(const std::string& job_id, const std::string& line) {
   absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job \"", job_id, "\" not found"));
+  KF_ASSIGN_OR_RETURN(Entry* const entry, FindLocked(job_id));
   JobEvent event;
   event.set_log(line);
-  AppendEvent(it->second, std::move(event));
+  AppendEvent(*entry, std::move(event));
   return absl::OkStatus();
 }
 

@@ -82,6 +82,8 @@ class JobRegistry {
 
   JobRegistry(Options options, LearnerMetrics* metrics) : options_(std::move(options)), metrics_(metrics) {}
   absl::Status Persist(const kforge::v1::Job& job) const;
+  // NOT_FOUND naming the job when it is unknown.
+  absl::StatusOr<Entry*> FindLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendEvent(Entry& entry, kforge::v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SetState(Entry& entry, kforge::v1::JobState state, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
