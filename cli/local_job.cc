@@ -39,12 +39,13 @@ v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu) {
   spec.set_algorithm(v1::ALGORITHM_GRPO);
   // A short warm start teaches the random tiny model the answer format and
   // part of each solution; GRPO then raises the share of correct kernels.
-  spec.set_warm_start_steps(40);
+  spec.set_warm_start_steps(60);
   spec.set_total_steps(100);
   spec.set_prompts_per_step(4);
   spec.mutable_grpo()->set_group_size(8);
   spec.mutable_sampling()->set_temperature(1.0);
-  spec.mutable_sampling()->set_max_new_tokens(400);
+  // The reference solutions are under 150 tokens of the tiny tokenizer.
+  spec.mutable_sampling()->set_max_new_tokens(200);
   spec.mutable_sft()->set_learning_rate(1e-2);
   v1::OptimizerParams* opt = spec.mutable_optimizer();
   opt->set_learning_rate(3e-4);
@@ -55,10 +56,11 @@ v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu) {
   v1::VerifierOptions* verifier = spec.mutable_verifier();
   verifier->set_require_triton(gpu);
   if (!gpu) {
-    // Host-clock timing on a shared 2-core machine says little; keep it short.
-    verifier->mutable_timing()->set_warmup_trials(1);
-    verifier->mutable_timing()->set_trials(5);
-    verifier->mutable_timing()->set_baseline_compile(false);
+    // Host-clock timings of PyTorch code on a busy 2-core machine are noise:
+    // a speedup term would reward the noise (among correct samples it
+    // decides the advantages), so the CPU job skips timing and its reward.
+    verifier->mutable_timing()->set_enabled(false);
+    spec.mutable_reward()->set_speedup_weight(0);
   }
   spec.mutable_checkpoint()->set_every_steps(20);
   spec.set_max_staleness(1);

@@ -95,15 +95,6 @@ void AdamW::Step(double lr) {
   for (size_t i = 0; i < masters.size(); ++i) low_precision[i].copy_(masters[i]);
 }
 
-void AdamW::ResetMoments() {
-  c10::NoGradGuard no_grad;
-  for (Slot& slot : slots_) {
-    slot.exp_avg.zero_();
-    slot.exp_avg_sq.zero_();
-  }
-  steps_ = 0;
-}
-
 std::vector<std::pair<std::string, at::Tensor>> AdamW::StateTensors() const {
   std::vector<std::pair<std::string, at::Tensor>> state;
   for (const Slot& slot : slots_) {

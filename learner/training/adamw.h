@@ -57,11 +57,6 @@ class AdamW {
   // One update at rate lr; parameters without a gradient are left alone.
   void Step(double lr);
   int64_t steps() const { return steps_; }
-  // Zeroes the moments and the step count (master weights stay): a new
-  // objective starts with fresh statistics, instead of second moments
-  // inflated by the warm start's large supervised gradients damping its
-  // updates for the next thousand steps.
-  void ResetMoments();
 
   // "exp_avg/<name>", "exp_avg_sq/<name>" and "master/<name>" (for low
   // precision parameters), for checkpoints.

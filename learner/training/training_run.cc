@@ -48,11 +48,7 @@ class TrainingRun {
       const absl::Time started = absl::Now();
       const bool supervised =
           trainer_->step() < spec_.warm_start_steps() || spec_.algorithm() == v1::ALGORITHM_SFT;
-      if (!supervised && spec_.warm_start_steps() > 0 &&
-          trainer_->step() == spec_.warm_start_steps()) {
-        // The RL objective starts with fresh optimiser moments (AdamW::ResetMoments).
-        trainer_->optimizer().ResetMoments();
-      }
+
       KF_RETURN_IF_ERROR(supervised ? SupervisedStep(started) : RolloutStep(started));
       if (trainer_->step() % spec_.checkpoint().every_steps() == 0) {
         KF_RETURN_IF_ERROR(Checkpoint());
@@ -102,6 +98,7 @@ class TrainingRun {
   int32_t eos_ = 0;
   std::vector<CompletedGroup> carried_;  // complete groups beyond the last step's need
   int64_t stale_samples_ = 0;             // dropped as too old since the last report
+  absl::Time last_step_end_ = absl::InfiniteFuture();  // of the last RL step
   v1::JobProgress last_progress_;
 };
 
@@ -303,7 +300,11 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
   }
   figures.samples = stats.sequences;
   figures.tokens = stats.tokens;
-  const double seconds = std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - started));
+  // Throughput over the wall time since the previous step ended: a step
+  // whose groups were already complete takes no time of its own.
+  const absl::Time now = absl::Now();
+  const double seconds =
+      std::max(1e-3, absl::ToDoubleSeconds(now - std::min(started, last_step_end_)));
   int64_t sampled = 0, tokens = 0;
   for (const ScoredGroup& group : groups) {
     for (const v1::ScoredSample& s : group.samples) {
@@ -313,6 +314,7 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
   }
   progress.set_samples_per_second(static_cast<double>(sampled) / seconds);
   progress.set_tokens_per_second(static_cast<double>(tokens) / seconds);
+  last_step_end_ = now;
   curriculum_->EndStep();
   progress.set_level2_share(curriculum_->level2_share());
   return FinishStep(stats, std::move(progress), std::move(figures), started);

@@ -84,20 +84,5 @@ TEST(AdamW, StateRoundTripsThroughLoadState) {
   EXPECT_NE(missing.message().find("exp_avg/a"), std::string::npos);
 }
 
-TEST(AdamW, ResetMomentsStartsTheStatisticsAfresh) {
-  at::Tensor w = at::zeros({1}, at::kFloat);
-  AdamW opt({{"w", w}}, {});
-  (w * 100.0).sum().backward();
-  opt.Step(0.1);  // a large gradient fills the second moment
-  opt.ResetMoments();
-  EXPECT_EQ(opt.steps(), 0);
-  opt.ZeroGrad();
-  (w * 0.01).sum().backward();
-  const double before = w.item<double>();
-  opt.Step(0.1);
-  // As a first step: the full rate, not damped by the old 100^2 moment.
-  EXPECT_NEAR(w.item<double>() - before, -0.1, 1e-4);
-}
-
 }  // namespace
 }  // namespace kforge
