@@ -48,7 +48,7 @@ TEST(EvalCommandTest, ScoresAFolderOfCandidatesAndWritesTheReport) {
   fs::copy_file(cpu / "rms_norm.py", candidates / "level_1_problem_4_sample_0_kernel.py");
   fs::copy_file(cpu / "scaled_add.py", candidates / "level1/2_ScaledAdd.py");
   fs::copy_file(cpu / "add_relu.py", candidates / "level2/1_AddReLU.py");
-  // level1/3_RowSum has no candidate.
+  // level1/3_RowSum and level1/5_Softmax have no candidate.
 
   auto exit = RunKforge({"eval", "--candidates=" + candidates.string(),
                          "--tasks=" + (kSource / "tasks/kforge-mini").string(),
@@ -59,12 +59,12 @@ TEST(EvalCommandTest, ScoresAFolderOfCandidatesAndWritesTheReport) {
   ASSERT_TRUE(json.ok()) << json.status();
   v1::EvalReport report;
   ASSERT_TRUE(ParseJsonMessage(*json, &report).ok());
-  EXPECT_EQ(report.overall().tasks(), 5);
-  EXPECT_EQ(report.overall().samples(), 6);
-  EXPECT_NEAR(report.overall().correct_rate(), 4.0 / 6.0, 1e-9);
+  EXPECT_EQ(report.overall().tasks(), 6);
+  EXPECT_EQ(report.overall().samples(), 7);
+  EXPECT_NEAR(report.overall().correct_rate(), 4.0 / 7.0, 1e-9);
   ASSERT_EQ(report.levels_size(), 2);
-  EXPECT_NEAR(report.levels(0).pass_at_k().at(1), (0.5 + 1 + 0 + 1) / 4.0, 1e-9);
-  EXPECT_NEAR(report.levels(0).fast_p().at("0"), 0.75, 1e-9);
+  EXPECT_NEAR(report.levels(0).pass_at_k().at(1), (0.5 + 1 + 0 + 1 + 0) / 5.0, 1e-9);
+  EXPECT_NEAR(report.levels(0).fast_p().at("0"), 0.6, 1e-9);
   for (const v1::TaskEval& task : report.task_results()) {
     if (task.task_id() == "level1/3_RowSum") {
       EXPECT_EQ(task.correct(), 0);
@@ -94,8 +94,8 @@ TEST(EvalCommandTest, SamplesTheTinyModelOnTheBuiltInTasksAndScoresEveryCompleti
   // --json prints the report on stdout, after the progress lines on stderr.
   const std::string& out = exit->output;
   ASSERT_TRUE(ParseJsonMessage(out.substr(out.find('{')), &report).ok()) << out;
-  EXPECT_EQ(report.overall().tasks(), 5);
-  EXPECT_EQ(report.overall().samples(), 10);
+  EXPECT_EQ(report.overall().tasks(), 6);
+  EXPECT_EQ(report.overall().samples(), 12);
   EXPECT_TRUE(report.overall().pass_at_k().contains(2));
   // A random tiny model writes no kernel: every sample fails with a reason.
   EXPECT_EQ(report.overall().correct_rate(), 0.0);

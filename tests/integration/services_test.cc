@@ -197,7 +197,10 @@ TEST_F(LearnerTest, JobsSurviveARestart) {
   request.set_job_id(job.id());
   v1::Job again;
   ASSERT_TRUE(stub->GetJob(&context, request, &again).ok());
-  EXPECT_EQ(again.state(), v1::JOB_QUEUED);
+  // The trainer may have taken it up (this fixture's model folder has no
+  // weights, so it fails, with the reason); either way the record is back.
+  EXPECT_NE(again.state(), v1::JOB_STATE_UNSPECIFIED);
+  EXPECT_EQ(again.created_at_us(), job.created_at_us());
   EXPECT_EQ(again.spec().name(), "test job");
 }
 
