@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/kforge-ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+# Paths relative to the checkout, and the build folder left out of the hash,
+# so a clone at another path (CI's fresh clone) reuses the same objects.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 jobs="${KFORGE_JOBS:-$(nproc)}"
 
 if [ ! -f build/build.ninja ]; then
