@@ -101,7 +101,14 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                           .Help("Time to snapshot new weights for the rollout workers.")
                           .Register(registry)
                           .Add({}, prometheus::Histogram::BucketBoundaries{
-                                       0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30})) {
+                                       0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30})),
+      eval_step_(NewGauge(registry, "kforge_learner_eval_step",
+                          "Step of the running job's last held-out evaluation.")),
+      eval_correct_rate_(prometheus::BuildGauge()
+                             .Name("kforge_learner_eval_correct_rate")
+                             .Help("Correct rate on the held-out tasks at the last evaluation, by "
+                                   "level (\"all\": every level).")
+                             .Register(registry)) {
   for (int s = kforge::v1::JOB_SUCCEEDED; s <= kforge::v1::JOB_CANCELLED; ++s) {
     JobsFinished(static_cast<kforge::v1::JobState>(s));
   }
@@ -166,6 +173,14 @@ void LearnerMetrics::ObserveStep(const kforge::v1::JobProgress& p, const StepFig
   step_duration_.Observe(f.step_seconds);
   for (double s : f.speedups) speedup_.Observe(s);
   for (int64_t s : f.staleness) staleness_.Observe(static_cast<double>(s));
+}
+
+void LearnerMetrics::ObserveEval(const kforge::v1::EvalReport& report) {
+  eval_step_.Set(static_cast<double>(report.step()));
+  eval_correct_rate_.Add({{"level", "all"}}).Set(report.overall().correct_rate());
+  for (const kforge::v1::LevelEval& level : report.levels()) {
+    eval_correct_rate_.Add({{"level", std::to_string(level.level())}}).Set(level.correct_rate());
+  }
 }
 
 void LearnerMetrics::ObserveWeightPublish(double seconds) {

@@ -50,6 +50,8 @@ class LearnerMetrics {
   };
   void ObserveStep(const kforge::v1::JobProgress& progress, const StepFigures& figures);
   void ObserveWeightPublish(double seconds);
+  // A held-out evaluation of the running job.
+  void ObserveEval(const kforge::v1::EvalReport& report);
 
  private:
   prometheus::Family<prometheus::Gauge>& jobs_by_state_;
@@ -80,6 +82,8 @@ class LearnerMetrics {
   prometheus::Histogram& speedup_;
   prometheus::Histogram& staleness_;
   prometheus::Histogram& weight_publish_;
+  prometheus::Gauge& eval_step_;
+  prometheus::Family<prometheus::Gauge>& eval_correct_rate_;
 };
 
 }  // namespace kforge

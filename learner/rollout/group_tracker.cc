@@ -214,10 +214,12 @@ void GroupTracker::SetJobBounds(absl::Duration group_timeout, int32_t max_stalen
   options_.max_staleness = max_staleness;
 }
 
-int64_t GroupTracker::LiveGroups(const std::string& job_id) const {
+int64_t GroupTracker::LiveGroups(const std::string& job_id, bool eval) const {
   absl::MutexLock lock(&mu_);
   int64_t live = 0;
-  for (const auto& [id, group] : groups_) live += group.item.job_id() == job_id ? 1 : 0;
+  for (const auto& [id, group] : groups_) {
+    live += group.item.job_id() == job_id && group.item.eval() == eval ? 1 : 0;
+  }
   return live;
 }
 

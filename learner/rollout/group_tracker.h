@@ -89,9 +89,10 @@ class GroupTracker {
   void SetPolicyVersion(int64_t version);
   // The running job's bounds (JobSpec.group_timeout_s, max_staleness).
   void SetJobBounds(absl::Duration group_timeout, int32_t max_staleness);
-  // Groups of `job_id` waiting to be issued or in flight (re-issues count as
-  // their group), so the job driver knows how many more to offer.
-  int64_t LiveGroups(const std::string& job_id) const;
+  // Training groups (eval = false; or evaluation groups, eval = true) of
+  // `job_id` waiting to be issued or in flight (re-issues count as their
+  // group), so the job driver knows how many more to offer.
+  int64_t LiveGroups(const std::string& job_id, bool eval = false) const;
   // Forgets every group of a job that ended (cancelled, failed): pending and
   // in-flight groups go, complete ones not yet taken too; later samples of
   // them are ORPHANED.

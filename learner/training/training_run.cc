@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/logging/logger.h"
 #include "common/status_macros.h"
+#include "eval/eval_metrics.h"
 #include "learner/checkpoint/training_checkpoint.h"
 #include "learner/curriculum/curriculum.h"
 #include "learner/prompts/task_prompt.h"
@@ -50,12 +51,13 @@ class TrainingRun {
           trainer_->step() < spec_.warm_start_steps() || spec_.algorithm() == v1::ALGORITHM_SFT;
 
       KF_RETURN_IF_ERROR(supervised ? SupervisedStep(started) : RolloutStep(started));
+      KF_RETURN_IF_ERROR(MaybeStartEval());
       if (trainer_->step() % spec_.checkpoint().every_steps() == 0) {
         KF_RETURN_IF_ERROR(Checkpoint());
       }
     }
     if (state_.step() != last_checkpoint_step_) KF_RETURN_IF_ERROR(Checkpoint());
-    return absl::OkStatus();
+    return FlushEval();
   }
 
   // After a stop or a failure: the newest state on disk, when it moved.
@@ -78,6 +80,16 @@ class TrainingRun {
                           LearnerMetrics::StepFigures figures, absl::Time started);
   absl::Status Publish();
   absl::Status Checkpoint();
+  // Held-out evaluation: a round of one group per held-out task every
+  // eval.every_steps steps; summarised (eval/eval_metrics) once all are back.
+  absl::Status MaybeStartEval();
+  void TakeEvalGroup(CompletedGroup group);
+  void FinishEval();
+  // Complete groups the tracker holds: evaluation ones to the round, the
+  // rest carried to the next RL step.
+  void RouteCompleted(absl::Duration wait);
+  // At the job's end: waits (up to group_timeout_s) for the last round.
+  absl::Status FlushEval();
 
   const v1::Job job_;
   const v1::JobSpec spec_;
@@ -96,6 +108,12 @@ class TrainingRun {
   int64_t last_checkpoint_step_ = -1;
   int64_t group_counter_ = 0;
   int32_t eos_ = 0;
+  std::vector<v1::Task> heldout_tasks_;
+  // The held-out evaluation round in flight (JobSpec.eval): its step, the
+  // groups it offered and those back.
+  int64_t eval_step_ = -1;
+  size_t eval_offered_ = 0;
+  std::vector<CompletedGroup> eval_done_;
   std::vector<CompletedGroup> carried_;  // complete groups beyond the last step's need
   int64_t stale_samples_ = 0;             // dropped as too old since the last report
   absl::Time last_step_end_ = absl::InfiniteFuture();  // of the last RL step
@@ -106,7 +124,7 @@ absl::Status TrainingRun::Setup() {
   KF_ASSIGN_OR_RETURN(std::vector<v1::Task> tasks,
                       LoadTaskSet(spec_.tasks(), deps_.config->builtin_tasks_dir()));
   for (v1::Task& task : tasks) {
-    if (!IsHeldOut(task, spec_.tasks())) train_tasks_.push_back(std::move(task));
+    (IsHeldOut(task, spec_.tasks()) ? heldout_tasks_ : train_tasks_).push_back(std::move(task));
   }
   if (train_tasks_.empty()) return absl::FailedPreconditionError("every task is held out");
   job_dir_ = spec_.checkpoint().dir().empty()
@@ -216,6 +234,7 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
   const int64_t need = spec_.prompts_per_step();
   std::vector<CompletedGroup> batch;
   auto keep = [&](CompletedGroup group) {
+    if (group.item.eval()) return TakeEvalGroup(std::move(group));
     if (TooStale(group)) {
       stale_samples_ += static_cast<int64_t>(group.samples.size());
       return;
@@ -356,6 +375,90 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
                      {"ratio", stats.mean_ratio}, {"lr", stats.learning_rate},
                      {"seconds", figures.step_seconds}});
   return deps_.jobs->ReportProgress(job_.id(), progress);
+}
+
+void TrainingRun::RouteCompleted(absl::Duration wait) {
+  for (CompletedGroup& group : deps_.groups->TakeCompleted(wait)) {
+    if (group.item.job_id() != job_.id()) continue;  // of a job that ended
+    if (group.item.eval()) {
+      TakeEvalGroup(std::move(group));
+    } else {
+      carried_.push_back(std::move(group));  // the next RL step checks its staleness
+    }
+  }
+}
+
+absl::Status TrainingRun::FlushEval() {
+  const absl::Time deadline = absl::Now() + absl::Seconds(spec_.group_timeout_s());
+  while (eval_step_ >= 0 && absl::Now() < deadline) {
+    KF_RETURN_IF_ERROR(CheckInterrupt());
+    RouteCompleted(absl::Milliseconds(500));
+  }
+  if (eval_step_ >= 0) FinishEval();
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::MaybeStartEval() {
+  // Evaluation groups that came back during supervised steps (nothing else
+  // takes complete groups then).
+  RouteCompleted(absl::ZeroDuration());
+  const int32_t every = spec_.eval().every_steps();
+  if (every <= 0 || heldout_tasks_.empty() || trainer_->step() % every != 0) return absl::OkStatus();
+  // A round still short of groups (some timed out and were dropped) is
+  // summarised with what came back.
+  if (eval_step_ >= 0) FinishEval();
+  const int32_t samples = spec_.eval().samples_per_task();
+  for (size_t i = 0; i < heldout_tasks_.size(); ++i) {
+    v1::WorkItem item;
+    item.set_job_id(job_.id());
+    item.set_group_id(absl::StrFormat("e%06d-%d-%s", trainer_->step(), i, nonce_));
+    item.set_eval(true);
+    *item.mutable_task() = heldout_tasks_[i];
+    KF_ASSIGN_OR_RETURN(std::string prompt, RenderTaskPrompt(spec_.prompt(), heldout_tasks_[i]));
+    for (int32_t id : policy_->tokenizer->Encode(prompt)) item.add_prompt_tokens(id);
+    item.set_prompt_text(std::move(prompt));
+    item.set_group_size(samples);
+    *item.mutable_sampling() = spec_.sampling();
+    // One sample per task is the greedy answer, as KernelBench reports pass@1.
+    if (samples == 1) item.mutable_sampling()->set_temperature(0);
+    *item.mutable_verifier() = spec_.verifier();
+    item.set_min_policy_version(state_.policy_version());
+    KF_RETURN_IF_ERROR(deps_.groups->Offer(std::move(item)));
+  }
+  eval_step_ = trainer_->step();
+  eval_offered_ = heldout_tasks_.size();
+  return absl::OkStatus();
+}
+
+void TrainingRun::TakeEvalGroup(CompletedGroup group) {
+  eval_done_.push_back(std::move(group));
+  if (eval_done_.size() >= eval_offered_) FinishEval();
+}
+
+void TrainingRun::FinishEval() {
+  std::vector<TaskVerdicts> results;
+  for (const CompletedGroup& group : eval_done_) {
+    TaskVerdicts task{.task_id = group.item.task().id(), .level = group.item.task().level()};
+    for (const v1::ScoredSample& s : group.samples) task.verdicts.push_back(s.verdict());
+    results.push_back(std::move(task));
+  }
+  const int samples = spec_.eval().samples_per_task();
+  v1::EvalReport report =
+      SummarizeEval(results, {.ks = samples > 1 ? std::vector<int>{1, samples} : std::vector<int>{1}});
+  report.set_step(eval_step_);
+  report.set_source(absl::StrCat(job_.id(), " at step ", eval_step_));
+  report.set_tasks(absl::StrCat(eval_done_.size(), " of ", eval_offered_, " held-out tasks back"));
+  deps_.metrics->ObserveEval(report);
+  log_.Info("held-out evaluation", {{"job", job_.id()}, {"step", eval_step_},
+                                    {"tasks", eval_done_.size()},
+                                    {"correct_rate", report.overall().correct_rate()},
+                                    {"compile_rate", report.overall().compile_rate()}});
+  if (absl::Status s = deps_.jobs->ReportEval(job_.id(), report); !s.ok()) {
+    log_.Warning("cannot record the evaluation", {{"job", job_.id()}, {"error", s.message()}});
+  }
+  eval_step_ = -1;
+  eval_offered_ = 0;
+  eval_done_.clear();
 }
 
 absl::Status TrainingRun::Publish() {

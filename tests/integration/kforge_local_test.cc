@@ -86,8 +86,11 @@ TEST(KforgeLocalTest, AServiceThatCannotStartIsReportedWithItsLog) {
 // A job small enough for CI: two warm-start steps, three GRPO steps of two
 // groups of two samples against the real funnel. The model is left to
 // kforge local (its tiny model).
+// Softmax is held out and evaluated (greedy, one sample) every two steps.
 constexpr const char* kShortJob = R"({
-  "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
+  "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch",
+            "heldout": ["level1/5_Softmax"]},
+  "eval": {"every_steps": 2},
   "warm_start_steps": 2, "total_steps": 3, "prompts_per_step": 2,
   "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 24},
   "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
@@ -127,6 +130,11 @@ TEST(KforgeLocalTest, RunsAJobToTheEndWithProgressAndASummary) {
   EXPECT_THAT(output, HasSubstr("step    5/5"));
   EXPECT_THAT(output, HasSubstr("JOB_SUCCEEDED"));
   EXPECT_THAT(output, HasSubstr("stopped learner"));
+  // The held-out rounds of steps 2 and 4 came back and were summarised.
+  auto log = ReadFileToString(dir.Sub("run/learner.log"));
+  ASSERT_TRUE(log.ok());
+  EXPECT_THAT(*log, ::testing::ContainsRegex("held-out evaluation[^\n]* step=2 tasks=1 "));
+  EXPECT_THAT(*log, ::testing::ContainsRegex("held-out evaluation[^\n]* step=4 tasks=1 "));
   // The final checkpoint is a Hugging Face folder a rollout worker can load.
   const std::string ckpt = dir.Sub("run/state/jobs/job-000001/checkpoints/step-00000005");
   EXPECT_THAT(output, HasSubstr(ckpt));
