@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/client/rpc_client.h"
+#include "common/grpc_status.h"
 #include "common/config/json_config.h"
 #include "kforge/v1/learner_state.pb.h"
 
@@ -18,9 +19,10 @@ namespace {
 // How long one JobService call may take.
 constexpr absl::Duration kCallDeadline = absl::Seconds(10);
 
+// The call's error as a status naming the call.
 absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(what, ": ", s.error_message()));
+  const absl::Status status = FromGrpcStatus(s);
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
 }
 
 std::string Bar(int64_t step, int64_t total, int width) {

@@ -51,12 +51,11 @@ TrainSequence FromSample(const v1::Sample& sample) {
 
 }  // namespace
 
-std::vector<ScoredGroup> ScoreGroups(std::vector<v1::WorkItem> items,
-                                     std::vector<std::vector<v1::ScoredSample>> samples,
+std::vector<ScoredGroup> ScoreGroups(std::vector<CompletedGroup> completed,
                                      const v1::JobSpec& spec) {
   std::vector<ScoredGroup> groups;
-  for (size_t g = 0; g < items.size(); ++g) {
-    ScoredGroup group{std::move(items[g]), std::move(samples[g]), {}};
+  for (CompletedGroup& done : completed) {
+    ScoredGroup group{std::move(done.item), std::move(done.samples), {}};
     for (const v1::ScoredSample& s : group.samples) {
       group.rewards.push_back(ComputeReward(spec.reward(), s.verdict(),
                                             s.sample().completion_text(),

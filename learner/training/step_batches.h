@@ -9,7 +9,7 @@
 //    exceeds the threshold, trained on with the supervised loss;
 //  * the step's figures for JobProgress and the metrics.
 //
-//   std::vector<ScoredGroup> groups = Score(completed, spec);
+//   std::vector<ScoredGroup> groups = ScoreGroups(std::move(completed), spec);
 //   std::vector<TrainSequence> batch = GrpoSequences(groups, spec.grpo(), hierarchical, *tok, &skipped);
 #ifndef KFORGE_LEARNER_TRAINING_STEP_BATCHES_H_
 #define KFORGE_LEARNER_TRAINING_STEP_BATCHES_H_
@@ -24,6 +24,7 @@
 #include "kforge/v1/sample.pb.h"
 #include "learner/learner_metrics.h"
 #include "learner/rewards/reward.h"
+#include "learner/rollout/group_tracker.h"
 #include "learner/training/completion_logprobs.h"
 
 namespace kforge {
@@ -38,8 +39,7 @@ struct ScoredGroup {
 };
 
 // Rewards for every sample of every group, with the job's reward spec.
-std::vector<ScoredGroup> ScoreGroups(std::vector<v1::WorkItem> items,
-                                     std::vector<std::vector<v1::ScoredSample>> samples,
+std::vector<ScoredGroup> ScoreGroups(std::vector<CompletedGroup> completed,
                                      const v1::JobSpec& spec);
 
 // The reference solution as the completion the prompt asks for.

@@ -76,6 +76,10 @@ class TrainingRun {
   absl::StatusOr<std::vector<CompletedGroup>> CollectGroups();
   bool TooStale(const CompletedGroup& group) const;
   absl::Status OfferGroups(int64_t count);
+  // A group of `task` for the rollout workers: the job's prompt, rendered
+  // and tokenised, its sampling and verifier options, the current version.
+  absl::StatusOr<v1::WorkItem> MakeWorkItem(const v1::Task& task, std::string group_id,
+                                            int32_t group_size) const;
   absl::Status FinishStep(const TrainStepStats& stats, v1::JobProgress progress,
                           LearnerMetrics::StepFigures figures, absl::Time started);
   absl::Status Publish();
@@ -206,20 +210,28 @@ absl::Status TrainingRun::OfferGroups(int64_t count) {
                                  ? spec_.best_of_n().group_size()
                                  : spec_.grpo().group_size();
   for (const v1::Task* task : curriculum_->Draw(static_cast<int>(count))) {
-    v1::WorkItem item;
-    item.set_job_id(job_.id());
-    item.set_group_id(absl::StrFormat("g%06d-%s", group_counter_++, nonce_));
-    *item.mutable_task() = *task;
-    KF_ASSIGN_OR_RETURN(std::string prompt, RenderTaskPrompt(spec_.prompt(), *task));
-    for (int32_t id : policy_->tokenizer->Encode(prompt)) item.add_prompt_tokens(id);
-    item.set_prompt_text(std::move(prompt));
-    item.set_group_size(group_size);
-    *item.mutable_sampling() = spec_.sampling();
-    *item.mutable_verifier() = spec_.verifier();
-    item.set_min_policy_version(state_.policy_version());
+    KF_ASSIGN_OR_RETURN(v1::WorkItem item,
+                        MakeWorkItem(*task, absl::StrFormat("g%06d-%s", group_counter_++, nonce_),
+                                     group_size));
     KF_RETURN_IF_ERROR(deps_.groups->Offer(std::move(item)));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<v1::WorkItem> TrainingRun::MakeWorkItem(const v1::Task& task, std::string group_id,
+                                                       int32_t group_size) const {
+  v1::WorkItem item;
+  item.set_job_id(job_.id());
+  item.set_group_id(std::move(group_id));
+  *item.mutable_task() = task;
+  KF_ASSIGN_OR_RETURN(std::string prompt, RenderTaskPrompt(spec_.prompt(), task));
+  for (int32_t id : policy_->tokenizer->Encode(prompt)) item.add_prompt_tokens(id);
+  item.set_prompt_text(std::move(prompt));
+  item.set_group_size(group_size);
+  *item.mutable_sampling() = spec_.sampling();
+  *item.mutable_verifier() = spec_.verifier();
+  item.set_min_policy_version(state_.policy_version());
+  return item;
 }
 
 bool TrainingRun::TooStale(const CompletedGroup& group) const {
@@ -233,26 +245,28 @@ bool TrainingRun::TooStale(const CompletedGroup& group) const {
 absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
   const int64_t need = spec_.prompts_per_step();
   std::vector<CompletedGroup> batch;
-  auto keep = [&](CompletedGroup group) {
-    if (group.item.eval()) return TakeEvalGroup(std::move(group));
-    if (TooStale(group)) {
-      stale_samples_ += static_cast<int64_t>(group.samples.size());
-      return;
+  // The carried groups (RouteCompleted puts training groups there) fill
+  // the batch, the rest stay carried; too stale ones are dropped, counted.
+  auto fill = [&] {
+    std::vector<CompletedGroup> waiting = std::move(carried_);
+    carried_.clear();
+    for (CompletedGroup& group : waiting) {
+      if (TooStale(group)) {
+        stale_samples_ += static_cast<int64_t>(group.samples.size());
+        continue;
+      }
+      (static_cast<int64_t>(batch.size()) < need ? batch : carried_).push_back(std::move(group));
     }
-    (static_cast<int64_t>(batch.size()) < need ? batch : carried_).push_back(std::move(group));
   };
-  std::vector<CompletedGroup> carried = std::move(carried_);
-  carried_.clear();
-  for (CompletedGroup& group : carried) keep(std::move(group));
+  fill();
   absl::Time said = absl::Now();
   while (static_cast<int64_t>(batch.size()) < need) {
     KF_RETURN_IF_ERROR(CheckInterrupt());
     const int64_t live = deps_.groups->LiveGroups(job_.id());
     const int64_t want = need - live - static_cast<int64_t>(batch.size());
     if (want > 0) KF_RETURN_IF_ERROR(OfferGroups(want));
-    for (CompletedGroup& group : deps_.groups->TakeCompleted(absl::Milliseconds(500))) {
-      if (group.item.job_id() == job_.id()) keep(std::move(group));  // else: of a job that ended
-    }
+    RouteCompleted(absl::Milliseconds(500));
+    fill();
     if (absl::Now() - said > absl::Seconds(deps_.config->batch_wait_log_s())) {
       said = absl::Now();
       log_.Info("waiting for scored groups", {{"job", job_.id()}, {"have", batch.size()},
@@ -271,13 +285,7 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
 
 absl::Status TrainingRun::RolloutStep(absl::Time started) {
   KF_ASSIGN_OR_RETURN(std::vector<CompletedGroup> completed, CollectGroups());
-  std::vector<v1::WorkItem> items;
-  std::vector<std::vector<v1::ScoredSample>> samples;
-  for (CompletedGroup& group : completed) {
-    items.push_back(std::move(group.item));
-    samples.push_back(std::move(group.samples));
-  }
-  std::vector<ScoredGroup> groups = ScoreGroups(std::move(items), std::move(samples), spec_);
+  std::vector<ScoredGroup> groups = ScoreGroups(std::move(completed), spec_);
   v1::JobProgress progress = last_progress_;
   LearnerMetrics::StepFigures figures;
   SummariseStep(groups, state_.policy_version(), &progress, &figures);
@@ -311,19 +319,6 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
                            .recompute_old_logprobs = spec_.grpo().recompute_old_logprobs()};
     KF_ASSIGN_OR_RETURN(stats, trainer_->Step(batch, params));
   }
-  for (const ScoredGroup& group : groups) {
-    for (const v1::ScoredSample& s : group.samples) {
-      state_.set_tokens_trained(state_.tokens_trained() + s.sample().completion_tokens_size());
-    }
-    state_.set_samples_trained(state_.samples_trained() + static_cast<int64_t>(group.samples.size()));
-  }
-  figures.samples = stats.sequences;
-  figures.tokens = stats.tokens;
-  // Throughput over the wall time since the previous step ended: a step
-  // whose groups were already complete takes no time of its own.
-  const absl::Time now = absl::Now();
-  const double seconds =
-      std::max(1e-3, absl::ToDoubleSeconds(now - std::min(started, last_step_end_)));
   int64_t sampled = 0, tokens = 0;
   for (const ScoredGroup& group : groups) {
     for (const v1::ScoredSample& s : group.samples) {
@@ -331,6 +326,13 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
       tokens += s.sample().completion_tokens_size();
     }
   }
+  state_.set_samples_trained(state_.samples_trained() + sampled);
+  state_.set_tokens_trained(state_.tokens_trained() + tokens);
+  // Throughput over the wall time since the previous step ended: a step
+  // whose groups were already complete takes no time of its own.
+  const absl::Time now = absl::Now();
+  const double seconds =
+      std::max(1e-3, absl::ToDoubleSeconds(now - std::min(started, last_step_end_)));
   progress.set_samples_per_second(static_cast<double>(sampled) / seconds);
   progress.set_tokens_per_second(static_cast<double>(tokens) / seconds);
   last_step_end_ = now;
@@ -362,10 +364,8 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
   progress.set_groups_dropped(static_cast<int64_t>(tracker.groups_dropped));
   figures.learning_rate = stats.learning_rate;
   figures.step_seconds = absl::ToDoubleSeconds(absl::Now() - started);
-  if (figures.samples == 0) {
-    figures.samples = stats.sequences;
-    figures.tokens = stats.tokens;
-  }
+  figures.samples = stats.sequences;
+  figures.tokens = stats.tokens;
   deps_.metrics->ObserveStep(progress, figures);
   last_progress_ = progress;
   log_.Info("step", {{"job", job_.id()}, {"step", progress.step()},
@@ -409,20 +409,13 @@ absl::Status TrainingRun::MaybeStartEval() {
   if (eval_step_ >= 0) FinishEval();
   const int32_t samples = spec_.eval().samples_per_task();
   for (size_t i = 0; i < heldout_tasks_.size(); ++i) {
-    v1::WorkItem item;
-    item.set_job_id(job_.id());
-    item.set_group_id(absl::StrFormat("e%06d-%d-%s", trainer_->step(), i, nonce_));
+    KF_ASSIGN_OR_RETURN(
+        v1::WorkItem item,
+        MakeWorkItem(heldout_tasks_[i],
+                     absl::StrFormat("e%06d-%d-%s", trainer_->step(), i, nonce_), samples));
     item.set_eval(true);
-    *item.mutable_task() = heldout_tasks_[i];
-    KF_ASSIGN_OR_RETURN(std::string prompt, RenderTaskPrompt(spec_.prompt(), heldout_tasks_[i]));
-    for (int32_t id : policy_->tokenizer->Encode(prompt)) item.add_prompt_tokens(id);
-    item.set_prompt_text(std::move(prompt));
-    item.set_group_size(samples);
-    *item.mutable_sampling() = spec_.sampling();
     // One sample per task is the greedy answer, as KernelBench reports pass@1.
     if (samples == 1) item.mutable_sampling()->set_temperature(0);
-    *item.mutable_verifier() = spec_.verifier();
-    item.set_min_policy_version(state_.policy_version());
     KF_RETURN_IF_ERROR(deps_.groups->Offer(std::move(item)));
   }
   eval_step_ = trainer_->step();

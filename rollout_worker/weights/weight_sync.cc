@@ -46,9 +46,8 @@ absl::Status WeightSync::Fetch(const std::string& job_id) {
     reader->Finish().ok();
     return added;
   }
-  if (grpc::Status s = reader->Finish(); !s.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                        absl::StrCat("GetWeights: ", s.error_message()));
+  if (absl::Status s = FromGrpcStatus(reader->Finish()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("GetWeights: ", s.message()));
   }
   // Applied on the sampler thread, between two decode steps.
   absl::Notification applied;

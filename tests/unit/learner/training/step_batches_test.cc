@@ -55,9 +55,12 @@ class StepBatchesTest : public ::testing::Test {
     v1::JobSpec spec;
     EXPECT_TRUE(ApplyProtoDefaults(&spec).ok());
     spec.mutable_reward()->set_format_weight(0);
-    std::vector<v1::WorkItem> items(samples.size());
-    for (v1::WorkItem& item : items) item.mutable_task()->set_level(level);
-    return ScoreGroups(std::move(items), std::move(samples), spec);
+    std::vector<CompletedGroup> completed(samples.size());
+    for (size_t g = 0; g < samples.size(); ++g) {
+      completed[g].item.mutable_task()->set_level(level);
+      completed[g].samples = std::move(samples[g]);
+    }
+    return ScoreGroups(std::move(completed), spec);
   }
 
   static v1::GrpoParams Grpo() {
