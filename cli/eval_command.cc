@@ -21,6 +21,7 @@
 #include "common/server/process_main.h"
 #include "common/server/work_pool.h"
 #include "eval/eval_metrics.h"
+#include "eval/eval_plots.h"
 #include "learner/prompts/task_prompt.h"
 #include "learner/tasks/task_set.h"
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
@@ -123,7 +124,8 @@ absl::StatusOr<std::vector<v1::Verdict>> VerifyAll(const EvalOptions& options,
   absl::Mutex mu;
   if (options.server.empty()) {
     KF_ASSIGN_OR_RETURN(std::unique_ptr<LocalFunnel> local,
-                        LocalFunnel::Start(options.python, options.device, options.concurrency));
+                        LocalFunnel::Start(options.python, options.device, options.concurrency,
+                                           options.concurrency));
     WorkPool pool("kf-eval", options.concurrency);
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (!pending[i]) continue;
@@ -159,43 +161,6 @@ absl::StatusOr<std::vector<v1::Verdict>> VerifyAll(const EvalOptions& options,
   return verdicts;
 }
 
-// A histogram of each solved task's best speedup over eager, as SVG.
-std::string SpeedupHistogramSvg(const v1::EvalReport& report) {
-  const std::vector<double> edges = {0, 0.5, 0.8, 1.0, 1.25, 1.5, 2.0, 4.0};
-  std::vector<int> counts(edges.size(), 0);
-  for (const v1::TaskEval& t : report.task_results()) {
-    if (t.best_speedup_vs_eager() <= 0) continue;
-    size_t bin = 0;
-    while (bin + 1 < edges.size() && t.best_speedup_vs_eager() >= edges[bin + 1]) ++bin;
-    ++counts[bin];
-  }
-  const int most = std::max(1, *std::max_element(counts.begin(), counts.end()));
-  const int bar = 70, height = 200, left = 40, top = 30;
-  std::string svg = absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<text x=\"%d\" y=\"18\">Best correct speedup vs eager PyTorch, tasks per bin (%d timed)"
-      "</text>\n",
-      left + bar * static_cast<int>(edges.size()) + 20, height + top + 50, left,
-      report.overall().timed_tasks());
-  for (size_t i = 0; i < edges.size(); ++i) {
-    const int h = counts[i] * height / most;
-    const int x = left + static_cast<int>(i) * bar;
-    const std::string label = i + 1 < edges.size()
-                                  ? absl::StrFormat("%gx-%gx", edges[i], edges[i + 1])
-                                  : absl::StrFormat(">=%gx", edges[i]);
-    absl::StrAppendFormat(&svg,
-                          "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n"
-                          "<text x=\"%d\" y=\"%d\">%d</text>\n"
-                          "<text x=\"%d\" y=\"%d\">%s</text>\n",
-                          x + 5, top + height - h, bar - 10, h,
-                          edges[i] >= 1.0 ? "#2a9d8f" : "#e76f51", x + 25, top + height - h - 4,
-                          counts[i], x + 5, top + height + 18, label);
-  }
-  absl::StrAppend(&svg, "</svg>\n");
-  return svg;
-}
-
 absl::Status WriteFile(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -210,7 +175,9 @@ absl::Status WriteOutputs(const fs::path& dir, const v1::EvalReport& report) {
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
   KF_RETURN_IF_ERROR(WriteFile(dir / "report.json", ToJson(report) + "\n"));
   KF_RETURN_IF_ERROR(WriteFile(dir / "report.md", EvalMarkdown(report)));
-  return WriteFile(dir / "speedup_histogram.svg", SpeedupHistogramSvg(report));
+  KF_RETURN_IF_ERROR(WriteFile(dir / "speedup_histogram.svg", SpeedupHistogramSvg(report)));
+  KF_RETURN_IF_ERROR(WriteFile(dir / "pass_at_k.svg", PassAtKSvg(report)));
+  return WriteFile(dir / "fast_p.svg", FastPSvg(report));
 }
 
 absl::StatusOr<std::vector<Job>> ReadCandidates(const EvalOptions& options,

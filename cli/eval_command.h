@@ -14,7 +14,8 @@
 // zygote and reference server of its own, `--concurrency` at once) or on a
 // remote verifier (--server, a list or dns:/// name, many at once).
 // Prints a Markdown table (or, with --json, the EvalReport as JSON); --out
-// also writes report.json, report.md and speedup_histogram.svg there.
+// also writes report.json, report.md and the charts speedup_histogram.svg,
+// pass_at_k.svg and fast_p.svg (eval/eval_plots.h) there.
 // Exit code 0 when it ran, 1 when verification could not run, 2 for bad
 // arguments.
 #ifndef KFORGE_CLI_EVAL_COMMAND_H_

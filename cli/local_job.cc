@@ -175,6 +175,16 @@ void LocalJobWatcher::PrintSummary() const {
   std::printf("%-28s %.0f s\n", "this run", absl::ToDoubleSeconds(absl::Now() - started_));
   std::printf("%-28s %s\n", "final checkpoint",
               job_.last_checkpoint().empty() ? "-" : job_.last_checkpoint().c_str());
+  // The learner writes curves.svg into the job's folder, the one that holds
+  // checkpoints/step-N/ (learner/checkpoint/training_checkpoint.h).
+  if (!job_.last_checkpoint().empty()) {
+    const std::filesystem::path curves =
+        std::filesystem::path(job_.last_checkpoint()).parent_path().parent_path() / "curves.svg";
+    std::error_code ec;
+    if (std::filesystem::exists(curves, ec)) {
+      std::printf("%-28s %s\n", "training curves", curves.c_str());
+    }
+  }
   std::fflush(stdout);
 }
 

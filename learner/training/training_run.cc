@@ -8,9 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/config/json_config.h"
 #include "common/logging/logger.h"
 #include "common/status_macros.h"
 #include "eval/eval_metrics.h"
+#include "eval/eval_plots.h"
 #include "learner/checkpoint/training_checkpoint.h"
 #include "learner/curriculum/curriculum.h"
 #include "learner/prompts/task_prompt.h"
@@ -84,6 +86,9 @@ class TrainingRun {
                           LearnerMetrics::StepFigures figures, absl::Time started);
   absl::Status Publish();
   absl::Status Checkpoint();
+  // <job_dir_>/curves.svg from state_'s histories; a failure is a warning:
+  // the plot is for people, the job does not depend on it.
+  void WriteCurves();
   // Held-out evaluation: a round of one group per held-out task every
   // eval.every_steps steps; summarised (eval/eval_metrics) once all are back.
   absl::Status MaybeStartEval();
@@ -351,6 +356,7 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
   state_.set_optimizer_steps(trainer_->optimizer().steps());
   state_.add_loss_history(stats.loss);
   state_.add_reward_history(progress.mean_reward());
+  state_.add_correct_rate_history(progress.pass_rates().correct());
   const GroupTracker::Stats tracker = deps_.groups->stats();
   progress.set_step(state_.step());
   progress.set_total_steps(total_steps_);
@@ -442,6 +448,12 @@ void TrainingRun::FinishEval() {
   report.set_source(absl::StrCat(job_.id(), " at step ", eval_step_));
   report.set_tasks(absl::StrCat(eval_done_.size(), " of ", eval_offered_, " held-out tasks back"));
   deps_.metrics->ObserveEval(report);
+  if (report.overall().tasks() > 0) {  // a round with nothing back is no point at 0
+    v1::HeldOutPoint* point = state_.add_heldout_history();
+    point->set_step(eval_step_);
+    *point->mutable_overall() = report.overall();
+    WriteCurves();
+  }
   log_.Info("held-out evaluation", {{"job", job_.id()}, {"step", eval_step_},
                                     {"tasks", eval_done_.size()},
                                     {"correct_rate", report.overall().correct_rate()},
@@ -478,7 +490,27 @@ absl::Status TrainingRun::Checkpoint() {
   source_model_dir_ = dir;
   deps_.metrics->checkpoints_written.Increment();
   log_.Info("checkpoint written", {{"job", job_.id()}, {"dir", dir}, {"step", state_.step()}});
+  WriteCurves();
   return deps_.jobs->ReportCheckpoint(job_.id(), dir);
+}
+
+void TrainingRun::WriteCurves() {
+  // Supervised steps (the warm start; all of an SFT job) sample nothing: the
+  // plot shades them instead of drawing a reward of 0.
+  const int64_t supervised =
+      spec_.algorithm() == v1::ALGORITHM_SFT ? total_steps_ : spec_.warm_start_steps();
+  const std::string& name = spec_.name();  // the job's id when none was given
+  const std::string svg = TrainingCurvesSvg(
+      state_, {.title = name.empty() || name == job_.id() ? job_.id()
+                                                          : absl::StrCat(job_.id(), " ", name),
+               .supervised_steps = supervised});
+  std::error_code ec;
+  fs::create_directories(job_dir_, ec);  // before the first checkpoint it may not exist
+  const fs::path path = job_dir_ / "curves.svg";
+  if (absl::Status s = WriteFileAtomically(path.string(), svg); !s.ok()) {
+    log_.Warning("cannot write the training curves",
+                 {{"job", job_.id()}, {"path", path.string()}, {"error", s.message()}});
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/config/json_config.h"
 #include "common/process/child_process.h"
 #include "kforge/v1/eval.pb.h"
@@ -79,6 +80,17 @@ TEST(EvalCommandTest, ScoresAFolderOfCandidatesAndWritesTheReport) {
   absl::StatusOr<std::string> svg = ReadFileToString(dir.Sub("out/speedup_histogram.svg"));
   ASSERT_TRUE(svg.ok());
   EXPECT_THAT(*svg, HasSubstr("<svg"));
+  // The curves beside it: one series per level and overall, each drawn.
+  for (const char* chart : {"out/pass_at_k.svg", "out/fast_p.svg"}) {
+    absl::StatusOr<std::string> text = ReadFileToString(dir.Sub(chart));
+    ASSERT_TRUE(text.ok()) << chart << ": " << text.status();
+    EXPECT_EQ(text->rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u) << chart;
+    EXPECT_THAT(*text, HasSubstr("</svg>")) << chart;
+    for (const char* series : {"level 1", "level 2", "overall"}) {
+      EXPECT_THAT(*text, HasSubstr(absl::StrCat("data-series=\"", series, "\" points=\"")))
+          << chart << " lacks " << series;
+    }
+  }
 }
 
 TEST(EvalCommandTest, SamplesTheTinyModelOnTheBuiltInTasksAndScoresEveryCompletion) {

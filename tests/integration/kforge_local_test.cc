@@ -10,10 +10,12 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/client/rpc_client.h"
 #include "common/config/json_config.h"
 #include "common/process/child_process.h"
+#include "kforge/v1/learner_state.pb.h"
 #include "kforge/v1/service_config.pb.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/temp_dir.h"
@@ -142,6 +144,29 @@ TEST(KforgeLocalTest, RunsAJobToTheEndWithProgressAndASummary) {
                            "optimizer.safetensors", "trainer_state.json"}) {
     EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(ckpt) / file)) << file;
   }
+  // The checkpoint keeps the curves' data for a restarted learner: one pass
+  // rate per step beside the rewards.
+  auto state_json = ReadFileToString(ckpt + "/trainer_state.json");
+  ASSERT_TRUE(state_json.ok()) << state_json.status();
+  v1::TrainerState state;
+  ASSERT_TRUE(ParseJsonMessage(*state_json, &state).ok());
+  EXPECT_EQ(state.reward_history_size(), 5);
+  EXPECT_EQ(state.correct_rate_history_size(), 5);
+  // The job's curves, beside its checkpoints and named in the summary: the
+  // three GRPO steps' reward and pass rate, and the held-out rounds.
+  const std::string curves_path = dir.Sub("run/state/jobs/job-000001/curves.svg");
+  EXPECT_THAT(output, HasSubstr(curves_path));
+  auto curves = ReadFileToString(curves_path);
+  ASSERT_TRUE(curves.ok()) << curves.status();
+  EXPECT_THAT(*curves, HasSubstr("<svg "));
+  for (const char* series : {"mean reward", "training pass rate", "held-out correct rate"}) {
+    EXPECT_THAT(*curves, ::testing::ContainsRegex(absl::StrCat(
+                             "data-series=\"", series, "\" points=\"[0-9.]+,[0-9.]+")))
+        << series;
+  }
+  EXPECT_THAT(*curves, ::testing::ContainsRegex(
+                           "data-series=\"mean reward\" points=\"([0-9.]+,[0-9.]+ ){2}[0-9.]+,"
+                           "[0-9.]+\""));  // steps 3, 4 and 5
 }
 
 TEST(KforgeLocalTest, CtrlCLeavesACheckpointThatTheNextRunResumes) {

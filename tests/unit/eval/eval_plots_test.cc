@@ -1,0 +1,380 @@
+// The SVG charts read back: series pixels against the data they stand for,
+// legends, escaping, the fast_p step curve against the report's fast_p
+// figures, and the training curves' step alignment.
+#include "eval/eval_plots.h"
+
+#include <cmath>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "eval/eval_metrics.h"
+
+namespace kforge {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Rect {
+  double x = 0, y = 0, width = 0, height = 0;
+};
+
+// The plot frames of `svg`, in document order (one per chart).
+std::vector<Rect> PlotAreas(const std::string& svg) {
+  static const std::regex kArea(R"re(<rect class="plot-area" x="([-0-9.]+)" y="([-0-9.]+)" )re"
+                                R"re(width="([-0-9.]+)" height="([-0-9.]+)")re");
+  std::vector<Rect> areas;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), kArea), end; it != end; ++it) {
+    areas.push_back({std::stod((*it)[1]), std::stod((*it)[2]), std::stod((*it)[3]),
+                     std::stod((*it)[4])});
+  }
+  return areas;
+}
+
+// The pixel coordinates of series `name`'s polyline; empty when it has none.
+std::vector<ChartPoint> SeriesPixels(const std::string& svg, const std::string& name) {
+  const std::regex polyline("<polyline class=\"series\" data-series=\"" + name +
+                            "\" points=\"([^\"]*)\"");
+  std::smatch match;
+  if (!std::regex_search(svg, match, polyline)) return {};
+  static const std::regex kPoint(R"(([-0-9.]+),([-0-9.]+))");
+  const std::string points = match[1];
+  std::vector<ChartPoint> out;
+  for (std::sregex_iterator it(points.begin(), points.end(), kPoint), end; it != end; ++it) {
+    out.push_back({std::stod((*it)[1]), std::stod((*it)[2])});
+  }
+  return out;
+}
+
+std::vector<std::string> LegendNames(const std::string& svg) {
+  static const std::regex kLegend(R"re(<text class="legend"[^>]*>([^<]*)</text>)re");
+  std::vector<std::string> names;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), kLegend), end; it != end; ++it) {
+    names.push_back((*it)[1]);
+  }
+  return names;
+}
+
+// Enough of XML well-formedness to catch a broken chart: one <svg> root,
+// every element closed in order, quoted attributes, every '&' an entity.
+testing::AssertionResult WellFormed(const std::string& svg) {
+  static const std::regex kTag(
+      R"re(<(/?)([a-zA-Z]+)((?:\s+[a-zA-Z][a-zA-Z0-9:-]*="[^"<]*")*)\s*(/?)>)re");
+  static const std::regex kAmpersand(R"(&(?!(amp|lt|gt|quot|apos);))");
+  if (svg.rfind("<svg ", 0) != 0) return testing::AssertionFailure() << "no <svg> root first";
+  if (std::regex_search(svg, kAmpersand)) return testing::AssertionFailure() << "a bare &";
+  std::vector<std::string> open;
+  size_t at = 0;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), kTag), end; it != end; ++it) {
+    const std::string between = svg.substr(at, it->position() - at);
+    if (between.find_first_of("<>") != std::string::npos) {
+      return testing::AssertionFailure() << "a stray < or > in: " << between;
+    }
+    at = it->position() + it->length();
+    const bool closing = (*it)[1] == "/", empty = (*it)[4] == "/";
+    if (closing) {
+      if (open.empty() || open.back() != (*it)[2]) {
+        return testing::AssertionFailure() << "</" << (*it)[2] << "> closes nothing open";
+      }
+      open.pop_back();
+    } else if (!empty) {
+      if (open.empty() && it->position() > 0) return testing::AssertionFailure() << "two roots";
+      open.push_back((*it)[2]);
+    }
+  }
+  if (!open.empty()) return testing::AssertionFailure() << "<" << open.back() << "> left open";
+  if (svg.find_first_not_of(" \n", at) != std::string::npos) {
+    return testing::AssertionFailure() << "text after the root: " << svg.substr(at);
+  }
+  return testing::AssertionSuccess();
+}
+
+// Pixels back to data on an axis spanning [lo, hi].
+double DataX(const Rect& area, double px, double lo, double hi) {
+  return lo + (px - area.x) / area.width * (hi - lo);
+}
+double DataY(const Rect& area, double py, double lo, double hi) {
+  return lo + (area.y + area.height - py) / area.height * (hi - lo);
+}
+
+v1::Verdict Solved(double speedup) {
+  v1::Verdict v;
+  v1::StageResult* compile = v.add_stages();
+  compile->set_stage(v1::STAGE_COMPILE);
+  compile->set_outcome(v1::OUTCOME_PASSED);
+  v.set_correct(true);
+  v.set_speedup_vs_eager(speedup);
+  return v;
+}
+
+v1::Verdict Failed() {
+  v1::Verdict v;
+  v1::StageResult* compile = v.add_stages();
+  compile->set_stage(v1::STAGE_COMPILE);
+  compile->set_outcome(v1::OUTCOME_FAILED);
+  return v;
+}
+
+TEST(LineChartTest, SeriesPixelsRunLeftToRightWithYUpAndTheDataAtTheAxisEnds) {
+  LineChart chart{.title = "t", .x_label = "x", .y_label = "y"};
+  chart.series.push_back({.name = "rising", .colour = "#123456",
+                          .points = {{0, 0}, {2.5, 5}, {5, 10}, {10, 20}}});
+  chart.series.push_back({.name = "flat", .colour = "red", .points = {{0, 10}, {10, 10}}});
+  const std::string svg = LineChartSvg(chart);
+
+  ASSERT_TRUE(WellFormed(svg));
+  const std::vector<Rect> areas = PlotAreas(svg);
+  ASSERT_EQ(areas.size(), 1u);
+  const Rect& a = areas[0];
+  const std::vector<ChartPoint> px = SeriesPixels(svg, "rising");
+  ASSERT_EQ(px.size(), 4u);
+  // x spans the data exactly; y (0..20 is already round) puts 0 at the bottom.
+  EXPECT_NEAR(px.front().x, a.x, 0.1);
+  EXPECT_NEAR(px.front().y, a.y + a.height, 0.1);
+  EXPECT_NEAR(px.back().x, a.x + a.width, 0.1);
+  EXPECT_NEAR(px.back().y, a.y, 0.1);
+  for (size_t i = 1; i < px.size(); ++i) {
+    EXPECT_GT(px[i].x, px[i - 1].x);
+    EXPECT_LT(px[i].y, px[i - 1].y);  // larger values higher up
+    EXPECT_NEAR(DataX(a, px[i].x, 0, 10), chart.series[0].points[i].x, 0.05);
+    EXPECT_NEAR(DataY(a, px[i].y, 0, 20), chart.series[0].points[i].y, 0.05);
+  }
+  const std::vector<ChartPoint> flat = SeriesPixels(svg, "flat");
+  ASSERT_EQ(flat.size(), 2u);
+  EXPECT_NEAR(flat[0].y, a.y + a.height / 2, 0.1);
+  EXPECT_THAT(LegendNames(svg), ElementsAre("rising", "flat"));
+  EXPECT_THAT(svg, HasSubstr("stroke=\"#123456\""));
+  EXPECT_THAT(svg, Not(HasSubstr("no-data")));
+}
+
+TEST(LineChartTest, AxesCarryNumberedTicksOnRoundValues) {
+  LineChart chart{.title = "t", .x_label = "steps", .y_label = "reward"};
+  chart.series.push_back({.name = "s", .colour = "blue", .points = {{0, 0.13}, {10, 0.87}}});
+  const std::string svg = LineChartSvg(chart);
+  static const std::regex kTick(R"re(<text class="tick"[^>]*>([^<]*)</text>)re");
+  std::vector<std::string> ticks;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), kTick), end; it != end; ++it) {
+    ticks.push_back((*it)[1]);
+  }
+  // y widened from [0.13, 0.87] to whole ticks of 0.2, then x at steps of 2.
+  EXPECT_THAT(ticks, ElementsAre("0", "0.2", "0.4", "0.6", "0.8", "1", "0", "2", "4", "6", "8",
+                                 "10"));
+  EXPECT_THAT(svg, HasSubstr(">steps</text>"));
+  EXPECT_THAT(svg, HasSubstr(">reward</text>"));
+}
+
+TEST(LineChartTest, UnitRatesUseTheFixedRangeZeroToOne) {
+  LineChart chart{.title = "t", .unit_y = true};
+  chart.series.push_back({.name = "rate", .colour = "blue", .points = {{1, 0.25}, {2, 0.5}}});
+  const std::string svg = LineChartSvg(chart);
+  const Rect a = PlotAreas(svg).at(0);
+  const std::vector<ChartPoint> px = SeriesPixels(svg, "rate");
+  ASSERT_EQ(px.size(), 2u);
+  EXPECT_NEAR(px[0].y, a.y + 0.75 * a.height, 0.1);
+  EXPECT_NEAR(px[1].y, a.y + 0.5 * a.height, 0.1);
+}
+
+TEST(LineChartTest, OnePointIsCentredAndMarkedWithoutDividingByZero) {
+  LineChart chart{.title = "t"};
+  chart.series.push_back({.name = "once", .colour = "blue", .points = {{3, 7}}});
+  const std::string svg = LineChartSvg(chart);
+  ASSERT_TRUE(WellFormed(svg));
+  EXPECT_THAT(svg, Not(HasSubstr("nan")));
+  EXPECT_THAT(svg, Not(HasSubstr("inf")));
+  const Rect a = PlotAreas(svg).at(0);
+  const std::vector<ChartPoint> px = SeriesPixels(svg, "once");
+  ASSERT_EQ(px.size(), 1u);
+  EXPECT_NEAR(px[0].x, a.x + a.width / 2, 0.1);
+  EXPECT_NEAR(px[0].y, a.y + a.height / 2, 0.1);
+  EXPECT_THAT(svg, HasSubstr("<circle"));  // a line of one point is invisible
+}
+
+TEST(LineChartTest, AnEmptyChartIsAValidSvgWithANoDataNoteAndItsLegend) {
+  LineChart chart{.title = "nothing yet", .unit_y = true};
+  chart.series.push_back({.name = "empty", .colour = "blue"});
+  chart.series.push_back(
+      {.name = "not finite", .colour = "red", .points = {{std::nan(""), 1}, {1, INFINITY}}});
+  const std::string svg = LineChartSvg(chart);
+  ASSERT_TRUE(WellFormed(svg));
+  EXPECT_THAT(svg, HasSubstr("class=\"no-data\""));
+  EXPECT_THAT(svg, HasSubstr(">no data</text>"));
+  EXPECT_THAT(svg, Not(HasSubstr("<polyline")));
+  EXPECT_THAT(svg, Not(HasSubstr("nan")));
+  EXPECT_THAT(LegendNames(svg), ElementsAre("empty", "not finite"));
+}
+
+TEST(LineChartTest, EscapesXmlSpecialCharactersInEveryText) {
+  LineChart chart{.title = "a < b & \"c\" > 'd'", .x_label = "x<1>", .y_label = "y&z"};
+  chart.series.push_back({.name = "<s&p>", .colour = "blue", .points = {{0, 0}, {1, 1}}});
+  chart.band = ChartBand{.from = 0, .to = 0.5, .label = "warm & cosy"};
+  const std::string svg = LineChartSvg(chart);
+  ASSERT_TRUE(WellFormed(svg));
+  EXPECT_THAT(svg, HasSubstr("a &lt; b &amp; &quot;c&quot; &gt; &apos;d&apos;"));
+  EXPECT_THAT(svg, HasSubstr(">x&lt;1&gt;</text>"));
+  EXPECT_THAT(svg, HasSubstr(">y&amp;z</text>"));
+  EXPECT_THAT(svg, HasSubstr("warm &amp; cosy"));
+  EXPECT_THAT(LegendNames(svg), ElementsAre("&lt;s&amp;p&gt;"));
+  EXPECT_EQ(SeriesPixels(svg, "&lt;s&amp;p&gt;").size(), 2u);
+}
+
+// Three solved tasks, timed at 0.5x and 2x (level 1) and 1.5x (level 2).
+v1::EvalReport AllSolved() {
+  return SummarizeEval({{.task_id = "level1/a", .level = 1, .verdicts = {Solved(0.5)}},
+                        {.task_id = "level1/b", .level = 1, .verdicts = {Failed(), Solved(2.0)}},
+                        {.task_id = "level2/c", .level = 2, .verdicts = {Solved(1.5)}}});
+}
+
+// The curve's value at p: the last point at or before it (drops are
+// vertical), `slack` allowing for pixel rounding.
+double ValueAt(const std::vector<ChartPoint>& points, double p, double slack = 1e-9) {
+  double value = points.at(0).y;
+  for (const ChartPoint& point : points) {
+    if (point.x <= p + slack) value = point.y;
+  }
+  return value;
+}
+
+TEST(FastPChartTest, OverallStartsAtOneWhenEveryTaskIsSolvedAndDropsAtEachSpeedup) {
+  const v1::EvalReport report = AllSolved();
+  const LineChart chart = FastPChart(report);
+  const std::string svg = FastPSvg(report);
+  ASSERT_TRUE(WellFormed(svg));
+  EXPECT_THAT(LegendNames(svg), ElementsAre("level 1", "level 2", "overall"));
+  const double p_max = chart.series.back().points.back().x;
+  EXPECT_GT(p_max, 2.0);  // a bit beyond the largest speedup
+  EXPECT_LT(p_max, 3.0);
+
+  // Read back from the drawn overall polyline: y 0..1, x 0..p_max.
+  const Rect a = PlotAreas(svg).at(0);
+  std::vector<ChartPoint> curve;
+  for (const ChartPoint& px : SeriesPixels(svg, "overall")) {
+    curve.push_back({DataX(a, px.x, 0, p_max), DataY(a, px.y, 0, 1)});
+  }
+  ASSERT_FALSE(curve.empty());
+  EXPECT_NEAR(curve.front().x, 0, 1e-3);
+  EXPECT_NEAR(curve.front().y, 1.0, 1e-3);
+  std::vector<double> drops;
+  for (size_t i = 1; i < curve.size(); ++i) {
+    EXPECT_GE(curve[i].x, curve[i - 1].x - 1e-3);
+    EXPECT_LE(curve[i].y, curve[i - 1].y + 1e-3);  // never rises
+    if (curve[i].y < curve[i - 1].y - 1e-3) drops.push_back(curve[i].x);
+  }
+  ASSERT_EQ(drops.size(), 3u);
+  EXPECT_NEAR(drops[0], 0.5, 0.01);
+  EXPECT_NEAR(drops[1], 1.5, 0.01);
+  EXPECT_NEAR(drops[2], 2.0, 0.01);
+  EXPECT_NEAR(curve.back().y, 0, 1e-3);
+  // The curve agrees with the report's own fast_p figures.
+  for (const char* p : {"0", "1", "1.5", "2"}) {
+    EXPECT_NEAR(ValueAt(curve, std::stod(p), 0.01), report.overall().fast_p().at(p), 0.01) << p;
+  }
+  EXPECT_NEAR(ValueAt(chart.series[0].points, 1.0), report.levels(0).fast_p().at("1"), 1e-12);
+}
+
+TEST(FastPChartTest, SolvedButUntimedTasksCountOnlyAtZeroAndUnsolvedNever) {
+  const v1::EvalReport report = SummarizeEval(
+      {{.task_id = "level1/untimed", .level = 1, .verdicts = {Solved(0)}},
+       {.task_id = "level1/wrong", .level = 1, .verdicts = {Failed()}}});
+  const LineChart chart = FastPChart(report);
+  ASSERT_EQ(chart.series.size(), 2u);
+  const std::vector<ChartPoint>& overall = chart.series.back().points;
+  ASSERT_EQ(overall.size(), 3u);
+  EXPECT_DOUBLE_EQ(overall[0].y, 0.5);  // fast_0: solved at all
+  EXPECT_DOUBLE_EQ(overall[1].x, 0);
+  EXPECT_DOUBLE_EQ(overall[1].y, 0);
+  EXPECT_GT(overall[2].x, 1.0);  // the axis always reaches past p = 1
+  EXPECT_DOUBLE_EQ(overall[2].y, 0);
+}
+
+TEST(PassAtKChartTest, OneSeriesPerLevelAndOverallAgainstK) {
+  const v1::EvalReport report = SummarizeEval(
+      {{.task_id = "level1/a", .level = 1, .verdicts = {Solved(1), Failed()}},
+       {.task_id = "level2/b", .level = 2, .verdicts = {Solved(1), Solved(1)}}},
+      {.ks = {1, 2}});
+  const std::string svg = PassAtKSvg(report);
+  ASSERT_TRUE(WellFormed(svg));
+  EXPECT_THAT(LegendNames(svg), ElementsAre("level 1", "level 2", "overall"));
+  const Rect a = PlotAreas(svg).at(0);
+  const std::vector<ChartPoint> level1 = SeriesPixels(svg, "level 1");
+  ASSERT_EQ(level1.size(), 2u);
+  // k = 1 and k = 2 at the axis ends; pass@1 = 0.5, pass@2 = 1 on [0, 1].
+  EXPECT_NEAR(level1[0].x, a.x, 0.1);
+  EXPECT_NEAR(level1[1].x, a.x + a.width, 0.1);
+  EXPECT_NEAR(DataY(a, level1[0].y, 0, 1), 0.5, 1e-3);
+  EXPECT_NEAR(DataY(a, level1[1].y, 0, 1), 1.0, 1e-3);
+  const std::vector<ChartPoint> overall = SeriesPixels(svg, "overall");
+  ASSERT_EQ(overall.size(), 2u);
+  EXPECT_NEAR(DataY(a, overall[0].y, 0, 1), report.overall().pass_at_k().at(1), 1e-3);
+}
+
+TEST(ReportChartsTest, AnEmptyReportGivesValidChartsWithANoDataNote) {
+  const v1::EvalReport empty;
+  for (const std::string& svg : {PassAtKSvg(empty), FastPSvg(empty)}) {
+    ASSERT_TRUE(WellFormed(svg));
+    EXPECT_THAT(svg, HasSubstr("class=\"no-data\""));
+    EXPECT_THAT(LegendNames(svg), ElementsAre("overall"));
+  }
+  EXPECT_TRUE(WellFormed(SpeedupHistogramSvg(empty)));
+  EXPECT_TRUE(WellFormed(SpeedupHistogramSvg(AllSolved())));
+}
+
+TEST(TrainingCurvesTest, RewardAndRatesAlignWithStepsAndHeldOutRoundsAreMarked) {
+  v1::TrainerState state;
+  state.set_step(6);
+  // Steps 1-2 are the warm start; the pass rates began at step 4 (a
+  // checkpoint from before they were kept).
+  for (double r : {0.0, 0.0, 0.1, 0.2, 0.3, 0.4}) state.add_reward_history(r);
+  for (double c : {0.25, 0.5, 0.75}) state.add_correct_rate_history(c);
+  for (int step : {4, 2}) {
+    v1::HeldOutPoint* point = state.add_heldout_history();
+    point->set_step(step);
+    point->mutable_overall()->set_tasks(1);
+    point->mutable_overall()->set_correct_rate(step / 8.0);
+    point->mutable_overall()->set_compile_rate(1.0);
+  }
+  const std::string svg =
+      TrainingCurvesSvg(state, {.title = "job-1 <demo>", .supervised_steps = 2});
+  ASSERT_TRUE(WellFormed(svg));
+  EXPECT_THAT(svg, HasSubstr("job-1 &lt;demo&gt;"));
+  EXPECT_THAT(LegendNames(svg), ElementsAre("mean reward", "training pass rate",
+                                            "held-out correct rate", "held-out compile rate"));
+  const std::vector<Rect> areas = PlotAreas(svg);
+  ASSERT_EQ(areas.size(), 2u);  // reward above, rates below, on one x axis 0..6
+  std::vector<double> steps;
+  for (const ChartPoint& px : SeriesPixels(svg, "mean reward")) {
+    steps.push_back(std::round(DataX(areas[0], px.x, 0, 6)));
+  }
+  EXPECT_THAT(steps, ElementsAre(3, 4, 5, 6));  // supervised steps sampled nothing
+  const std::vector<ChartPoint> pass = SeriesPixels(svg, "training pass rate");
+  ASSERT_EQ(pass.size(), 3u);
+  EXPECT_NEAR(DataX(areas[1], pass[0].x, 0, 6), 4, 0.01);
+  EXPECT_NEAR(DataY(areas[1], pass[0].y, 0, 1), 0.25, 1e-3);
+  EXPECT_NEAR(pass[2].x, areas[1].x + areas[1].width, 0.1);
+  const std::vector<ChartPoint> heldout = SeriesPixels(svg, "held-out correct rate");
+  ASSERT_EQ(heldout.size(), 2u);  // in step order
+  EXPECT_NEAR(DataX(areas[1], heldout[0].x, 0, 6), 2, 0.01);
+  EXPECT_NEAR(DataY(areas[1], heldout[0].y, 0, 1), 0.25, 1e-3);
+  EXPECT_NEAR(DataX(areas[1], heldout[1].x, 0, 6), 4, 0.01);
+  EXPECT_THAT(svg, HasSubstr("class=\"band\""));
+  EXPECT_THAT(svg, Not(HasSubstr("no-data")));
+}
+
+TEST(TrainingCurvesTest, AJobStillInItsWarmStartGivesValidChartsWithNotes) {
+  v1::TrainerState state;
+  state.set_step(2);
+  state.add_reward_history(0);
+  state.add_reward_history(0);
+  const std::string svg = TrainingCurvesSvg(state, {.title = "warm", .supervised_steps = 5});
+  ASSERT_TRUE(WellFormed(svg));
+  EXPECT_THAT(svg, HasSubstr("no sampled step yet"));
+  EXPECT_THAT(svg, Not(HasSubstr("<polyline")));
+  EXPECT_TRUE(WellFormed(TrainingCurvesSvg(v1::TrainerState(), {})));
+}
+
+}  // namespace
+}  // namespace kforge
