@@ -3,21 +3,26 @@
 //   build/bin/kforge_verifier_bench --device cuda:0 --tasks DIR --candidates DIR
 //
 // 1. Throughput: candidates verified per second (stages 1-4) on a mixed set
-//    (broken syntax, wrong results, correct) through the funnel, against a
-//    fresh Python process per candidate doing the same checks.
+//    (broken syntax, wrong results, correct) through the funnel, with and
+//    without spare sandboxes (--spare_sandboxes), against a fresh Python
+//    process per candidate doing the same checks; mean seconds per stage.
 // 2. Stage-1 rejects per second on one core.
 // 3. Start cost of a candidate process: fork from the zygote vs a fresh Python.
 // 4. Timing precision: coefficient of variation of one kernel's speedup over
 //    repeated verifications.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/config/json_config.h"
 #include "common/process/child_process.h"
 #include "common/server/executable_path.h"
@@ -34,6 +39,9 @@ ABSL_FLAG(std::string, tasks, "", "folder of task files: one per candidate stem 
 ABSL_FLAG(std::string, candidates, "", "folder of correct candidates named like the tasks");
 ABSL_FLAG(int, count, 60, "verifications in the throughput runs");
 ABSL_FLAG(int, concurrency, 4, "candidates verified at once");
+ABSL_FLAG(std::vector<std::string>, spare_sandboxes, std::vector<std::string>({"0", "4"}),
+          "spare sandboxes for the funnel throughput runs, one run per value (the last one "
+          "also serves the other sections)");
 ABSL_FLAG(int, repeats, 20, "verifications for the timing-precision run");
 ABSL_FLAG(bool, require_triton, true, "require Triton kernels (off for CPU candidates)");
 ABSL_FLAG(bool, precision_only, false, "run only the timing-precision section");
@@ -105,12 +113,26 @@ int Main() {
   fs::create_directories(work);
   const std::string harness = SharedDataPath("harness");
   const int concurrency = absl::GetFlag(FLAGS_concurrency);
-  auto funnel = Funnel::Create({.harness = {.python = python->path, .harness_dir = harness,
-                                            .log_dir = work + "/logs", .device = device},
-                                .work_dir = work + "/candidates",
-                                .max_concurrent = concurrency,
-                                .cache_entries = 0},
-                               nullptr);
+  std::vector<int> spare_counts;
+  for (const std::string& value : absl::GetFlag(FLAGS_spare_sandboxes)) {
+    int n = 0;
+    if (!absl::SimpleAtoi(value, &n) || n < 0) {
+      std::fprintf(stderr, "--spare_sandboxes: %s is not a count\n", value.c_str());
+      return 1;
+    }
+    spare_counts.push_back(n);
+  }
+  if (spare_counts.empty()) spare_counts.push_back(0);
+  auto make_funnel = [&](int spares) {
+    return Funnel::Create({.harness = {.python = python->path, .harness_dir = harness,
+                                       .log_dir = work + "/logs", .device = device},
+                           .work_dir = absl::StrCat(work, "/candidates-", spares),
+                           .max_concurrent = concurrency,
+                           .cache_entries = 0,
+                           .spare_sandboxes = spares},
+                          nullptr);
+  };
+  auto funnel = make_funnel(spare_counts.back());
   if (!funnel.ok()) {
     std::fprintf(stderr, "%s\n", std::string(funnel.status().message()).c_str());
     return 1;
@@ -133,12 +155,53 @@ int Main() {
 
   // Sections 1-3; --precision_only skips them.
   auto throughput_and_start_cost = [&] {
-  // 1. Throughput, stages 1-4, after one warm-up verification.
-  (*funnel)->Verify(Request(items[0], false));
-  std::atomic<int> correct{0};
-  const double funnel_s = RunConcurrently(count, concurrency, [&](int i) {
-    if ((*funnel)->Verify(Request(small[i % small.size()], false)).correct()) ++correct;
-  });
+  // 1. Throughput, stages 1-4, after one warm-up verification, once per
+  // spare count; then the baseline.
+  std::printf("| throughput (stages 1-4, %d candidates, %d at once) | candidates/s | vs fresh Python |"
+              "\n|---|---|---|\n", count, concurrency);
+  std::vector<std::pair<int, double>> funnel_runs;
+  std::string stage_table;
+  for (int spares : spare_counts) {
+    absl::StatusOr<std::unique_ptr<Funnel>> own;
+    Funnel* run = funnel->get();
+    if (spares != spare_counts.back()) {
+      own = make_funnel(spares);
+      if (!own.ok()) {
+        std::printf("| kforge funnel, %d spare sandboxes | failed to start: %s | |\n", spares,
+                    std::string(own.status().message()).c_str());
+        continue;
+      }
+      run = own->get();
+    }
+    run->Verify(Request(items[0], false));
+    // Spares are made in the background: start with them all ready.
+    for (int wait = 0; wait < 600 && run->spare_sandboxes_ready() < spares; ++wait) {
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    std::atomic<int> correct{0};
+    absl::Mutex mu;
+    std::map<v1::Stage, std::pair<double, int>> stage_seconds;  // sum, count
+    const double seconds = RunConcurrently(count, concurrency, [&](int i) {
+      const v1::Verdict verdict = run->Verify(Request(small[i % small.size()], false));
+      if (verdict.correct()) ++correct;
+      absl::MutexLock lock(&mu);
+      for (const v1::StageResult& stage : verdict.stages()) {
+        stage_seconds[stage.stage()].first += stage.seconds();
+        ++stage_seconds[stage.stage()].second;
+      }
+    });
+    funnel_runs.push_back({spares, seconds});
+    const SandboxPool::Stats stats = run->sandbox_stats();
+    absl::StrAppendFormat(&stage_table, "| %d spares | %lld of %lld |", spares,
+                          static_cast<long long>(stats.from_spares),
+                          static_cast<long long>(stats.from_spares + stats.made_on_demand));
+    for (v1::Stage stage : {v1::STAGE_STATIC, v1::STAGE_COMPILE, v1::STAGE_TINY_RUN,
+                            v1::STAGE_MULTI_INPUT}) {
+      const auto& [sum, n] = stage_seconds[stage];
+      absl::StrAppendFormat(&stage_table, " %.3f (%d) |", n > 0 ? sum / n : 0.0, n);
+    }
+    absl::StrAppendFormat(&stage_table, " %d of %d |\n", correct.load(), count);
+  }
   const std::string sets = "11";
   const double fresh_s = RunConcurrently(count, concurrency, [&](int i) {
     const Item& item = small[i % small.size()];
@@ -148,12 +211,15 @@ int Main() {
                                       .capture_output = true});
     if (child.ok()) (void)(*child)->WaitFor(absl::Seconds(600));
   });
-  std::printf("| throughput (stages 1-4, %d candidates, %d at once) | candidates/s |\n|---|---|\n",
-              count, concurrency);
-  std::printf("| kforge funnel (zygote, sandbox, 11 input sets) | %.2f |\n", count / funnel_s);
-  std::printf("| fresh Python per candidate, same checks | %.2f |\n", count / fresh_s);
-  std::printf("| ratio | %.1fx |\n\n", fresh_s / funnel_s);
-  std::printf("(correct verdicts in the funnel run: %d of %d)\n\n", correct.load(), count);
+  for (const auto& [spares, seconds] : funnel_runs) {
+    std::printf("| kforge funnel, %d spare sandboxes (zygote, sandbox, 11 input sets) | %.2f | %.1fx |\n",
+                spares, count / seconds, fresh_s / seconds);
+  }
+  std::printf("| fresh Python per candidate, same checks | %.2f | 1.0x |\n\n", count / fresh_s);
+  std::printf("| funnel run | sandboxes from spares | mean s: static | compile | tiny run | "
+              "multi-input (verdicts reaching it) | correct |\n|---|---|---|---|---|---|---|\n%s\n",
+              stage_table.c_str());
+  std::printf("Triton base cache: %s\n\n", (*funnel)->triton_cache_report().c_str());
 
   // 2. Stage-1 rejects on one core.
   std::vector<Item> rejects;
@@ -220,9 +286,17 @@ int Main() {
     request.mutable_options()->mutable_multi_input()->set_max_set_bytes(kPrecisionSetBytes);
     const v1::Verdict verdict = (*funnel)->Verify(request);
     // Progress on stderr: a run cut short still shows what it measured.
-    std::fprintf(stderr, "precision run %d: %.1f s, speedup %.4f, candidate %.4f ms, %s\n", i,
-                 verdict.total_seconds(), verdict.speedup_vs_eager(),
-                 verdict.candidate_timing().mean_ms(),
+    std::string stages;
+    for (const v1::StageResult& stage : verdict.stages()) {
+      absl::StrAppendFormat(&stages, " %s %.2fs", v1::Stage_Name(stage.stage()), stage.seconds());
+    }
+    std::fprintf(stderr,
+                 "precision run %d: %.1f s (%s), speedup %.4f, candidate %.4f ms over %d trials "
+                 "(trial cv %.1f%%), eager %.4f ms over %d trials, %s\n",
+                 i, verdict.total_seconds(), stages.c_str(), verdict.speedup_vs_eager(),
+                 verdict.candidate_timing().mean_ms(), verdict.candidate_timing().trials(),
+                 100 * verdict.candidate_timing().cv(), verdict.eager_timing().mean_ms(),
+                 verdict.eager_timing().trials(),
                  verdict.stages().empty() ? "" : verdict.stages().rbegin()->message().c_str());
     if (verdict.candidate_timing().trials() == 0) continue;
     speedups.push_back(verdict.speedup_vs_eager());

@@ -13,7 +13,8 @@ namespace kforge {
 
 absl::StatusOr<std::unique_ptr<LocalFunnel>> LocalFunnel::Start(const std::string& python,
                                                                  const std::string& device,
-                                                                 int max_concurrent) {
+                                                                 int max_concurrent,
+                                                                 int spare_sandboxes) {
   KF_ASSIGN_OR_RETURN(PythonInfo interpreter, FindPythonWithTorch(python, absl::Seconds(120)));
   const std::string work =
       (std::filesystem::temp_directory_path() / absl::StrCat("kforge-cli-", ::getpid())).string();
@@ -24,7 +25,8 @@ absl::StatusOr<std::unique_ptr<LocalFunnel>> LocalFunnel::Start(const std::strin
                                                   .device = device},
                                       .work_dir = work + "/candidates",
                                       .max_concurrent = max_concurrent,
-                                      .cache_entries = 0},
+                                      .cache_entries = 0,
+                                      .spare_sandboxes = spare_sandboxes},
                                      nullptr));
   return std::unique_ptr<LocalFunnel>(new LocalFunnel(work, std::move(funnel)));
 }

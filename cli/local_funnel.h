@@ -14,10 +14,12 @@ namespace kforge {
 
 class LocalFunnel {
  public:
-  // python: "" finds an interpreter with torch; device: "cpu" or "cuda:N".
+  // python: "" finds an interpreter with torch; device: "cpu" or "cuda:N";
+  // spare_sandboxes: candidate processes kept ready (FunnelConfig).
   static absl::StatusOr<std::unique_ptr<LocalFunnel>> Start(const std::string& python,
                                                             const std::string& device,
-                                                            int max_concurrent);
+                                                            int max_concurrent,
+                                                            int spare_sandboxes);
   ~LocalFunnel();
   Funnel& funnel() { return *funnel_; }
 

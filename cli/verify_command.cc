@@ -24,7 +24,7 @@ std::string Label(const std::string& enum_name) {
 absl::StatusOr<v1::Verdict> VerifyInProcess(const VerifyOptions& options,
                                             const v1::VerifyRequest& request) {
   KF_ASSIGN_OR_RETURN(std::unique_ptr<LocalFunnel> local,
-                      LocalFunnel::Start(options.python, options.device, 1));
+                      LocalFunnel::Start(options.python, options.device, 1, 0));
   return local->funnel().Verify(request);
 }
 

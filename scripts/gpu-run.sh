@@ -2,13 +2,16 @@
 # Builds kforge with the cuda preset on the GPU machine and runs what needs
 # a GPU: the verifier's GPU tests, the whole test suite, and the verifier
 # benchmark. Logs go to $OUT (the device tool brings them back).
-#   scripts/gpu-run.sh [build|gpu-test|test|bench|model|rollout-bench|train|all]
+#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|model|rollout-bench|train|all]
 # gpu-test: only the tests labelled gpu; test: every other test.
 # model: builds only the model libraries' tests and the rollout benchmark,
 # then runs them on the GPU, with transformers' logits as the reference.
 # rollout-bench: kforge_rollout_bench against transformers' generate() on the
 # same random Qwen2.5-Coder-shaped checkpoints (ROLLOUT_SHAPES, ROLLOUT_BATCHES,
 # HF_FULL_BATCHES, HF_SHORT_BATCHES, HF_SHORT_TOKENS).
+# verifier: builds only the verifier, its GPU tests and benchmark, then runs
+# the GPU verifier tests (VERIFIER_TEST_FILTER) and the benchmark
+# (VERIFIER_BENCH_ARGS are appended to the bench mode's flags).
 # train: the learner on the GPU (trainer tests, the built-in Triton
 # solutions, a short `kforge local` job with Triton candidates) and
 # kforge_train_bench against bench/train_bench_torch.py.
@@ -116,7 +119,23 @@ if [ "$what" = rollout-bench ]; then
   done
 fi
 
-if [ "$what" = bench ] || [ "$what" = all ]; then
+if [ "$what" = verifier ]; then
+  start=$(date +%s)
+  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
+    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+  cmake --build build -j "$(nproc)" --target kforge-verifier kforge_verifier_gpu_tests \
+    kforge_verifier_bench > "$out/build.log" 2>&1 \
+    || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
+  echo "verifier build: $(( $(date +%s) - start )) s"
+  if [ "${VERIFIER_TEST_FILTER:-}" != skip ]; then
+    build/bin/kforge_verifier_gpu_tests --gtest_filter="${VERIFIER_TEST_FILTER:-*}" \
+      > "$out/verifier-gpu.log" 2>&1
+    echo "kforge_verifier_gpu_tests: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "$out/verifier-gpu.log" | tr '\n' ' ')"
+    grep -E '^\[  FAILED|SKIPPED \]' "$out/verifier-gpu.log" | head -10
+  fi
+fi
+
+if [ "$what" = bench ] || [ "$what" = verifier ] || [ "$what" = all ]; then
   mkdir -p /tmp/kfbench/tasks /tmp/kfbench/candidates
   t=tests/data/verifier/triton
   for task in 1_ReLU:relu 3_RowSum:row_sum 4_RMSNorm:rms_norm; do
@@ -128,5 +147,5 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   cp "$t/kb_softmax.py" /tmp/kfbench/candidates/
   build/bin/kforge_verifier_bench --device cuda:0 --tasks /tmp/kfbench/tasks \
     --candidates /tmp/kfbench/candidates --count 48 --concurrency 4 --repeats 20 --timed kb_softmax \
-    2>&1 | tee "$out/bench.txt"
+    ${VERIFIER_BENCH_ARGS:-} 2>&1 | tee "$out/bench.txt"
 fi

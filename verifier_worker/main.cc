@@ -82,7 +82,8 @@ int Run() {
        .cache_entries = static_cast<size_t>(config.cache_entries()),
        .start_timeout = absl::Seconds(config.python_check_timeout_s()),
        .candidate_threads = config.candidate_threads(),
-       .cgroups = *cgroups},
+       .cgroups = *cgroups,
+       .spare_sandboxes = config.spare_sandboxes()},
       &metrics);
   if (!created.ok()) {
     log.Error("cannot start the verifier funnel", {{"error", created.status().message()}});
@@ -90,7 +91,9 @@ int Run() {
   }
   funnel = *std::move(created);
   log.Info("funnel ready", {{"device", funnel->device_name()}, {"harness", config.harness_dir()},
-                            {"cgroups", funnel->cgroup_report()}});
+                            {"cgroups", funnel->cgroup_report()},
+                            {"triton_base_cache", funnel->triton_cache_report()},
+                            {"spare_sandboxes", config.spare_sandboxes()}});
   if (!absl::GetFlag(FLAGS_learner).empty()) config.set_learner_address(absl::GetFlag(FLAGS_learner));
   if (!config.learner_address().empty()) {
     delivery = std::make_unique<LearnerDelivery>(config.learner_address(), config.rpc(),

@@ -41,6 +41,12 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                     .Help("1 while the candidate zygote is running.")
                     .Register(registry)
                     .Add({})),
+      spare_sandboxes(prometheus::BuildGauge()
+                          .Name("kforge_verifier_spare_sandboxes")
+                          .Help("Sandboxed candidate processes started (and warmed) ahead of "
+                                "their candidates, ready now.")
+                          .Register(registry)
+                          .Add({})),
       verdicts_(prometheus::BuildCounter()
                     .Name("kforge_verifier_verdicts_total")
                     .Help("Verdicts by the last stage reached and its outcome.")
@@ -67,6 +73,11 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                         .Help("Verdict cache lookups that missed.")
                         .Register(registry)
                         .Add({})),
+      sandboxes_(prometheus::BuildCounter()
+                     .Name("kforge_verifier_sandboxes_total")
+                     .Help("Candidate sandboxes used, by source: a spare made ahead, or "
+                           "started on demand.")
+                     .Register(registry)),
       deliveries_(prometheus::BuildCounter()
                       .Name("kforge_verifier_deliveries_total")
                       .Help("Scored samples handed to the learner, by its acknowledgement "
@@ -111,6 +122,10 @@ void VerifierMetrics::RecordDelivery(const std::string& result) {
 
 void VerifierMetrics::RecordStreamRejection(const std::string& reason) {
   stream_rejections_.Add({{"reason", reason}}).Increment();
+}
+
+void VerifierMetrics::RecordSandbox(bool spare) {
+  sandboxes_.Add({{"source", spare ? "spare" : "on_demand"}}).Increment();
 }
 
 void VerifierMetrics::RecordCacheLookup(bool hit) {

@@ -23,6 +23,8 @@ class VerifierMetrics {
   void RecordVerdict(const kforge::v1::Verdict& verdict);
   void RecordKill(const std::string& reason);
   void RecordCacheLookup(bool hit);
+  // A candidate got its sandbox: a spare made ahead, or one started for it.
+  void RecordSandbox(bool spare);
   // One delivery of a scored sample to the learner: the ack's status
   // ("accepted", "duplicate", ...) or "failed".
   void RecordDelivery(const std::string& result);
@@ -36,6 +38,7 @@ class VerifierMetrics {
   prometheus::Gauge& queue_depth;
   prometheus::Gauge& in_flight;
   prometheus::Gauge& zygote_up;
+  prometheus::Gauge& spare_sandboxes;
 
  private:
   prometheus::Family<prometheus::Counter>& verdicts_;
@@ -44,6 +47,7 @@ class VerifierMetrics {
   prometheus::Family<prometheus::Counter>& kills_;
   prometheus::Counter& cache_hits_;
   prometheus::Counter& cache_misses_;
+  prometheus::Family<prometheus::Counter>& sandboxes_;
   prometheus::Family<prometheus::Counter>& deliveries_;
   prometheus::Family<prometheus::Counter>& stream_rejections_;
 };

@@ -183,6 +183,26 @@ TEST_F(VerifierFunnelTest, CorrectCandidateIsTimedAgainstTheEagerBaseline) {
   EXPECT_FALSE(verdict.cached());
 }
 
+TEST_F(VerifierFunnelTest, ShortKernelsAreTimedUntilTheTimeBudgetIsMeasured) {
+  // min_timed_ms = 50: a ReLU over the task's small input takes well under
+  // a millisecond here, so each side gets more than the 10 trials asked
+  // for, as many as 50 ms needs (capped at max_trials = 400).
+  const v1::Verdict verdict =
+      VerifyFile(BuiltinTask("level1/1_ReLU.py"), "relu_clamp.py", [](v1::VerifierOptions& o) {
+        o.mutable_timing()->set_min_timed_ms(50);
+        o.mutable_timing()->set_max_trials(400);
+      });
+  ASSERT_TRUE(verdict.correct()) << Describe(verdict);
+  ASSERT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_PASSED) << Describe(verdict);
+  for (const v1::Timing* timing : {&verdict.candidate_timing(), &verdict.eager_timing()}) {
+    EXPECT_GT(timing->trials(), 10) << Describe(verdict);
+    EXPECT_LE(timing->trials(), 400 + 5) << Describe(verdict);  // rounded up per block
+    // Enough trials for the budget, unless the cap came first.
+    EXPECT_TRUE(timing->trials() >= 400 || timing->trials() * timing->median_ms() >= 0.5 * 50)
+        << Describe(verdict);
+  }
+}
+
 TEST_F(VerifierFunnelTest, CandidateInsideAPythonFenceWithChatTextAroundItPasses) {
   const std::string completion = TestData("cpu/chat_fenced_relu.py");
   ASSERT_THAT(completion, HasSubstr("```python"));

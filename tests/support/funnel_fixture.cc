@@ -37,7 +37,10 @@ void FunnelTest::StartFunnel(const std::string& device) {
                    .device = device},
        .work_dir = work_dir_ + "/candidates",
        .max_concurrent = 2,
-       .cache_entries = 100},
+       .cache_entries = 100,
+       // Every verifier test goes through a spare sandbox where one is
+       // ready, the way the service runs.
+       .spare_sandboxes = 1},
       nullptr);
   ASSERT_TRUE(funnel.ok()) << funnel.status();
   funnel_ = funnel->release();
@@ -62,6 +65,7 @@ v1::Verdict FunnelTest::Verify(const std::string& task_source, const std::string
   options.mutable_timing()->set_trials(10);
   options.mutable_timing()->set_warmup_trials(1);
   options.mutable_timing()->set_interleave_block(5);
+  options.mutable_timing()->set_min_timed_ms(0);  // exactly 10 trials
   options.mutable_limits()->set_correctness_timeout_s(20);
   options.mutable_limits()->set_timing_timeout_s(30);
   if (tweak) tweak(options);

@@ -34,8 +34,8 @@ class FunnelTest : public ::testing::Test {
   }
 
   // Verifies `completion` against the task source with test-sized options:
-  // require_triton off (CPU), 10 timed trials, 20 s correctness limit, no
-  // cache. `tweak` adjusts the options further.
+  // require_triton off (CPU), exactly 10 timed trials (no min_timed_ms),
+  // 20 s correctness limit, no cache. `tweak` adjusts the options further.
   static v1::Verdict Verify(const std::string& task_source, const std::string& completion,
                             const std::function<void(v1::VerifierOptions&)>& tweak = {});
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/config/proto_defaults.h"
 #include "common/status_macros.h"
 #include "verifier_worker/extract/code_extraction.h"
 #include "verifier_worker/funnel/candidate_session.h"
@@ -89,7 +90,6 @@ class Funnel::Run {
   void Timing();
   // False (stage ended) when timing could not complete.
   bool TimeBlocks(StageResult* stage, std::vector<std::string>& pool);
-  google::protobuf::Struct SandboxConfig() const;
   v1::Verdict Finish();
 
   Funnel& f_;
@@ -107,11 +107,10 @@ class Funnel::Run {
   uint64_t init_seed_ = 0;
   Frame prepared_;
   std::map<std::string, ReferenceSet> sets_;
-  std::string work_dir_;
-  // Destroyed after session_ (declared before it): the session reaps the
-  // candidate, then the cgroup kills anything left and goes.
-  std::unique_ptr<CandidateCgroup> cgroup_;
-  std::unique_ptr<CandidateSession> session_;
+  std::unique_ptr<CandidateSandbox> sandbox_;
+  // Aliases of sandbox_'s session and cgroup (null before and without).
+  CandidateSession* session_ = nullptr;
+  CandidateCgroup* cgroup_ = nullptr;
   bool internal_error_ = false;
 };
 
@@ -217,56 +216,18 @@ bool Funnel::Run::PrepareReference() {
   return true;
 }
 
-google::protobuf::Struct Funnel::Run::SandboxConfig() const {
-  Frame config;  // a Struct builder
-  config.Set("work_dir", work_dir_)
-      .Set("device", f_.config_.harness.device)
-      .Set("max_open_files", static_cast<int>(limits_.max_open_files()))
-      .Set("max_file_bytes", limits_.max_file_bytes())
-      .Set("max_processes", static_cast<int>(limits_.max_processes()))
-      .Set("memory_bytes", limits_.memory_bytes())
-      .Set("threads", f_.config_.candidate_threads);
-  if (cgroup_ != nullptr) {
-    google::protobuf::Value cgroups;
-    for (const auto& [controller, procs_file] : cgroup_->procs_files()) {
-      (*cgroups.mutable_struct_value()->mutable_fields())[controller].set_string_value(procs_file);
-    }
-    config.Set("cgroups", std::move(cgroups));
-  }
-  return config.header;
-}
-
 bool Funnel::Run::CompileAndTinyRun() {
   StageResult* stage = Begin(v1::STAGE_COMPILE);
-  work_dir_ = (fs::path(f_.config_.work_dir) /
-               absl::StrCat("c", f_.next_candidate_.fetch_add(1), "-", ::getpid()))
-                  .string();
-  std::error_code ec;
-  fs::create_directories(work_dir_, ec);
-  if (ec) {
+  absl::StatusOr<std::unique_ptr<CandidateSandbox>> sandbox = f_.sandboxes_->Take(limits_);
+  if (!sandbox.ok()) {
     internal_error_ = true;
-    return End(stage, v1::OUTCOME_INTERNAL_ERROR, absl::StrCat(work_dir_, ": ", ec.message()));
+    return End(stage, v1::OUTCOME_INTERNAL_ERROR, std::string(sandbox.status().message()));
   }
-  fs::permissions(work_dir_, fs::perms::owner_all, ec);
-  if (f_.cgroups_ != nullptr) {
-    absl::StatusOr<std::unique_ptr<CandidateCgroup>> cgroup = f_.cgroups_->Create(
-        fs::path(work_dir_).filename().string(), limits_.memory_bytes(), limits_.max_processes());
-    if (!cgroup.ok()) {
-      internal_error_ = true;
-      return End(stage, v1::OUTCOME_INTERNAL_ERROR, std::string(cgroup.status().message()));
-    }
-    cgroup_ = *std::move(cgroup);
-  }
-  absl::StatusOr<ZygoteClient*> zygote = f_.Zygote();
+  sandbox_ = *std::move(sandbox);
+  if (f_.metrics_ != nullptr) f_.metrics_->RecordSandbox(sandbox_->was_spare);
+  session_ = sandbox_->session.get();
+  cgroup_ = sandbox_->cgroup.get();
   const absl::Duration timeout = absl::Seconds(limits_.correctness_timeout_s());
-  absl::StatusOr<std::unique_ptr<CandidateSession>> session =
-      zygote.ok() ? CandidateSession::Start(**zygote, SandboxConfig(), timeout)
-                  : absl::StatusOr<std::unique_ptr<CandidateSession>>(zygote.status());
-  if (!session.ok()) {
-    internal_error_ = true;
-    return End(stage, v1::OUTCOME_INTERNAL_ERROR, std::string(session.status().message()));
-  }
-  session_ = *std::move(session);
   // Tiny inputs if the reference supports them, else the task's own.
   const ReferenceSet& tiny = sets_["tiny"].ok ? sets_["tiny"] : sets_["task_inputs"];
   uint64_t output_bytes = 0;
@@ -362,13 +323,24 @@ bool Funnel::Run::TimeBlocks(StageResult* stage, std::vector<std::string>& pool)
     if (!cuda) dev = host;  // no events on the CPU: the host clock is the measure
   };
   const std::string task_key = HexHash(request_.task().reference_source());
-  const int blocks = (protocol.trials() + protocol.interleave_block() - 1) / protocol.interleave_block();
+  // The first block times `interleave_block` trials of each side; the later
+  // ones as many as each side needs for min_timed_ms (LaterBlockTrials).
+  const int block = std::min(protocol.interleave_block(), protocol.trials());
+  const int blocks = std::max(2, (protocol.trials() + block - 1) / block);
+  int eager_n = block, comp_n = block, cand_n = block;
+  int cand_done = 0;
   for (int b = 0; b < blocks; ++b) {
-    const int n = std::min(protocol.interleave_block(), protocol.trials() - b * protocol.interleave_block());
+    if (b == 1) {
+      eager_n = LaterBlockTrials(eager_dev, static_cast<int>(eager_dev.size()), blocks - 1, protocol);
+      comp_n = LaterBlockTrials(comp_dev, static_cast<int>(comp_dev.size()), blocks - 1, protocol);
+      cand_n = LaterBlockTrials(cand_dev, static_cast<int>(cand_dev.size()), blocks - 1, protocol);
+    }
     const int warmup = b == 0 ? protocol.warmup_trials() : 0;
     // Baselines and candidate alternate block by block, so drift hits both.
     for (const char* mode : {"eager", "compile"}) {
       if (std::string(mode) == "eager" ? !protocol.baseline_eager() : !compile_available) continue;
+      const int n = std::string(mode) == "eager" ? eager_n : comp_n;
+      if (n <= 0) continue;
       Frame request = Frame::Of("time");
       request.Set("task_key", task_key).Set("sets", pool_value).Set("mode", mode)
           .Set("trials", n).Set("warmup", warmup).Set("flush_l2", protocol.flush_l2())
@@ -386,10 +358,12 @@ bool Funnel::Run::TimeBlocks(StageResult* stage, std::vector<std::string>& pool)
       std::string(mode) == "eager" ? append(*reply, eager_dev, eager_host)
                                    : append(*reply, comp_dev, comp_host);
     }
+    if (cand_n <= 0) continue;
     Frame request = Frame::Of("time");
-    request.Set("sets", pool_value).Set("trials", n).Set("warmup", warmup)
-        .Set("flush_l2", protocol.flush_l2()).Set("start", b * protocol.interleave_block())
+    request.Set("sets", pool_value).Set("trials", cand_n).Set("warmup", warmup)
+        .Set("flush_l2", protocol.flush_l2()).Set("start", cand_done)
         .Set("init_inputs", sets_[pool.front()].init_inputs).Set("dtype", "");
+    cand_done += cand_n;
     absl::StatusOr<Frame> reply = session_->Request(request, timeout);
     if (!reply.ok()) return EndWithSessionError(stage, reply.status());
     if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "timed run: ");
@@ -499,12 +473,9 @@ v1::Verdict Funnel::Run::Execute() {
 }
 
 v1::Verdict Funnel::Run::Finish() {
-  session_.reset();
-  cgroup_.reset();
-  if (!work_dir_.empty()) {
-    std::error_code ec;
-    fs::remove_all(work_dir_, ec);
-  }
+  session_ = nullptr;
+  cgroup_ = nullptr;
+  sandbox_.reset();
   verdict_.set_device(f_.device_name_);
   verdict_.set_total_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
   if (!internal_error_ && !cache_key_.empty() && options_.use_cache()) {
@@ -519,6 +490,80 @@ Funnel::Funnel(FunnelConfig config, VerifierMetrics* metrics)
 
 Funnel::~Funnel() = default;
 
+absl::StatusOr<std::unique_ptr<CandidateSandbox>> Funnel::MakeSandbox(
+    const v1::SandboxLimits& limits, bool spare) {
+  auto sandbox = std::make_unique<CandidateSandbox>();
+  sandbox->work_dir = (fs::path(config_.work_dir) /
+                       absl::StrCat("c", next_candidate_.fetch_add(1), "-", ::getpid()))
+                          .string();
+  std::error_code ec;
+  fs::create_directories(sandbox->work_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(sandbox->work_dir, ": ", ec.message()));
+  fs::permissions(sandbox->work_dir, fs::perms::owner_all, ec);
+  if (!triton_base_cache_.empty()) {
+    // A copy, never links: the candidate may write to its own cache, and
+    // what it writes must not reach the next one.
+    fs::copy(triton_base_cache_, fs::path(sandbox->work_dir) / "triton-cache",
+             fs::copy_options::recursive, ec);
+    if (ec) return absl::InternalError(absl::StrCat("copying the Triton base cache: ", ec.message()));
+  }
+  if (cgroups_ != nullptr) {
+    KF_ASSIGN_OR_RETURN(sandbox->cgroup,
+                        cgroups_->Create(fs::path(sandbox->work_dir).filename().string(),
+                                         limits.memory_bytes(), limits.max_processes()));
+  }
+  Frame config;  // a Struct builder
+  config.Set("work_dir", sandbox->work_dir)
+      .Set("device", config_.harness.device)
+      .Set("max_open_files", static_cast<int>(limits.max_open_files()))
+      .Set("max_file_bytes", limits.max_file_bytes())
+      .Set("max_processes", static_cast<int>(limits.max_processes()))
+      .Set("memory_bytes", limits.memory_bytes())
+      .Set("threads", config_.candidate_threads)
+      .Set("warm_up", spare);
+  if (sandbox->cgroup != nullptr) {
+    google::protobuf::Value cgroups;
+    for (const auto& [controller, procs_file] : sandbox->cgroup->procs_files()) {
+      (*cgroups.mutable_struct_value()->mutable_fields())[controller].set_string_value(procs_file);
+    }
+    config.Set("cgroups", std::move(cgroups));
+  }
+  KF_ASSIGN_OR_RETURN(ZygoteClient * zygote, Zygote());
+  const absl::Duration timeout = absl::Seconds(limits.correctness_timeout_s());
+  if (spare) {
+    // A spare's warm-up uses the GPU: not while a candidate is being timed.
+    absl::ReaderMutexLock shared(&device_mu_);
+    KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(*zygote, config.header, timeout));
+  } else {
+    KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(*zygote, config.header, timeout));
+  }
+  return sandbox;
+}
+
+void Funnel::FillTritonBaseCache() {
+  if (config_.harness.device.rfind("cuda", 0) != 0) {
+    triton_cache_report_ = "none (not on a GPU)";
+    return;
+  }
+  absl::StatusOr<ZygoteClient*> zygote = Zygote();
+  if (!zygote.ok() || (*zygote)->hello().GetString("triton").empty()) {
+    triton_cache_report_ = "none (no Triton)";
+    return;
+  }
+  const std::string dir = (fs::path(config_.work_dir) / "triton-base-cache").string();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  absl::StatusOr<Frame> filled = (*zygote)->FillTritonCache(dir, config_.harness.device,
+                                                            config_.start_timeout);
+  if (!filled.ok()) {
+    // Candidates then build Triton's launchers themselves: slower, not wrong.
+    triton_cache_report_ = absl::StrCat("none (", filled.status().message(), ")");
+    return;
+  }
+  triton_base_cache_ = dir;
+  triton_cache_report_ = dir;
+}
+
 absl::StatusOr<std::unique_ptr<Funnel>> Funnel::Create(FunnelConfig config,
                                                        VerifierMetrics* metrics) {
   std::error_code ec;
@@ -532,6 +577,16 @@ absl::StatusOr<std::unique_ptr<Funnel>> Funnel::Create(FunnelConfig config,
   KF_ASSIGN_OR_RETURN(Frame info, funnel->reference_.Call(info_request, funnel->config_.start_timeout));
   funnel->device_name_ = info.GetString("device");
   funnel->has_compile_ = info.GetBool("compile");
+  funnel->FillTritonBaseCache();
+  v1::SandboxLimits limits;
+  KF_RETURN_IF_ERROR(ApplyProtoDefaults(&limits));
+  Funnel* self = funnel.get();
+  funnel->sandboxes_ = std::make_unique<SandboxPool>(
+      SandboxPool::Options{.spares = funnel->config_.spare_sandboxes,
+                           .make = [self](const v1::SandboxLimits& l, bool spare) {
+                             return self->MakeSandbox(l, spare);
+                           }},
+      limits);
   return funnel;
 }
 
@@ -549,7 +604,10 @@ absl::Status Funnel::SetUpCgroups() {
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<CgroupRoot>> root =
-      CgroupRoot::Discover(absl::StrCat("kforge-verifier-", ::getpid()));
+      // Unique per funnel: a process may hold several (the benchmark does),
+      // and each removes its own subtree when it goes.
+      CgroupRoot::Discover(absl::StrFormat("kforge-verifier-%d-%08x", ::getpid(),
+                                           absl::Uniform<uint32_t>(absl::BitGen())));
   if (!root.ok()) {
     if (config_.cgroups == CgroupMode::kRequired) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -586,6 +644,7 @@ v1::Verdict Funnel::Verify(const v1::VerifyRequest& request) {
   v1::Verdict verdict = Run(*this, request).Execute();
   if (metrics_ != nullptr) {
     metrics_->in_flight.Decrement();
+    metrics_->spare_sandboxes.Set(sandboxes_->ready());
     metrics_->RecordVerdict(verdict);
   }
   return verdict;

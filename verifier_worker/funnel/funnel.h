@@ -19,6 +19,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "kforge/v1/verifier_service.pb.h"
+#include "verifier_worker/funnel/sandbox_pool.h"
 #include "verifier_worker/funnel/verdict_cache.h"
 #include "verifier_worker/sandbox/candidate_cgroup.h"
 #include "verifier_worker/sandbox/reference_client.h"
@@ -45,6 +46,10 @@ struct FunnelConfig {
   absl::Duration start_timeout = absl::Seconds(120);
   int candidate_threads = 1;  // CPU threads a candidate may use
   CgroupMode cgroups = CgroupMode::kAuto;
+  // Sandboxed candidate processes kept ready (on a GPU: CUDA context made,
+  // Triton warmed) so a candidate does not wait for its process to start;
+  // 0 starts each one when its candidate arrives.
+  int spare_sandboxes = 0;
 };
 
 class Funnel {
@@ -62,12 +67,23 @@ class Funnel {
   // How candidates' memory and processes are bounded: "cgroup v2 at …", or
   // why cgroups are not used.
   const std::string& cgroup_report() const { return cgroup_report_; }
+  // The trusted Triton cache every sandbox starts from: where it is, or
+  // why there is none.
+  const std::string& triton_cache_report() const { return triton_cache_report_; }
+  // Spares ready now, and where sandboxes came from so far.
+  int spare_sandboxes_ready() const { return sandboxes_->ready(); }
+  SandboxPool::Stats sandbox_stats() const { return sandboxes_->stats(); }
+  std::vector<int> spare_sandbox_pids() const { return sandboxes_->spare_pids(); }
 
  private:
   class Run;  // one verification, funnel.cc
   Funnel(FunnelConfig config, VerifierMetrics* metrics);
   absl::StatusOr<ZygoteClient*> Zygote();
   absl::Status SetUpCgroups();
+  void FillTritonBaseCache();
+  // A new sandbox: folder, cgroup, base Triton cache copy, child process.
+  absl::StatusOr<std::unique_ptr<CandidateSandbox>> MakeSandbox(const v1::SandboxLimits& limits,
+                                                                bool spare);
 
   const FunnelConfig config_;
   VerifierMetrics* const metrics_;  // may be null
@@ -76,6 +92,8 @@ class Funnel {
   std::string device_name_;
   std::unique_ptr<CgroupRoot> cgroups_;  // null: rlimits only
   std::string cgroup_report_;
+  std::string triton_base_cache_;  // empty: none
+  std::string triton_cache_report_;
   bool has_compile_ = false;
   mutable absl::Mutex zygote_mu_;
   std::unique_ptr<ZygoteClient> zygote_ ABSL_GUARDED_BY(zygote_mu_);
@@ -86,6 +104,8 @@ class Funnel {
   absl::CondVar slot_freed_;
   int free_slots_ ABSL_GUARDED_BY(slots_mu_);
   std::atomic<int64_t> next_candidate_{1};
+  // Last: its filler thread uses the members above, so it stops first.
+  std::unique_ptr<SandboxPool> sandboxes_;
 };
 
 }  // namespace kforge

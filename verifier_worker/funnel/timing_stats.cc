@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 
 namespace kforge {
@@ -47,6 +48,19 @@ kforge::v1::Timing SummarizeTiming(const std::vector<double>& device_ms,
   timing.set_cv(CoefficientOfVariation(device_ms));
   timing.set_host_mean_ms(TrimmedMean(host_ms, protocol.trim_fraction()));
   return timing;
+}
+
+int LaterBlockTrials(const std::vector<double>& first_block_ms, int done, int later_blocks,
+                     const kforge::v1::TimingProtocol& protocol) {
+  if (later_blocks <= 0) return 0;
+  int64_t target = protocol.trials();
+  const double per_trial = Median(first_block_ms);
+  if (per_trial > 0 && protocol.min_timed_ms() > 0) {
+    target = std::max<int64_t>(target, static_cast<int64_t>(std::ceil(protocol.min_timed_ms() / per_trial)));
+  }
+  target = std::min<int64_t>(target, protocol.max_trials());
+  const int64_t remaining = std::max<int64_t>(0, target - done);
+  return static_cast<int>((remaining + later_blocks - 1) / later_blocks);
 }
 
 double Representative(const kforge::v1::Timing& timing,

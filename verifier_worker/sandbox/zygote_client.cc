@@ -113,6 +113,15 @@ absl::StatusOr<int> ZygoteClient::Spawn(const google::protobuf::Struct& config, 
   return static_cast<int>(reply.GetNumber("pid"));
 }
 
+absl::StatusOr<Frame> ZygoteClient::FillTritonCache(const std::string& dir,
+                                                    const std::string& device,
+                                                    absl::Duration timeout) {
+  Frame request = Frame::Of("fill_cache");
+  request.Set("dir", dir).Set("device", device).Set("timeout_s", absl::ToDoubleSeconds(timeout));
+  // The zygote's own deadline comes first; this one covers a stuck zygote.
+  return Call(std::move(request), -1, timeout + absl::Seconds(10));
+}
+
 std::optional<ExitInfo> ZygoteClient::WaitExit(int pid, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);

@@ -36,6 +36,10 @@ class ZygoteClient {
   // then closed here by the caller). Returns its pid (= its process group).
   absl::StatusOr<int> Spawn(const google::protobuf::Struct& config, int child_fd,
                             absl::Duration timeout);
+  // Fills `dir` with Triton's driver utilities and common launchers, built
+  // by a trusted child that never sees candidate code (harness warmup.py).
+  absl::StatusOr<Frame> FillTritonCache(const std::string& dir, const std::string& device,
+                                        absl::Duration timeout);
   // How the child `pid` ended, once the zygote has reaped it.
   std::optional<ExitInfo> WaitExit(int pid, absl::Duration timeout);
   bool alive() const;

@@ -13,6 +13,8 @@ at a time:
            input sets already sent; returns per-trial times and the last
            output for a re-check
   profile  share of GPU time spent in the candidate's own Triton kernels
+  ping     -> pong: a spare process, kept ready before its candidate
+           arrives, is checked alive before it is used
   exit
 Results never travel on stdout or stderr; the verifier never reads them.
 """
@@ -23,7 +25,7 @@ import sys
 import traceback
 import types
 
-from . import guards, protocol, sandbox, task_inputs, timing
+from . import guards, protocol, sandbox, task_inputs, timing, warmup
 
 
 class CandidateError(Exception):
@@ -83,6 +85,10 @@ class Runner:
         import torch
         with torch.no_grad():
             result = self.model(*inputs)
+        return self._checked_outputs(result)
+
+    def _checked_outputs(self, result):
+        import torch
         outputs = task_inputs.as_output_list(result)
         for i, out in enumerate(outputs):
             if type(out) is not torch.Tensor:
@@ -156,11 +162,18 @@ class Runner:
         self._build(request["init_inputs"], request.get("dtype", ""))
         pool = [self.pool[name] for name in request["sets"]]
         timer = timing.Timer(self.device)
-        call = lambda *inputs: self._call(list(inputs))
-        if request.get("warmup", 0):
-            timer.trials(call, pool, request["warmup"], False)
-        event_ms, host_ms, outputs, index = timer.trials(
-            call, pool, request["trials"], request["flush_l2"], request.get("start", 0))
+        # Only the model is timed, exactly as the reference server times the
+        # baselines: each trial's output is checked (plain tensors on the
+        # device) after its end event, outside the timed interval, and the
+        # verifier re-checks the last one's values.
+        import torch
+        with torch.no_grad():
+            if request.get("warmup", 0):
+                timer.trials(self.model, pool, request["warmup"], False, check=self._checked_outputs)
+            event_ms, host_ms, result, index = timer.trials(
+                self.model, pool, request["trials"], request["flush_l2"], request.get("start", 0),
+                check=self._checked_outputs)
+        outputs = task_inputs.as_output_list(result)
         self._check_guards()
         packer = protocol.TensorPacker()
         for i, out in enumerate(outputs):
@@ -191,7 +204,7 @@ class Runner:
 
     def serve(self):
         handlers = {"compile": self.compile, "run": self.run, "time": self.time,
-                    "profile": self.profile}
+                    "profile": self.profile, "ping": lambda request, payload: ({"type": "pong"}, b"")}
         while True:
             request, payload = protocol.recv_frame(self.sock)
             if request.get("type") == "exit":
@@ -228,6 +241,8 @@ def run_child(sock, config):
             _keep_freed_memory_in_heap()
         import torch
         torch.set_num_threads(config.get("threads", 1))
+        if config.get("warm_up"):
+            warmup.warm_process(config["device"])
         guarded = guards.capture()
         protocol.send_frame(sock, {"type": "ready", "pid": os.getpid(), **report})
         runner = Runner(sock, config)

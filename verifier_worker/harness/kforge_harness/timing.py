@@ -36,8 +36,10 @@ class Timer:
             self.flush_buffer = _zeros(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
         self.flush_buffer.zero_()
 
-    def trials(self, fn, pool, count, flush_l2, start_index=0):
+    def trials(self, fn, pool, count, flush_l2, start_index=0, check=None):
         """Runs fn(*pool[(start_index + i) % len(pool)]) count times.
+        check(output), if given, runs on every trial's output outside the
+        timed interval (after the end event and the synchronisation).
         Returns (event_ms or None, host_ms, last output, last pool index)."""
         event_ms = [] if self.cuda else None
         host_ms = []
@@ -67,4 +69,6 @@ class Timer:
                 out = fn(*args)
                 t1 = _perf_counter_ns()
             host_ms.append((t1 - t0) / 1e6)
+            if check is not None:
+                check(out)
         return event_ms, host_ms, out, index

@@ -8,12 +8,15 @@ Run as `python -m kforge_harness.zygote FD`; FD is a connected Unix socket to
 the C++ verifier. Requests (frames):
   static_check {id, source, require_triton, max_bytes} -> static_result
   spawn {id, config} + one fd (the candidate's channel) -> spawned {id, pid}
+  fill_cache {id, dir, device, timeout_s} -> filled {id} | error: fills the
+      trusted base Triton cache in a child that never sees candidate code
   ping -> pong {python, torch, triton}
 and, unprompted, exited {pid, exit_code | signal} when a child ends.
 """
 
 import os
 import select
+import time
 import signal
 import socket
 import sys
@@ -31,7 +34,8 @@ try:
 except ImportError:
     TRITON_VERSION = ""
 
-from . import candidate_runner, guards, protocol, sandbox, static_check, task_inputs, timing  # noqa: F401
+from . import (candidate_runner, guards, protocol, sandbox, static_check, task_inputs,  # noqa: F401
+               timing, warmup)
 
 
 def _static_check(request):
@@ -56,6 +60,37 @@ def _spawn(control, request, fds):
         candidate_runner.run_child(socket.socket(fileno=fds[0]), request["config"])
     os.close(fds[0])
     return {"type": "spawned", "pid": pid}
+
+
+def _fill_cache(control, request):
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            control.close()
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            warmup.fill_base_cache(request["dir"], request["device"])
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            os._exit(code)
+    # Waited for here (the SIGCHLD reaper then finds nothing): this runs once,
+    # when the verifier starts, before any candidate is forked.
+    deadline = time.monotonic() + float(request.get("timeout_s", 120))
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return {"type": "error", "message": "filling the Triton base cache timed out"}
+        time.sleep(0.02)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        return {"type": "error", "message": "filling the Triton base cache failed (see the zygote's log)"}
+    return {"type": "filled"}
 
 
 def _reap(control):
@@ -97,6 +132,8 @@ def serve(control):
                 reply = _static_check(request)
             elif kind == "spawn":
                 reply = _spawn(control, request, fds)
+            elif kind == "fill_cache":
+                reply = _fill_cache(control, request)
             elif kind == "ping":
                 reply = {"type": "pong", "python": sys.version.split()[0],
                          "torch": torch.__version__, "triton": TRITON_VERSION}

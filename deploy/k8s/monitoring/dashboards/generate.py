@@ -270,6 +270,10 @@ def verifier():
           (f"sum({rate('kforge_verifier_cache_misses_total')})", "misses")])
     b.ts("Deliveries to the learner / s by result",
          [(f"sum by (result) ({rate('kforge_verifier_deliveries_total')})", "{{result}}")])
+    b.ts("Sandboxes / s by source (spare: started and warmed ahead)",
+         [(f"sum by (source) ({rate('kforge_verifier_sandboxes_total')})", "{{source}}")])
+    b.ts("Spare sandboxes ready by verifier",
+         [(f"sum by (pod) ({sel('kforge_verifier_spare_sandboxes')})", "{{pod}}")])
     return b
 
 
