@@ -12,6 +12,7 @@
 #include "cli/local_command.h"
 #include "cli/tiny_model_command.h"
 #include "cli/verify_command.h"
+#include "common/server/crash_report.h"
 #include "common/server/process_main.h"
 #include "common/server/termination_signals.h"
 
@@ -91,6 +92,7 @@ int NeedArgument(const std::string& command, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kforge::InstallCrashReport(argv[0]);
   kforge::BlockTerminationSignals();
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);

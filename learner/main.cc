@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/server/crash_report.h"
 #include "common/config/proto_defaults.h"
 #include "common/server/executable_path.h"
 #include "common/server/periodic_thread.h"
@@ -111,6 +112,7 @@ int Run() {
 }  // namespace kforge
 
 int main(int argc, char** argv) {
+  kforge::InstallCrashReport(argv[0]);
   kforge::BlockTerminationSignals();
   absl::SetProgramUsageMessage("kforge learner: serves JobService and LearnerService");
   absl::ParseCommandLine(argc, argv);

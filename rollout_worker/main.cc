@@ -11,6 +11,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/server/crash_report.h"
 #include "common/server/host_name.h"
 #include "common/server/process_main.h"
 #include "common/server/service_host.h"
@@ -138,6 +139,7 @@ int Run() {
 }  // namespace kforge
 
 int main(int argc, char** argv) {
+  kforge::InstallCrashReport(argv[0]);
   kforge::BlockTerminationSignals();
   absl::SetProgramUsageMessage("kforge rollout worker");
   absl::ParseCommandLine(argc, argv);

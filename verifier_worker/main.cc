@@ -10,6 +10,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/server/crash_report.h"
 #include "common/server/host_name.h"
 #include "common/server/process_main.h"
 #include "common/server/service_host.h"
@@ -123,6 +124,7 @@ int Run() {
 }  // namespace kforge
 
 int main(int argc, char** argv) {
+  kforge::InstallCrashReport(argv[0]);
   kforge::BlockTerminationSignals();
   absl::SetProgramUsageMessage("kforge verifier worker");
   absl::ParseCommandLine(argc, argv);
