@@ -500,13 +500,6 @@ absl::StatusOr<std::unique_ptr<CandidateSandbox>> Funnel::MakeSandbox(
   fs::create_directories(sandbox->work_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(sandbox->work_dir, ": ", ec.message()));
   fs::permissions(sandbox->work_dir, fs::perms::owner_all, ec);
-  if (!triton_base_cache_.empty()) {
-    // A copy, never links: the candidate may write to its own cache, and
-    // what it writes must not reach the next one.
-    fs::copy(triton_base_cache_, fs::path(sandbox->work_dir) / "triton-cache",
-             fs::copy_options::recursive, ec);
-    if (ec) return absl::InternalError(absl::StrCat("copying the Triton base cache: ", ec.message()));
-  }
   if (cgroups_ != nullptr) {
     KF_ASSIGN_OR_RETURN(sandbox->cgroup,
                         cgroups_->Create(fs::path(sandbox->work_dir).filename().string(),
@@ -520,7 +513,9 @@ absl::StatusOr<std::unique_ptr<CandidateSandbox>> Funnel::MakeSandbox(
       .Set("max_processes", static_cast<int>(limits.max_processes()))
       .Set("memory_bytes", limits.memory_bytes())
       .Set("threads", config_.candidate_threads)
-      .Set("warm_up", spare);
+      .Set("warm_up", spare)
+      // The child copies it into its own cache before it is confined.
+      .Set("triton_base_cache", triton_base_cache_);
   if (sandbox->cgroup != nullptr) {
     google::protobuf::Value cgroups;
     for (const auto& [controller, procs_file] : sandbox->cgroup->procs_files()) {

@@ -81,7 +81,8 @@ class Funnel {
   absl::StatusOr<ZygoteClient*> Zygote();
   absl::Status SetUpCgroups();
   void FillTritonBaseCache();
-  // A new sandbox: folder, cgroup, base Triton cache copy, child process.
+  // A new sandbox: folder, cgroup, child process (which copies the Triton
+  // base cache into its own folder before it is confined).
   absl::StatusOr<std::unique_ptr<CandidateSandbox>> MakeSandbox(const v1::SandboxLimits& limits,
                                                                 bool spare);
 

@@ -7,7 +7,8 @@ Applied in this order, each step reported as applied or skipped (with why):
                pids limits that CUDA tolerates, unlike RLIMIT_AS)
   rlimits      open files, file size, no core dumps; processes (non-root);
                data size only where no memory cgroup could be joined
-  filesystem   own working directory, HOME, TMPDIR and Triton cache
+  filesystem   own working directory, HOME, TMPDIR and Triton cache (a copy
+               of the verifier's trusted base cache, when it has one)
   landlock     writes, creates and deletes only beneath its own directory
                (and to device files, which CUDA opens read-write)
   seccomp      no sockets but Unix ones (no network), no ptrace, no new
@@ -18,6 +19,7 @@ Applied in this order, each step reported as applied or skipped (with why):
 import ctypes
 import os
 import resource
+import shutil
 import struct
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -236,6 +238,15 @@ def confine(config):
     for var in ("HOME", "TMPDIR", "XDG_CACHE_HOME"):
         os.environ[var] = work
     os.environ["TRITON_CACHE_DIR"] = os.path.join(work, "triton-cache")
+    base_cache = config.get("triton_base_cache", "")
+    if base_cache:
+        # A copy, never links: what this candidate writes into its cache must
+        # not reach the next one. Done here, before Landlock narrows writes.
+        try:
+            shutil.copytree(base_cache, os.environ["TRITON_CACHE_DIR"], dirs_exist_ok=True)
+            applied.append("triton base cache")
+        except OSError as e:
+            skipped.append(f"triton base cache ({e})")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, "inductor-cache")
     os.chdir(work)
     applied.append("filesystem")

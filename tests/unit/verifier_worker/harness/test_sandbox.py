@@ -152,6 +152,38 @@ class SandboxTest(unittest.TestCase):
         })
         self.assertEqual(probes, {"home": "allowed", "triton": "allowed", "cwd": "allowed"})
 
+    def test_triton_base_cache_is_copied_and_the_original_stays_untouched(self):
+        base = os.path.join(self.dir.name, "base-cache")
+        os.makedirs(os.path.join(base, "KEY"))
+        original = os.path.join(base, "KEY", "cuda_utils.so")
+        with open(original, "wb") as f:
+            f.write(b"trusted")
+
+        def overwrite_own_copy():
+            # What a candidate may do to its own cache...
+            with open(os.path.join(os.environ["TRITON_CACHE_DIR"], "KEY", "cuda_utils.so"), "wb") as f:
+                f.write(b"poisoned")
+
+        def overwrite_base():
+            # ...and may not do to the verifier's.
+            with open(original, "wb") as f:
+                f.write(b"poisoned")
+
+        probes, report = run_confined(self.work, {"own": overwrite_own_copy, "base": overwrite_base},
+                                      triton_base_cache=base)
+        self.assertIn("triton base cache", report["applied"])
+        self.assertEqual(probes["own"], "allowed")
+        if "landlock" in report["applied"]:
+            self.assertTrue(probes["base"].startswith("denied"), probes)
+            with open(original, "rb") as f:
+                self.assertEqual(f.read(), b"trusted")
+        with open(os.path.join(self.work, "triton-cache", "KEY", "cuda_utils.so"), "rb") as f:
+            self.assertEqual(f.read(), b"poisoned")  # the copy, not a link
+
+    def test_a_missing_base_cache_is_reported_not_fatal(self):
+        _, report = run_confined(self.work, {}, triton_base_cache=os.path.join(self.dir.name, "none"))
+        self.assertTrue(any(s.startswith("triton base cache") for s in report["skipped"]), report)
+
 
 if __name__ == "__main__":
     unittest.main()
