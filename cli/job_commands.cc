@@ -123,6 +123,7 @@ int WatchJob(const ClientOptions& options, const std::string& job_id) {
   SetDeadline(context, absl::Hours(24 * 30));
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
+  request.set_replay(true);  // what happened so far (resumed from, checkpoints), then live
   auto reader = Stub(options)->WatchJob(&context, request);
   v1::JobEvent event;
   while (reader->Read(&event)) {

@@ -79,7 +79,7 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
   for (;;) {
     if (context->IsCancelled()) return {grpc::StatusCode::CANCELLED, "watcher went away"};
     absl::StatusOr<JobRegistry::EventBatch> batch =
-        registry_->WaitForEvents(request->job_id(), seq, kWatchPollInterval);
+        registry_->WaitForEvents(request->job_id(), seq, kWatchPollInterval, request->replay());
     if (!batch.ok()) return ToGrpcStatus(batch.status());
     for (const kforge::v1::JobEvent& event : batch->events) {
       if (!writer->Write(event)) return {grpc::StatusCode::CANCELLED, "watcher went away"};

@@ -260,7 +260,8 @@ absl::Status JobRegistry::Finish(const std::string& job_id, JobState state,
 
 absl::StatusOr<JobRegistry::EventBatch> JobRegistry::WaitForEvents(const std::string& job_id,
                                                                    int64_t after_seq,
-                                                                   absl::Duration timeout) {
+                                                                   absl::Duration timeout,
+                                                                   bool replay) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
@@ -268,7 +269,11 @@ absl::StatusOr<JobRegistry::EventBatch> JobRegistry::WaitForEvents(const std::st
   Entry& entry = it->second;
   EventBatch batch;
   if (after_seq <= 0) {
-    // A new watcher starts from the current state.
+    // A new watcher starts from the current state, after the history it
+    // asked for.
+    if (replay) {
+      for (const auto& [seq, event] : entry.events) batch.events.push_back(event);
+    }
     JobEvent current;
     current.set_job_id(job_id);
     current.set_time_us(NowMicros());

@@ -68,10 +68,11 @@ class JobRegistry {
     int64_t last_seq = 0;   // pass as after_seq next time
     bool job_ended = false;  // no more events will come
   };
-  // Events after `after_seq` (0: from the current state on), waiting up to
-  // `timeout` for the first. NOT_FOUND for an unknown job.
+  // Events after `after_seq`, waiting up to `timeout` for the first.
+  // after_seq 0 starts a new watcher: the current state, preceded with
+  // `replay` by every event still buffered. NOT_FOUND for an unknown job.
   absl::StatusOr<EventBatch> WaitForEvents(const std::string& job_id, int64_t after_seq,
-                                           absl::Duration timeout);
+                                           absl::Duration timeout, bool replay = false);
 
  private:
   struct Entry {

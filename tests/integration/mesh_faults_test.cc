@@ -18,6 +18,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/client/rpc_client.h"
@@ -312,9 +313,26 @@ TEST_F(MeshFaultTest, ALearnerKilledMidJobResumesFromItsCheckpointAndWorkersReco
   ASSERT_EQ(final_job.state(), v1::JOB_SUCCEEDED) << final_job.message() << restarted->Log();
   EXPECT_EQ(final_job.progress().step(), spec.total_steps());
 
+  // A watcher of the new learner that asks for replay sees the job's
+  // "resumed from" line (logged before any watcher could attach).
+  {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(30));
+    v1::WatchJobRequest watch;
+    watch.set_job_id(job->id());
+    watch.set_replay(true);
+    auto reader = jobs_->WatchJob(&context, watch);
+    v1::JobEvent event;
+    std::string resumed;
+    while (reader->Read(&event)) {
+      if (event.has_log() && absl::StartsWith(event.log(), "resumed from ")) resumed = event.log();
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_THAT(resumed, HasSubstr("/checkpoints/step-")) << "no \"resumed from\" event replayed";
+  }
+
   // The restarted learner loaded the newest checkpoint and went on from its
-  // step. (The job's "resumed from" event is logged before any watcher of
-  // the new learner can attach: WatchJob starts from the current state.)
+  // step.
   const std::string log = restarted->Log();
   const size_t running = log.find("msg=\"job running\"");
   ASSERT_NE(running, std::string::npos) << log;

@@ -1,6 +1,8 @@
 #include "learner/jobs/job_registry.h"
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -127,6 +129,36 @@ TEST_F(JobRegistryTest, WatcherSeesCurrentStateThenChangesUntilEnd) {
   ASSERT_GE(seen.size(), 2u);
   EXPECT_EQ(seen.front().progress().step(), 1);
   EXPECT_EQ(seen.back().state_changed(), v1::JOB_CANCELLED);
+}
+
+TEST_F(JobRegistryTest, ANewWatcherAskingForReplaySeesTheHistoryThenTheCurrentState) {
+  auto registry = Open();
+  auto job = registry->Submit(Spec("a"));
+  auto running = registry->StartNext();
+  ASSERT_TRUE(running.has_value());
+  ASSERT_TRUE(registry->Log(job->id(), "resumed from /ckpt/step-00000004 at step 4").ok());
+  ASSERT_TRUE(registry->ReportCheckpoint(job->id(), "/ckpt/step-00000006").ok());
+
+  // Without replay: the current state only.
+  auto plain = registry->WaitForEvents(job->id(), 0, absl::Seconds(1));
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(plain->events.size(), 1u);
+  EXPECT_EQ(plain->events[0].state_changed(), v1::JOB_RUNNING);
+
+  auto replayed = registry->WaitForEvents(job->id(), 0, absl::Seconds(1), /*replay=*/true);
+  ASSERT_TRUE(replayed.ok());
+  std::vector<std::string> logs;
+  for (const v1::JobEvent& e : replayed->events) {
+    if (e.has_log()) logs.push_back(e.log());
+  }
+  ASSERT_GE(logs.size(), 2u);
+  EXPECT_EQ(logs[0], "resumed from /ckpt/step-00000004 at step 4");
+  EXPECT_NE(logs[1].find("/ckpt/step-00000006"), std::string::npos) << logs[1];
+  // The history comes first, in order; the current state closes it, and
+  // following goes on after the last event replayed.
+  EXPECT_EQ(replayed->events.back().state_changed(), v1::JOB_RUNNING);
+  EXPECT_EQ(replayed->last_seq, plain->last_seq);
+  EXPECT_FALSE(replayed->job_ended);
 }
 
 TEST_F(JobRegistryTest, SlowWatcherIsToldEventsWereDropped) {
