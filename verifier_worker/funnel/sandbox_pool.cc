@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace kforge {
 namespace {
 
@@ -28,9 +30,9 @@ CandidateSandbox::~CandidateSandbox() {
 
 SandboxPool::SandboxPool(Options options, const v1::SandboxLimits& limits)
     : options_(std::move(options)), wanted_(limits) {
-  if (options_.spares > 0) {
-    filler_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "kf-spares");
+  for (int i = 0; i < options_.spares; ++i) {
+    fillers_.emplace_back([this, i] {
+      pthread_setname_np(pthread_self(), absl::StrCat("kf-spares-", i).substr(0, 15).c_str());
       FillLoop();
     });
   }
@@ -42,7 +44,7 @@ SandboxPool::~SandboxPool() {
     stopping_ = true;
     changed_.SignalAll();
   }
-  if (filler_.joinable()) filler_.join();
+  for (std::thread& filler : fillers_) filler.join();
 }
 
 absl::StatusOr<std::unique_ptr<CandidateSandbox>> SandboxPool::Take(
@@ -83,15 +85,19 @@ absl::StatusOr<std::unique_ptr<CandidateSandbox>> SandboxPool::Take(
 void SandboxPool::FillLoop() {
   absl::MutexLock lock(&mu_);
   while (true) {
-    while (!stopping_ && static_cast<int>(spares_.size()) >= options_.spares) changed_.Wait(&mu_);
+    while (!stopping_ && static_cast<int>(spares_.size()) + making_ >= options_.spares) {
+      changed_.Wait(&mu_);
+    }
     if (stopping_) return;
     const v1::SandboxLimits limits = wanted_;
     absl::StatusOr<std::unique_ptr<CandidateSandbox>> made;
+    ++making_;
     {
       mu_.Unlock();
       made = options_.make(limits, true);
       mu_.Lock();
     }
+    --making_;
     if (!made.ok()) {
       // The zygote may be restarting; the funnel reports its own errors
       // when a candidate asks. Try again later, not in a tight loop.

@@ -12,8 +12,9 @@
 //
 // A spare is used only for a request with the same process limits it was
 // made with (memory, processes, open files, file size), and only after it answers a ping (a spare that died while idle is
-// replaced, never blamed on the next candidate). The filler thread
-// ("kf-spares") makes spares with the limits of the latest request.
+// replaced, never blamed on the next candidate). Filler threads
+// ("kf-spares-N", one per spare, so spares are made in parallel as fast as
+// candidates use them) make spares with the limits of the latest request.
 #ifndef KFORGE_VERIFIER_WORKER_FUNNEL_SANDBOX_POOL_H_
 #define KFORGE_VERIFIER_WORKER_FUNNEL_SANDBOX_POOL_H_
 
@@ -60,7 +61,7 @@ class SandboxPool {
       const v1::SandboxLimits& limits, bool spare)>;
 
   struct Options {
-    int spares = 0;  // 0: every sandbox is made on demand, no thread
+    int spares = 0;  // 0: every sandbox is made on demand, no threads
     Maker make;
     // How long a spare may take to answer the ping before it is replaced.
     absl::Duration ping_timeout = absl::Seconds(5);
@@ -101,8 +102,10 @@ class SandboxPool {
   std::deque<Spare> spares_ ABSL_GUARDED_BY(mu_);
   v1::SandboxLimits wanted_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  // Spares being made now (counted toward options_.spares).
+  int making_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread filler_;
+  std::vector<std::thread> fillers_;
 };
 
 }  // namespace kforge
