@@ -241,6 +241,7 @@ int Main() {
                                      .log_dir = work + "/logs-start", .device = device},
                                     absl::Seconds(120));
   if (zygote.ok()) {
+    const std::shared_ptr<ZygoteClient> shared_zygote = *std::move(zygote);
     std::vector<double> fork_ms, fresh_ms;
     for (int i = 0; i < 20; ++i) {
       const std::string dir = absl::StrCat(work, "/start", i);
@@ -250,7 +251,7 @@ int Main() {
           .Set("max_file_bytes", int64_t{1} << 26).Set("max_processes", 64)
           .Set("memory_bytes", int64_t{8} << 30).Set("threads", 1);
       const absl::Time t0 = absl::Now();
-      auto session = CandidateSession::Start(**zygote, config.header, absl::Seconds(60));
+      auto session = CandidateSession::Start(shared_zygote, config.header, absl::Seconds(60));
       if (session.ok()) fork_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
     }
     for (int i = 0; i < 5; ++i) {

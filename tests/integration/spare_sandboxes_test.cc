@@ -1,15 +1,18 @@
 // Spare sandboxes (FunnelConfig.spare_sandboxes; the shared test funnel
 // keeps one): candidates are served from them, each spare serves one
 // candidate, a spare that died while idle is replaced instead of failing the
-// next candidate, and a request with other limits gets a sandbox made with
-// its own limits.
+// next candidate, a request with other limits gets a sandbox made with its
+// own limits, and a spare outlives the zygote that forked it.
 #include <signal.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "tests/support/funnel_fixture.h"
@@ -86,6 +89,36 @@ TEST_F(SpareSandboxesTest, OtherLimitsGetTheirOwnSandbox) {
   });
   EXPECT_TRUE(again.correct()) << Describe(again);
   EXPECT_EQ(funnel_->sandbox_stats().from_spares, after.from_spares + 1);
+}
+
+// The parent of a process, from /proc/PID/stat ("pid (comm) state ppid ...").
+int ParentOf(int pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(line.substr(close + 2));
+  char state = 0;
+  int ppid = -1;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+TEST_F(SpareSandboxesTest, ASpareOutlivesItsZygoteAndTheFunnelKeepsServing) {
+  const int spare = WaitForSpare();
+  ASSERT_GT(spare, 0) << "no spare sandbox became ready within a minute";
+  const int zygote = ParentOf(spare);
+  ASSERT_GT(zygote, 1);
+  ASSERT_EQ(::kill(zygote, SIGKILL), 0);
+  // The funnel starts a new zygote for the next candidate; the spare forked
+  // by the dead one still serves (it holds its zygote client alive), and
+  // candidates after it run under the new zygote.
+  for (int i = 0; i < 3; ++i) {
+    const v1::Verdict verdict = VerifyRelu();
+    EXPECT_TRUE(verdict.correct()) << Describe(verdict);
+  }
+  EXPECT_TRUE(funnel_->healthy());
 }
 
 }  // namespace

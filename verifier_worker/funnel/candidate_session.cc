@@ -14,13 +14,14 @@ constexpr absl::Duration kExitReportWait = absl::Seconds(5);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CandidateSession>> CandidateSession::Start(
-    ZygoteClient& zygote, const google::protobuf::Struct& config, absl::Duration timeout) {
+    std::shared_ptr<ZygoteClient> zygote, const google::protobuf::Struct& config,
+    absl::Duration timeout) {
   KF_ASSIGN_OR_RETURN(auto pair, FrameChannel::Pair());
-  KF_ASSIGN_OR_RETURN(int pid, zygote.Spawn(config, pair.second.fd(), timeout));
+  KF_ASSIGN_OR_RETURN(int pid, zygote->Spawn(config, pair.second.fd(), timeout));
   // Only the child holds the other end now, so its death reads as EOF here.
   pair.second.Release().Reset();
   std::unique_ptr<CandidateSession> session(
-      new CandidateSession(zygote, std::move(pair.first), pid));
+      new CandidateSession(std::move(zygote), std::move(pair.first), pid));
   absl::StatusOr<Frame> ready = session->channel_.Receive(absl::Now() + timeout);
   if (!ready.ok() || ready->type() != "ready") {
     session->CollectExit();
@@ -50,7 +51,7 @@ void CandidateSession::Kill(const std::string& reason) {
 void CandidateSession::CollectExit() {
   if (reaped_) return;
   reaped_ = true;
-  std::optional<ExitInfo> exit = zygote_.WaitExit(pid_, kExitReportWait);
+  std::optional<ExitInfo> exit = zygote_->WaitExit(pid_, kExitReportWait);
   if (!exit.has_value()) {
     ::kill(-pid_, SIGKILL);
     crash_ = "ended, exit status unknown";

@@ -4,6 +4,9 @@
 // candidate process outlives its verification.
 //
 //   KF_ASSIGN_OR_RETURN(auto session, CandidateSession::Start(zygote, config, timeout));
+//
+// It holds its zygote alive: a session (a spare kept ready, say) may outlive
+// the funnel's switch to a restarted zygote.
 //   absl::StatusOr<Frame> reply = session->Request(frame, absl::Seconds(60));
 //   // DEADLINE_EXCEEDED: timed out (killed); UNAVAILABLE: it crashed or
 //   // exited, and crash_description() says how.
@@ -23,7 +26,8 @@ class CandidateSession {
  public:
   // Forks the child and waits for its sandbox report ("ready").
   static absl::StatusOr<std::unique_ptr<CandidateSession>> Start(
-      ZygoteClient& zygote, const google::protobuf::Struct& config, absl::Duration timeout);
+      std::shared_ptr<ZygoteClient> zygote, const google::protobuf::Struct& config,
+      absl::Duration timeout);
   CandidateSession(const CandidateSession&) = delete;
   CandidateSession& operator=(const CandidateSession&) = delete;
   ~CandidateSession();
@@ -41,12 +45,12 @@ class CandidateSession {
   const std::string& kill_reason() const { return kill_reason_; }
 
  private:
-  CandidateSession(ZygoteClient& zygote, FrameChannel channel, int pid)
-      : zygote_(zygote), channel_(std::move(channel)), pid_(pid) {}
+  CandidateSession(std::shared_ptr<ZygoteClient> zygote, FrameChannel channel, int pid)
+      : zygote_(std::move(zygote)), channel_(std::move(channel)), pid_(pid) {}
   void Kill(const std::string& reason);
   void CollectExit();
 
-  ZygoteClient& zygote_;
+  std::shared_ptr<ZygoteClient> zygote_;
   FrameChannel channel_;
   int pid_;
   Frame ready_;

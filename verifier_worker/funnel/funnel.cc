@@ -153,11 +153,15 @@ bool Funnel::Run::Static() {
   if (!extracted.ok()) return End(stage, v1::OUTCOME_FAILED, std::string(extracted.status().message()));
   code_ = extracted->code;
   verdict_.set_extracted_code(code_);
-  absl::StatusOr<ZygoteClient*> zygote = f_.Zygote();
-  absl::StatusOr<Frame> result =
-      zygote.ok() ? (*zygote)->StaticCheck(code_, options_.require_triton(),
-                                           limits_.max_source_bytes(), absl::Seconds(30))
-                  : absl::StatusOr<Frame>(zygote.status());
+  auto static_check = [&]() -> absl::StatusOr<Frame> {
+    KF_ASSIGN_OR_RETURN(std::shared_ptr<ZygoteClient> zygote, f_.Zygote());
+    return zygote->StaticCheck(code_, options_.require_triton(), limits_.max_source_bytes(),
+                               absl::Seconds(30));
+  };
+  absl::StatusOr<Frame> result = static_check();
+  // A zygote that died under this request (UNAVAILABLE) is replaced by the
+  // next Zygote() call: one more try, so the candidate is not failed for it.
+  if (absl::IsUnavailable(result.status())) result = static_check();
   if (!result.ok()) {
     internal_error_ = true;
     return End(stage, v1::OUTCOME_INTERNAL_ERROR, std::string(result.status().message()));
@@ -523,14 +527,14 @@ absl::StatusOr<std::unique_ptr<CandidateSandbox>> Funnel::MakeSandbox(
     }
     config.Set("cgroups", std::move(cgroups));
   }
-  KF_ASSIGN_OR_RETURN(ZygoteClient * zygote, Zygote());
+  KF_ASSIGN_OR_RETURN(std::shared_ptr<ZygoteClient> zygote, Zygote());
   const absl::Duration timeout = absl::Seconds(limits.correctness_timeout_s());
   if (spare) {
     // A spare's warm-up uses the GPU: not while a candidate is being timed.
     absl::ReaderMutexLock shared(&device_mu_);
-    KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(*zygote, config.header, timeout));
+    KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(zygote, config.header, timeout));
   } else {
-    KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(*zygote, config.header, timeout));
+    KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(zygote, config.header, timeout));
   }
   return sandbox;
 }
@@ -540,7 +544,7 @@ void Funnel::FillTritonBaseCache() {
     triton_cache_report_ = "none (not on a GPU)";
     return;
   }
-  absl::StatusOr<ZygoteClient*> zygote = Zygote();
+  absl::StatusOr<std::shared_ptr<ZygoteClient>> zygote = Zygote();
   if (!zygote.ok() || (*zygote)->hello().GetString("triton").empty()) {
     triton_cache_report_ = "none (no Triton)";
     return;
@@ -619,14 +623,14 @@ absl::Status Funnel::SetUpCgroups() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ZygoteClient*> Funnel::Zygote() {
+absl::StatusOr<std::shared_ptr<ZygoteClient>> Funnel::Zygote() {
   absl::MutexLock lock(&zygote_mu_);
   if (zygote_ == nullptr || !zygote_->alive()) {
     zygote_.reset();
     KF_ASSIGN_OR_RETURN(zygote_, ZygoteClient::Start(config_.harness, config_.start_timeout));
   }
   if (metrics_ != nullptr) metrics_->zygote_up.Set(1);
-  return zygote_.get();
+  return zygote_;
 }
 
 bool Funnel::healthy() const {

@@ -78,7 +78,7 @@ class Funnel {
  private:
   class Run;  // one verification, funnel.cc
   Funnel(FunnelConfig config, VerifierMetrics* metrics);
-  absl::StatusOr<ZygoteClient*> Zygote();
+  absl::StatusOr<std::shared_ptr<ZygoteClient>> Zygote();
   absl::Status SetUpCgroups();
   void FillTritonBaseCache();
   // A new sandbox: folder, cgroup, child process (which copies the Triton
@@ -97,7 +97,8 @@ class Funnel {
   std::string triton_cache_report_;
   bool has_compile_ = false;
   mutable absl::Mutex zygote_mu_;
-  std::unique_ptr<ZygoteClient> zygote_ ABSL_GUARDED_BY(zygote_mu_);
+  // Shared with the candidate sessions it forked (see CandidateSession).
+  std::shared_ptr<ZygoteClient> zygote_ ABSL_GUARDED_BY(zygote_mu_);
   // Readers: correctness stages; the writer: timing, which needs the device
   // to itself.
   absl::Mutex device_mu_;
