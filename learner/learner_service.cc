@@ -57,6 +57,25 @@ grpc::Status LearnerServiceImpl::TakeWork(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status LearnerServiceImpl::ReleaseWork(grpc::ServerContext*,
+                                             const kforge::v1::ReleaseWorkRequest* request,
+                                             kforge::v1::ReleaseWorkResponse* response) {
+  if (request->worker_id().empty()) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "worker_id: is required"};
+  }
+  if (request->group_id().empty()) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "group_id: is required"};
+  }
+  absl::StatusOr<bool> reissued = groups_->Release(request->worker_id(), request->group_id());
+  if (!reissued.ok()) return ToGrpcStatus(reissued.status());
+  response->set_reissued(*reissued);
+  log_.Warning(*reissued ? "group released by its worker; re-issued"
+                         : "group released by its worker; dropped, its attempts spent",
+               {{"group", request->group_id()}, {"worker", request->worker_id()},
+                {"reason", request->reason()}});
+  return grpc::Status::OK;
+}
+
 grpc::Status LearnerServiceImpl::DeliverSamples(grpc::ServerContext*,
                                                 const kforge::v1::DeliverSamplesRequest* request,
                                                 kforge::v1::DeliverSamplesResponse* response) {

@@ -33,6 +33,9 @@ class LearnerServiceImpl final : public kforge::v1::LearnerService::Service {
   grpc::Status DeliverSamples(grpc::ServerContext* context,
                               const kforge::v1::DeliverSamplesRequest* request,
                               kforge::v1::DeliverSamplesResponse* response) override;
+  grpc::Status ReleaseWork(grpc::ServerContext* context,
+                           const kforge::v1::ReleaseWorkRequest* request,
+                           kforge::v1::ReleaseWorkResponse* response) override;
   grpc::Status GetWeights(grpc::ServerContext* context,
                           const kforge::v1::GetWeightsRequest* request,
                           grpc::ServerWriter<kforge::v1::WeightChunk>* writer) override;

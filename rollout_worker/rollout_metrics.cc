@@ -6,6 +6,9 @@ namespace kforge {
 RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
     : groups_dropped(NewCounter(registry, "kforge_rollout_groups_dropped_total",
                                 "Groups abandoned after a sampling failure (the learner re-issues them).")),
+      groups_released(NewCounter(registry, "kforge_rollout_groups_released_total",
+                                 "Groups given back to the learner (ReleaseWork) for an "
+                                 "immediate re-issue.")),
       work_items_rejected(NewCounter(registry, "kforge_rollout_work_items_rejected_total",
                                      "Work items refused as malformed.")),
       weight_version(NewGauge(registry, "kforge_rollout_weight_version",

@@ -29,6 +29,8 @@ class RolloutMetrics {
               int64_t groups_in_flight);
 
   prometheus::Counter& groups_dropped;
+  // Groups given back to the learner (ReleaseWork) and taken by it.
+  prometheus::Counter& groups_released;
   prometheus::Counter& work_items_rejected;
   prometheus::Gauge& weight_version;
 

@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
             p->metrics_->groups_dropped.Increment();
             p->log_.Warning("group dropped", {{"group", item.group_id()},
                                               {"error", status.message()}});
+            p->Release(item.group_id(), absl::StrCat("sampling failed: ", status.message()));
           }));
   p->weight_sync_ = std::make_unique<WeightSync>(p->learner_.get(), policy->model.get(),
                                                  p->engine_.get(), config, metrics, &p->stop_);
@@ -104,6 +105,7 @@ void RolloutPipeline::TakeWorkLoop() {
       stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100));
       continue;
     }
+    SendReleases(worker_id);
     v1::TakeWorkRequest request;
     request.set_worker_id(worker_id);
     request.set_max_groups(static_cast<int32_t>(room));
@@ -134,15 +136,59 @@ void RolloutPipeline::TakeWorkLoop() {
         metrics_->work_items_rejected.Increment();
         log_.Error("cannot load the job's weights; work item refused",
                    {{"group", group}, {"job", item.job_id()}, {"error", s.message()}});
+        Release(group, absl::StrCat("cannot load the job's weights: ", s.message()));
         continue;
       }
       if (absl::Status s = engine_->Submit(std::move(item)); !s.ok()) {
-        // The learner re-issues or drops the group after its bounded wait.
         metrics_->work_items_rejected.Increment();
         log_.Warning("work item refused", {{"group", group}, {"error", s.message()}});
+        Release(group, absl::StrCat("work item refused: ", s.message()));
       }
     }
   }
+}
+
+void RolloutPipeline::Release(const std::string& group_id, absl::string_view reason) {
+  absl::MutexLock lock(&release_mu_);
+  releases_.emplace_back(group_id, std::string(reason));
+}
+
+void RolloutPipeline::SendReleases(const std::string& worker_id) {
+  std::vector<std::pair<std::string, std::string>> pending;
+  {
+    absl::MutexLock lock(&release_mu_);
+    pending.swap(releases_);
+  }
+  std::vector<std::pair<std::string, std::string>> retry;
+  for (auto& [group, reason] : pending) {
+    v1::ReleaseWorkRequest request;
+    request.set_worker_id(worker_id);
+    request.set_group_id(group);
+    request.set_reason(reason);
+    v1::ReleaseWorkResponse response;
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(config_.rpc().deadline_s()));
+    const grpc::Status status = learner_->ReleaseWork(&context, request, &response);
+    if (status.ok()) {
+      metrics_->groups_released.Increment();
+      continue;
+    }
+    switch (status.error_code()) {
+      case grpc::StatusCode::UNAVAILABLE:
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        retry.emplace_back(std::move(group), std::move(reason));  // the learner may be back later
+        break;
+      default:
+        // Not live any more (the bounded wait got there first, a restarted
+        // learner, an old learner without ReleaseWork): nothing to give back.
+        log_.Info("group not released", {{"group", group}, {"error", status.error_message()}});
+    }
+  }
+  if (retry.empty()) return;
+  absl::MutexLock lock(&release_mu_);
+  releases_.insert(releases_.begin(), std::make_move_iterator(retry.begin()),
+                   std::make_move_iterator(retry.end()));
 }
 
 }  // namespace kforge

@@ -13,6 +13,12 @@
 // Before an item is sampled, WeightSync brings the model to the job's
 // weights at the item's min_policy_version (streamed from the learner).
 //
+// A group the worker cannot sample (its weights would not load, the engine
+// refused the item, sampling failed) is given back with ReleaseWork, so the
+// learner re-issues it at once instead of after the job's group timeout;
+// releases the learner could not take yet are sent again before the next
+// TakeWork.
+//
 // A learner without work answers the long poll empty; one too old to hand
 // out work (TakeWork UNIMPLEMENTED) is said once in the log and polled at
 // the back-off ceiling.
@@ -20,9 +26,14 @@
 #define KFORGE_ROLLOUT_WORKER_ROLLOUT_PIPELINE_H_
 
 #include <memory>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/logging/logger.h"
 #include "common/server/periodic_thread.h"
@@ -53,6 +64,10 @@ class RolloutPipeline {
   RolloutPipeline(const v1::RolloutWorkerConfig& config, const LearnerLink* link,
                   RolloutMetrics* metrics);
   void TakeWorkLoop();
+  // Queues a group to give back (any thread); SendReleases (the take-work
+  // thread) tells the learner.
+  void Release(const std::string& group_id, absl::string_view reason);
+  void SendReleases(const std::string& worker_id);
   void OnSample(v1::Sample sample, const v1::WorkItem& item, absl::Duration ttft);
 
   const v1::RolloutWorkerConfig config_;
@@ -65,6 +80,9 @@ class RolloutPipeline {
   std::unique_ptr<WeightSync> weight_sync_;  // take-work thread
   std::unique_ptr<PeriodicThread> metrics_thread_;
   absl::Notification stop_;
+  absl::Mutex release_mu_;
+  // (group id, reason), oldest first.
+  std::vector<std::pair<std::string, std::string>> releases_ ABSL_GUARDED_BY(release_mu_);
   std::thread take_work_thread_;
 };
 

@@ -182,6 +182,23 @@ void GroupTracker::WorkerGone(const std::string& worker_id) {
   for (const std::string& id : held) Retire(id);
 }
 
+absl::StatusOr<bool> GroupTracker::Release(const std::string& worker_id,
+                                           const std::string& group_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(group_id);
+  if (it == groups_.end()) {
+    return absl::NotFoundError(absl::StrCat("group \"", group_id, "\" is not live (completed, "
+                                            "re-issued, dropped or never issued)"));
+  }
+  if (it->second.issued == absl::InfinitePast() || it->second.worker_id != worker_id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("group \"", group_id, "\" is not issued to worker \"", worker_id, "\""));
+  }
+  const uint64_t reissued = stats_.groups_reissued;
+  Retire(group_id);
+  return stats_.groups_reissued > reissued;
+}
+
 std::vector<CompletedGroup> GroupTracker::TakeCompleted(absl::Duration wait) {
   absl::MutexLock lock(&mu_);
   auto has_completed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !completed_.empty(); };

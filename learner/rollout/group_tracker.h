@@ -83,6 +83,11 @@ class GroupTracker {
   void Expire(absl::Time now);
   // Re-issues or drops every group issued to a worker that is gone.
   void WorkerGone(const std::string& worker_id);
+  // The worker gave the group up (it could not sample it): re-issued at
+  // once (true) or dropped when its attempts are spent (false). NOT_FOUND
+  // when the group is not live; FAILED_PRECONDITION when it is not issued
+  // to `worker_id`.
+  absl::StatusOr<bool> Release(const std::string& worker_id, const std::string& group_id);
   // Completed groups, oldest first; frees their buffer space. Waits up to
   // `wait` for the first when there is none.
   std::vector<CompletedGroup> TakeCompleted(absl::Duration wait = absl::ZeroDuration());

@@ -286,6 +286,38 @@ TEST_F(MeshFaultTest, ARolloutWorkerKilledMidJobHasItsGroupsReissuedAndTheJobFin
   for (int pid : helpers) EXPECT_FALSE(testing::ProcessAlive(pid)) << "rollout helper " << pid;
 }
 
+TEST_F(MeshFaultTest, AGroupTheWorkerCannotSampleIsGivenBackAndReissuedWithoutWaitingForTimeout) {
+  auto learner = StartLearner();
+  ASSERT_TRUE(learner.ok()) << learner.status();
+  auto verifier = StartVerifier("verifier", learner->address());
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  auto rollout = StartRollout("rollout-0", learner->address(), verifier->address());
+  ASSERT_TRUE(rollout.ok()) << rollout.status();
+  Connect(*learner);
+  // Groups of 16 do not fit the worker's 8 sequence slots: it refuses each
+  // one. Released, they are re-issued (once) and then dropped within
+  // seconds, not after the 600 s group timeout.
+  v1::JobSpec spec = testing::FastJobSpec(ModelDir());
+  spec.mutable_grpo()->set_group_size(16);
+  spec.mutable_optimizer()->set_batch_size(32);
+  spec.mutable_optimizer()->set_micro_batch_size(8);
+  spec.set_group_timeout_s(600);
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const int metrics = learner->ports.metrics_port();
+  const int rollout_metrics = rollout->ports.metrics_port();
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return ScrapeMetric(rollout_metrics, "kforge_rollout_groups_released_total") >= 2 &&
+               ScrapeMetric(metrics, kReissued) >= 1 &&
+               ScrapeMetric(metrics, kDropped) >= 1;
+      },
+      absl::Seconds(60)))
+      << learner->Log() << rollout->Log();
+  EXPECT_THAT(learner->Log(), HasSubstr("group released by its worker; re-issued"));
+  EXPECT_THAT(learner->Log(), HasSubstr("group_size 16 outside [1, 8]"));
+}
+
 TEST_F(MeshFaultTest, ALearnerKilledMidJobResumesFromItsCheckpointAndWorkersReconnect) {
   auto learner = StartLearner();
   ASSERT_TRUE(learner.ok()) << learner.status();

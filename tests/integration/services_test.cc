@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -268,6 +271,21 @@ TEST_F(LearnerTest, WorkAndSampleDeliveryAnswerAndAreCounted) {
     const grpc::Status status = stub->TakeWork(&context, request, &response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(status.error_message(), HasSubstr("worker_id"));
+  }
+  for (const auto& [worker, group, code, says] :
+       std::vector<std::tuple<std::string, std::string, grpc::StatusCode, std::string>>{
+           {"", "g", grpc::StatusCode::INVALID_ARGUMENT, "worker_id"},
+           {"worker-x", "", grpc::StatusCode::INVALID_ARGUMENT, "group_id"},
+           {"worker-x", "never-issued", grpc::StatusCode::NOT_FOUND, "never-issued"}}) {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(10));
+    v1::ReleaseWorkRequest request;
+    request.set_worker_id(worker);
+    request.set_group_id(group);
+    v1::ReleaseWorkResponse response;
+    const grpc::Status status = stub->ReleaseWork(&context, request, &response);
+    EXPECT_EQ(status.error_code(), code) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(says));
   }
   grpc::ClientContext context;
   SetDeadline(context, absl::Seconds(10));

@@ -124,6 +124,32 @@ TEST(GroupTrackerTest, GroupsOfAWorkerThatIsGoneAreReissued) {
   EXPECT_EQ(again[0].group_id(), "a~r1");
 }
 
+TEST(GroupTrackerTest, AGroupItsWorkerReleasesIsReissuedAtOnceThenDropped) {
+  GroupTracker tracker({.group_timeout = absl::Seconds(600), .max_reissues = 1});
+  ASSERT_TRUE(tracker.Offer(Item("g", 2)).ok());
+  ASSERT_EQ(tracker.Take("w1", 1, absl::ZeroDuration()).size(), 1u);
+  // Only the worker holding it may give it back, and only a live group.
+  EXPECT_EQ(tracker.Release("w2", "g").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(tracker.Release("w1", "nope").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<bool> first = tracker.Release("w1", "g");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(*first);  // re-issued without waiting for the group timeout
+  std::vector<v1::WorkItem> again = tracker.Take("w2", 1, absl::ZeroDuration());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].group_id(), "g~r1");
+  // The old id is gone: its late samples are orphaned, a second release is
+  // NOT_FOUND.
+  EXPECT_EQ(Status(tracker, Scored("g", 0)), v1::SampleAck::ORPHANED);
+  EXPECT_EQ(tracker.Release("w1", "g").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<bool> second = tracker.Release("w2", "g~r1");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(*second);  // attempts spent: dropped
+  EXPECT_EQ(tracker.stats().groups_reissued, 1u);
+  EXPECT_EQ(tracker.stats().groups_dropped, 1u);
+  EXPECT_EQ(tracker.stats().groups_in_flight, 0);
+  EXPECT_TRUE(tracker.Take("w3", 1, absl::ZeroDuration()).empty());
+}
+
 TEST(GroupTrackerTest, MalformedSamplesAreRejectedWithTheReason) {
   GroupTracker tracker({});
   ASSERT_TRUE(tracker.Offer(Item("g", 2)).ok());

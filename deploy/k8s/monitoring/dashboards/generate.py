@@ -311,7 +311,8 @@ def rollout():
          [(f"sum by (event) ({rate('kforge_rollout_samples_total')})", "{{event}}")])
     b.ts("Rejected work items and dropped groups / s",
          [(f"sum({rate('kforge_rollout_work_items_rejected_total')})", "work items rejected"),
-          (f"sum({rate('kforge_rollout_groups_dropped_total')})", "groups dropped")])
+          (f"sum({rate('kforge_rollout_groups_dropped_total')})", "groups dropped"),
+          (f"sum({rate('kforge_rollout_groups_released_total')})", "groups given back to the learner")])
     b.row("Weights")
     b.ts("Weight update time",
          [(quantile(0.5, "kforge_rollout_weight_update_seconds"), "p50"),
