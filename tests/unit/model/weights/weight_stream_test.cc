@@ -107,7 +107,9 @@ TEST(WeightStreamErrorsTest, BrokenStreamsAreRefusedByNameAndLeaveTheModelAlone)
 
   auto missing = fresh();
   for (const v1::WeightChunk& c : chunks) {
-    if (c.name() != chunks[0].name()) ASSERT_TRUE(missing->Add(c).ok());
+    if (c.name() != chunks[0].name()) {
+      ASSERT_TRUE(missing->Add(c).ok());
+    }
   }
   const absl::Status incomplete = missing->Apply().status();
   EXPECT_EQ(incomplete.code(), absl::StatusCode::kFailedPrecondition);
