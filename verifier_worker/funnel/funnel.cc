@@ -327,17 +327,29 @@ bool Funnel::Run::TimeBlocks(StageResult* stage, std::vector<std::string>& pool)
     if (!cuda) dev = host;  // no events on the CPU: the host clock is the measure
   };
   const std::string task_key = HexHash(request_.task().reference_source());
-  // The first block times `interleave_block` trials of each side; the later
-  // ones as many as each side needs for min_timed_ms (LaterBlockTrials).
+  // The first block times `interleave_block` trials of each side; each later
+  // one as many as that side still needs for min_timed_ms, estimated from
+  // every trial so far (LaterBlockTrials), spread over the planned blocks.
+  // A first estimate that was off (a loaded host) is corrected by the next
+  // blocks, which go on until every side has its trials.
   const int block = std::min(protocol.interleave_block(), protocol.trials());
   const int blocks = std::max(2, (protocol.trials() + block - 1) / block);
   int eager_n = block, comp_n = block, cand_n = block;
   int cand_done = 0;
-  for (int b = 0; b < blocks; ++b) {
-    if (b == 1) {
-      eager_n = LaterBlockTrials(eager_dev, static_cast<int>(eager_dev.size()), blocks - 1, protocol);
-      comp_n = LaterBlockTrials(comp_dev, static_cast<int>(comp_dev.size()), blocks - 1, protocol);
-      cand_n = LaterBlockTrials(cand_dev, static_cast<int>(cand_dev.size()), blocks - 1, protocol);
+  size_t timed_before = 0;  // trials of every side before the last block
+  for (int b = 0;; ++b) {
+    const size_t timed = eager_dev.size() + comp_dev.size() + cand_dev.size();
+    if (b > 0 && timed == timed_before) break;  // a block that added nothing ends it
+    timed_before = timed;
+    if (b > 0) {
+      const int left = std::max(1, blocks - b);
+      auto more = [&](const std::vector<double>& times) {
+        return LaterBlockTrials(times, static_cast<int>(times.size()), left, protocol);
+      };
+      eager_n = protocol.baseline_eager() ? more(eager_dev) : 0;
+      comp_n = compile_available ? more(comp_dev) : 0;
+      cand_n = more(cand_dev);
+      if (eager_n == 0 && comp_n == 0 && cand_n == 0) break;
     }
     const int warmup = b == 0 ? protocol.warmup_trials() : 0;
     // Baselines and candidate alternate block by block, so drift hits both.

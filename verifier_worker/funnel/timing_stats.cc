@@ -50,11 +50,11 @@ kforge::v1::Timing SummarizeTiming(const std::vector<double>& device_ms,
   return timing;
 }
 
-int LaterBlockTrials(const std::vector<double>& first_block_ms, int done, int later_blocks,
+int LaterBlockTrials(const std::vector<double>& times_so_far_ms, int done, int later_blocks,
                      const kforge::v1::TimingProtocol& protocol) {
   if (later_blocks <= 0) return 0;
   int64_t target = protocol.trials();
-  const double per_trial = Median(first_block_ms);
+  const double per_trial = Median(times_so_far_ms);
   if (per_trial > 0 && protocol.min_timed_ms() > 0) {
     target = std::max<int64_t>(target, static_cast<int64_t>(std::ceil(protocol.min_timed_ms() / per_trial)));
   }
