@@ -2,7 +2,7 @@
 # Builds kforge with the cuda preset on the GPU machine and runs what needs
 # a GPU: the verifier's GPU tests, the whole test suite, and the verifier
 # benchmark. Logs go to $OUT (the device tool brings them back).
-#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|model|rollout-bench|train|all]
+#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|mesh|model|rollout-bench|train|all]
 # gpu-test: only the tests labelled gpu; test: every other test.
 # model: builds only the model libraries' tests and the rollout benchmark,
 # then runs them on the GPU, with transformers' logits as the reference.
@@ -12,6 +12,9 @@
 # verifier: builds only the verifier, its GPU tests and benchmark, then runs
 # the GPU verifier tests (VERIFIER_TEST_FILTER) and the benchmark
 # (VERIFIER_BENCH_ARGS are appended to the bench mode's flags).
+# mesh: builds the four binaries, runs a short `kforge local` job with Triton
+# candidates and a held-out task (curves.svg), then `kforge eval` of the
+# built-in Triton solutions on cuda:0 with its plots.
 # train: the learner on the GPU (trainer tests, the built-in Triton
 # solutions, a short `kforge local` job with Triton candidates) and
 # kforge_train_bench against bench/train_bench_torch.py.
@@ -133,6 +136,30 @@ if [ "$what" = verifier ]; then
     echo "kforge_verifier_gpu_tests: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "$out/verifier-gpu.log" | tr '\n' ' ')"
     grep -E '^\[  FAILED|SKIPPED \]' "$out/verifier-gpu.log" | head -10
   fi
+fi
+
+if [ "$what" = mesh ]; then
+  start=$(date +%s)
+  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
+    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+  cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
+    > "$out/build.log" 2>&1 || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
+  echo "mesh build: $(( $(date +%s) - start )) s"
+  cat > /tmp/gpu-mesh-job.json <<'JOB'
+{"tasks": {"builtin": "kforge-mini", "heldout": ["level1/5_Softmax"]}, "warm_start_steps": 3,
+ "total_steps": 4, "prompts_per_step": 2, "grpo": {"group_size": 4},
+ "sampling": {"max_new_tokens": 200}, "sft": {"learning_rate": 0.01},
+ "optimizer": {"batch_size": 8, "micro_batch_size": 4}, "eval": {"every_steps": 2},
+ "verifier": {"timing": {"trials": 10}}, "checkpoint": {"every_steps": 2}}
+JOB
+  timeout 240 build/bin/kforge local --learner_port=0 --run_dir=/tmp/gpu-mesh \
+    --job=/tmp/gpu-mesh-job.json > "$out/local-gpu.log" 2>&1
+  echo "kforge local on the GPU: exit $?"; tail -16 "$out/local-gpu.log"
+  grep -h -A40 "SIGSEGV\|SIGABRT\|SIGBUS" /tmp/gpu-mesh/*.log | head -60
+  find /tmp/gpu-mesh -name curves.svg -exec cp {} "$out/" \;
+  timeout 200 build/bin/kforge eval --candidates tasks/kforge-mini/solutions --tasks tasks/kforge-mini \
+    --device cuda:0 --concurrency 4 --out "$out/eval" > "$out/eval.log" 2>&1
+  echo "kforge eval on the GPU: exit $?"; tail -40 "$out/eval.log"
 fi
 
 if [ "$what" = bench ] || [ "$what" = verifier ] || [ "$what" = all ]; then
