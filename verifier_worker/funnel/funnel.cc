@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -78,7 +79,7 @@ class Funnel::Run {
     verdict_.add_hack_flags(flag);
     verdict_.add_hack_details(detail);
   }
-  // A request to the candidate that did not come back.
+  // A request to the candidate that did not come back (sandbox_ is set).
   bool EndWithSessionError(StageResult* stage, const absl::Status& status);
   // A reply of type "failed" (the candidate raised, or a harness check).
   bool EndWithFailedReply(StageResult* stage, const Frame& reply, const std::string& context);
@@ -107,10 +108,7 @@ class Funnel::Run {
   uint64_t init_seed_ = 0;
   Frame prepared_;
   std::map<std::string, ReferenceSet> sets_;
-  std::unique_ptr<CandidateSandbox> sandbox_;
-  // Aliases of sandbox_'s session and cgroup (null before and without).
-  CandidateSession* session_ = nullptr;
-  CandidateCgroup* cgroup_ = nullptr;
+  std::unique_ptr<CandidateSandbox> sandbox_;  // from the compile stage on
   bool internal_error_ = false;
 };
 
@@ -119,18 +117,20 @@ bool Funnel::Run::EndWithSessionError(StageResult* stage, const absl::Status& st
     if (f_.metrics_ != nullptr) f_.metrics_->RecordKill("timeout");
     return End(stage, v1::OUTCOME_TIMED_OUT, std::string(status.message()));
   }
-  if (session_ != nullptr && session_->exited_cleanly_without_result()) {
+  const CandidateSession& session = *sandbox_->session;
+  const CandidateCgroup* cgroup = sandbox_->cgroup.get();
+  if (session.exited_cleanly_without_result()) {
     Flag(v1::HACK_RESULT_FORGERY, "the candidate process exited with code 0 before reporting");
   }
-  if (f_.metrics_ != nullptr && session_ != nullptr && !session_->kill_reason().empty()) {
-    f_.metrics_->RecordKill(session_->kill_reason());
+  if (f_.metrics_ != nullptr && !session.kill_reason().empty()) {
+    f_.metrics_->RecordKill(session.kill_reason());
   }
   std::string message(status.message());
-  if (cgroup_ != nullptr && cgroup_->oom_killed()) {
+  if (cgroup != nullptr && cgroup->oom_killed()) {
     absl::StrAppend(&message, "; killed by the memory limit of ", limits_.memory_bytes(),
                     " bytes");
     if (f_.metrics_ != nullptr) f_.metrics_->RecordKill("memory");
-  } else if (cgroup_ != nullptr && cgroup_->process_limit_hit()) {
+  } else if (cgroup != nullptr && cgroup->process_limit_hit()) {
     absl::StrAppend(&message, "; it reached the limit of ", limits_.max_processes(),
                     " processes");
     if (f_.metrics_ != nullptr) f_.metrics_->RecordKill("processes");
@@ -229,8 +229,6 @@ bool Funnel::Run::CompileAndTinyRun() {
   }
   sandbox_ = *std::move(sandbox);
   if (f_.metrics_ != nullptr) f_.metrics_->RecordSandbox(sandbox_->was_spare);
-  session_ = sandbox_->session.get();
-  cgroup_ = sandbox_->cgroup.get();
   const absl::Duration timeout = absl::Seconds(limits_.correctness_timeout_s());
   // Tiny inputs if the reference supports them, else the task's own.
   const ReferenceSet& tiny = sets_["tiny"].ok ? sets_["tiny"] : sets_["task_inputs"];
@@ -244,7 +242,7 @@ bool Funnel::Run::CompileAndTinyRun() {
       .Set("set", tiny.spec.name)
       .Set("dtype", tiny.spec.dtype);
   AttachInputs(tiny, prepared_, compile);
-  absl::StatusOr<Frame> reply = session_->Request(compile, timeout);
+  absl::StatusOr<Frame> reply = sandbox_->session->Request(compile, timeout);
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "");
   End(stage, v1::OUTCOME_PASSED);
@@ -278,7 +276,7 @@ bool Funnel::Run::MultiInput() {
         .Set("dtype", spec.dtype);
     run.Set("poison_bytes", static_cast<int64_t>(output_bytes));
     AttachInputs(set, prepared_, run);
-    absl::StatusOr<Frame> reply = session_->Request(run, timeout);
+    absl::StatusOr<Frame> reply = sandbox_->session->Request(run, timeout);
     if (!reply.ok()) return EndWithSessionError(stage, reply.status());
     if (reply->type() == "failed") {
       return EndWithFailedReply(stage, *reply, absl::StrCat(spec.name, " inputs: "));
@@ -344,7 +342,7 @@ bool Funnel::Run::TimeBlocks(StageResult* stage, std::vector<std::string>& pool)
     if (b > 0) {
       const int left = std::max(1, blocks - b);
       auto more = [&](const std::vector<double>& times) {
-        return LaterBlockTrials(times, static_cast<int>(times.size()), left, protocol);
+        return LaterBlockTrials(times, left, protocol);
       };
       eager_n = protocol.baseline_eager() ? more(eager_dev) : 0;
       comp_n = compile_available ? more(comp_dev) : 0;
@@ -380,7 +378,7 @@ bool Funnel::Run::TimeBlocks(StageResult* stage, std::vector<std::string>& pool)
         .Set("flush_l2", protocol.flush_l2()).Set("start", cand_done)
         .Set("init_inputs", sets_[pool.front()].init_inputs).Set("dtype", "");
     cand_done += cand_n;
-    absl::StatusOr<Frame> reply = session_->Request(request, timeout);
+    absl::StatusOr<Frame> reply = sandbox_->session->Request(request, timeout);
     if (!reply.ok()) return EndWithSessionError(stage, reply.status());
     if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "timed run: ");
     append(*reply, cand_dev, cand_host);
@@ -439,7 +437,8 @@ void Funnel::Run::Timing() {
       google::protobuf::Value kernels;
       for (const std::string& k : launched_kernels_) kernels.mutable_list_value()->add_values()->set_string_value(k);
       profile.Set("kernels", kernels);
-      absl::StatusOr<Frame> reply = session_->Request(profile, absl::Seconds(limits_.timing_timeout_s()));
+      absl::StatusOr<Frame> reply =
+          sandbox_->session->Request(profile, absl::Seconds(limits_.timing_timeout_s()));
       if (reply.ok() && reply->type() == "profiled") {
         const double total = reply->GetNumber("total_us"), own = reply->GetNumber("own_us");
         if (total <= 0 || own < 0.5 * total) {
@@ -489,8 +488,6 @@ v1::Verdict Funnel::Run::Execute() {
 }
 
 v1::Verdict Funnel::Run::Finish() {
-  session_ = nullptr;
-  cgroup_ = nullptr;
   sandbox_.reset();
   verdict_.set_device(f_.device_name_);
   verdict_.set_total_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
@@ -541,13 +538,11 @@ absl::StatusOr<std::unique_ptr<CandidateSandbox>> Funnel::MakeSandbox(
   }
   KF_ASSIGN_OR_RETURN(std::shared_ptr<ZygoteClient> zygote, Zygote());
   const absl::Duration timeout = absl::Seconds(limits.correctness_timeout_s());
-  if (spare) {
-    // A spare's warm-up uses the GPU: not while a candidate is being timed.
-    absl::ReaderMutexLock shared(&device_mu_);
-    KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(zygote, config.header, timeout));
-  } else {
-    KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(zygote, config.header, timeout));
-  }
+  // A spare's warm-up uses the GPU: not while a candidate is being timed.
+  // (A sandbox made on demand is made under the caller's shared hold.)
+  std::optional<absl::ReaderMutexLock> shared;
+  if (spare) shared.emplace(&device_mu_);
+  KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(zygote, config.header, timeout));
   return sandbox;
 }
 

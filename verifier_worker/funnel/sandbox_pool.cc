@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<CandidateSandbox>> SandboxPool::Take(
       spares_.pop_front();
       changed_.SignalAll();  // room for another
     }
-    absl::StatusOr<Frame> pong = spare.sandbox->session->Request(Frame::Of("ping"), options_.ping_timeout);
+    absl::StatusOr<Frame> pong =
+        spare.sandbox->session->Request(Frame::Of("ping"), options_.ping_timeout);
     absl::MutexLock lock(&mu_);
     if (pong.ok() && pong->type() == "pong") {
       ++stats_.from_spares;

@@ -32,25 +32,25 @@ TEST(TimingStatsTest, MedianTrimmedMeanAndSpread) {
 TEST(TimingStatsTest, ShortKernelsGetTrialsUntilTheBudgetIsMeasured) {
   // 0.02 ms a trial, 100 ms wanted: 5000 trials, 10 done, 4 blocks left.
   const std::vector<double> first(10, 0.02);
-  EXPECT_EQ(LaterBlockTrials(first, 10, 4, Protocol(50, 100, 100000)), (5000 - 10 + 3) / 4);
+  EXPECT_EQ(LaterBlockTrials(first, 4, Protocol(50, 100, 100000)), (5000 - 10 + 3) / 4);
   // max_trials caps it.
-  EXPECT_EQ(LaterBlockTrials(first, 10, 4, Protocol(50, 100, 1000)), (1000 - 10 + 3) / 4);
+  EXPECT_EQ(LaterBlockTrials(first, 4, Protocol(50, 100, 1000)), (1000 - 10 + 3) / 4);
 }
 
 TEST(TimingStatsTest, LongKernelsKeepTheTrialCount) {
   // 5 ms a trial: 100 ms is 20 trials, fewer than the 50 asked for.
   const std::vector<double> first(10, 5.0);
-  EXPECT_EQ(LaterBlockTrials(first, 10, 4, Protocol(50, 100, 5000)), 10);
+  EXPECT_EQ(LaterBlockTrials(first, 4, Protocol(50, 100, 5000)), 10);
   // No budget: exactly `trials`.
-  EXPECT_EQ(LaterBlockTrials(std::vector<double>(10, 0.001), 10, 4, Protocol(50, 0, 5000)), 10);
+  EXPECT_EQ(LaterBlockTrials(std::vector<double>(10, 0.001), 4, Protocol(50, 0, 5000)), 10);
 }
 
 TEST(TimingStatsTest, NothingLeftOrNoBlocksLeft) {
   const std::vector<double> first(60, 1.0);
-  EXPECT_EQ(LaterBlockTrials(first, 60, 4, Protocol(50, 10, 5000)), 0);
-  EXPECT_EQ(LaterBlockTrials(first, 10, 0, Protocol(50, 10, 5000)), 0);
+  EXPECT_EQ(LaterBlockTrials(first, 4, Protocol(50, 10, 5000)), 0);
+  EXPECT_EQ(LaterBlockTrials(first, 0, Protocol(50, 10, 5000)), 0);
   // No estimate (a side that returned nothing): `trials` stands.
-  EXPECT_EQ(LaterBlockTrials({}, 0, 5, Protocol(50, 100, 5000)), 10);
+  EXPECT_EQ(LaterBlockTrials({}, 5, Protocol(50, 100, 5000)), 10);
 }
 
 }  // namespace
