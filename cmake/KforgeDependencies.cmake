@@ -27,6 +27,26 @@ if(KFORGE_TORCH_FROM_PYTHON)
   list(APPEND CMAKE_PREFIX_PATH "${_kf_torch_prefix}")
 endif()
 find_package(Torch REQUIRED)
+# PyTorch's wheels carry parts of libstdc++ (std::filesystem among them)
+# linked into libtorch and export them. Whatever precedes libtorch in a
+# process's symbol lookup order decides which copy our calls run, and
+# libtorch's copies of some functions jump to address 0 (seen on the GPU
+# machine: remove_all in the verifier's sandbox cleanup and the learner's
+# checkpoint pruning). Two things put libtorch first: a shared libstdc++
+# named after it, and a compiler that links libstdc++ statically (the GPU
+# image's /opt/gcc/bin/g++ does: its archive is searched last, after
+# libtorch has satisfied those symbols). So every binary names the shared
+# libstdc++.so.6, by path, first among its needed libraries.
+# tests/unit/common/std_library_binding_test.cc checks the binding.
+find_file(KFORGE_LIBSTDCXX libstdc++.so.6
+  PATHS ${CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES} /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib
+        /lib/x86_64-linux-gnu
+  NO_DEFAULT_PATH)
+if(NOT KFORGE_LIBSTDCXX)
+  message(FATAL_ERROR "kforge: no shared libstdc++.so.6 found for ${CMAKE_CXX_COMPILER}; "
+                      "set KFORGE_LIBSTDCXX to its path")
+endif()
+add_link_options("LINKER:--push-state,--no-as-needed" "${KFORGE_LIBSTDCXX}" "LINKER:--pop-state")
 # Torch's config adds its flags globally through TORCH_CXX_FLAGS; keep them
 # to the targets that link torch instead.
 set(KFORGE_HAVE_CUDA OFF)
