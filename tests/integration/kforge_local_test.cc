@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
+#include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -198,7 +200,9 @@ TEST(KforgeLocalTest, CtrlCLeavesACheckpointThatTheNextRunResumes) {
   auto second = ChildProcess::Spawn({.argv = argv, .capture_output = true});
   ASSERT_TRUE(second.ok());
   const absl::Time resume_deadline = absl::Now() + absl::Seconds(180);
-  while (!absl::StrContains((*second)->output(), "step    ")) {
+  // A progress line: "step    7/42" or, resumed past step 9, "step   12/42".
+  const std::regex progress_line("step +[0-9]+/42");
+  while (!std::regex_search((*second)->output(), progress_line)) {
     ASSERT_LT(absl::Now(), resume_deadline) << (*second)->output();
     ASSERT_FALSE((*second)->WaitFor(absl::Milliseconds(100)).ok()) << (*second)->output();
   }
