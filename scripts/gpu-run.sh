@@ -6,6 +6,7 @@
 # gpu-test: only the tests labelled gpu; test: every other test.
 # model: builds only the model libraries' tests and the rollout benchmark,
 # then runs them on the GPU, with transformers' logits as the reference.
+# rollout: the CUDA-graph decode tests and benchmark (see that mode).
 # rollout-bench: kforge_rollout_bench against transformers' generate() on the
 # same random Qwen2.5-Coder-shaped checkpoints (ROLLOUT_SHAPES, ROLLOUT_BATCHES,
 # HF_FULL_BATCHES, HF_SHORT_BATCHES, HF_SHORT_TOKENS).
@@ -105,6 +106,39 @@ JOB
   done
 fi
 
+if [ "$what" = rollout ]; then
+  # The CUDA-graph decode path: the link-order check, the generation tests
+  # (graph replay against eager steps), then kforge_rollout_bench with graphs
+  # at every batch size and, side by side in the same run, eager steps and
+  # transformers' generate() at ROLLOUT_COMPARE_BATCH.
+  start=$(date +%s)
+  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
+    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+  cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
+    kforge_unit_tests kforge_generation_tests kforge_rollout_bench > "$out/build.log" 2>&1 \
+    || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
+  echo "rollout build: $(( $(date +%s) - start )) s"
+  echo "kforge NEEDED: $(readelf -d build/bin/kforge | grep -m3 NEEDED | sed 's/.*\[//; s/\]//' | tr '\n' ' ')"
+  { readelf -d build/bin/kforge | grep -E "NEEDED|RUNPATH"; command -v g++ c++; c++ --version | head -1
+    grep -A4 "build bin/kforge:" build/build.ninja | grep -E "LINK_FLAGS|LINK_LIBRARIES" | cut -c1-600
+  } > "$out/link.txt" 2>&1
+  build/bin/kforge_unit_tests --gtest_filter='StdLibraryBinding*' > "$out/binding.log" 2>&1
+  echo "binding test: exit $?"; grep -E "resolves to|PASSED|FAILED" "$out/binding.log" | head -5
+  build/bin/kforge_generation_tests > "$out/generation-tests.log" 2>&1
+  echo "kforge_generation_tests: exit $?; $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/generation-tests.log" | tr '\n' ' ')"
+  grep -B3 -A12 "Failure" "$out/generation-tests.log" | head -40
+  ckpt=/tmp/models/qwen2.5-coder-1.5b
+  [ -d "$ckpt" ] || python3 bench/hf_generate_bench.py --make qwen2.5-coder-1.5b "$ckpt" 2>&1 | tail -1
+  cmp=${ROLLOUT_COMPARE_BATCH:-64}
+  build/bin/kforge_rollout_bench --checkpoint "$ckpt" --tokenizer tests/data/tokenizer/gpt2/tokenizer.json \
+    --batches "${ROLLOUT_BATCHES:-1,16,64,256}" 2>&1 | tee -a "$out/rollout-bench.txt"
+  [ "$cmp" = none ] || {
+    build/bin/kforge_rollout_bench --checkpoint "$ckpt" --tokenizer tests/data/tokenizer/gpt2/tokenizer.json \
+      --batches "$cmp" --cuda_graphs=false 2>&1 | tail -3 | tee -a "$out/rollout-bench.txt"
+    python3 bench/hf_generate_bench.py --checkpoint "$ckpt" --batches "$cmp" 2>&1 | grep -v Warning \
+      | tee -a "$out/rollout-bench.txt"; }
+fi
+
 if [ "$what" = rollout-bench ]; then
   for shape in ${ROLLOUT_SHAPES:-qwen2.5-coder-1.5b}; do
     ckpt=/tmp/models/$shape
@@ -159,7 +193,16 @@ JOB
   find /tmp/gpu-mesh -name curves.svg -exec cp {} "$out/" \;
   timeout 200 build/bin/kforge eval --candidates tasks/kforge-mini/solutions --tasks tasks/kforge-mini \
     --device cuda:0 --concurrency 4 --out "$out/eval" > "$out/eval.log" 2>&1
-  echo "kforge eval on the GPU: exit $?"; tail -40 "$out/eval.log"
+  rc=$?
+  echo "kforge eval on the GPU: exit $rc"; tail -40 "$out/eval.log"
+  # A crash: the same command under cuda-gdb (the GPU image has no gdb) for
+  # every thread's stack.
+  if [ "$rc" -ge 128 ] && command -v cuda-gdb > /dev/null; then
+    timeout 240 cuda-gdb -batch -ex run -ex "thread apply all bt 25" --args build/bin/kforge eval \
+      --candidates tasks/kforge-mini/solutions --tasks tasks/kforge-mini --device cuda:0 \
+      --concurrency 4 --out /tmp/eval-gdb > "$out/eval-gdb.log" 2>&1
+    grep -v "^\[New Thread\|^\[Thread .* exited" "$out/eval-gdb.log" | tail -120
+  fi
 fi
 
 if [ "$what" = bench ] || [ "$what" = verifier ] || [ "$what" = all ]; then

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Prepares, on this Debian machine, what a GPU machine needs to build and test
+# kforge, in two ignored folders that the device call carries:
+#   .gpu-debs/  the C++ dependencies as .deb files (../shared/device/fetch-debs.sh
+#               plus GoogleTest, OpenSSL, zlib and pkgconf), unpacked there by
+#               scripts/gpu-deps.sh into a prefix of our own;
+#   .gpu-work/  the KernelBench problems that GPU tests and benchmarks read
+#               (../shared does not travel).
+# Idempotent: existing files are kept.
+#   scripts/gpu-prepare.sh [SHARED_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shared=${1:-../shared}
+
+if [ -z "$(ls .gpu-debs/*.deb 2>/dev/null)" ]; then
+  apt-get update -qq
+  "$shared/device/fetch-debs.sh" .gpu-debs
+  (cd .gpu-debs && apt-get download libprometheus-cpp-push1.0 libgtest-dev libgmock-dev googletest libssl-dev \
+     zlib1g-dev pkgconf pkgconf-bin libpkgconf3 2>&1 | grep -v 'unsandboxed' || true)
+fi
+echo ".gpu-debs: $(ls .gpu-debs/*.deb | wc -l) packages, $(du -sh .gpu-debs | cut -f1)"
+
+mkdir -p .gpu-work/kernelbench
+for level in level1 level2; do
+  [ -d ".gpu-work/kernelbench/$level" ] || cp -r "$shared/kernelbench/$level" .gpu-work/kernelbench/
+done
+echo ".gpu-work: $(du -sh .gpu-work | cut -f1)"
