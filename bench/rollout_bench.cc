@@ -43,6 +43,7 @@ ABSL_FLAG(std::string, dtype, "bfloat16", "float32, bfloat16 or float16");
 ABSL_FLAG(std::string, batches, "1,16,64,256", "batch sizes, comma-separated");
 ABSL_FLAG(int, prompt_tokens, 512, "prompt length");
 ABSL_FLAG(int, new_tokens, 1024, "tokens generated per sequence (EOS ignored)");
+ABSL_FLAG(bool, cuda_graphs, true, "replay decode steps from CUDA graphs (on a GPU)");
 
 namespace kforge {
 namespace {
@@ -78,6 +79,8 @@ double CopyBandwidth(const at::Device& device) {
 struct Result {
   int64_t batch = 0;
   double total_s = 0, ttft_s = 0, decode_tok_s = 0, tok_s = 0, limit_tok_s = 0, mem_gib = 0;
+  double step_ms = 0;        // mean wall time of a decode step
+  uint64_t captures = 0;     // CUDA graphs captured
 };
 
 int64_t GpuBytesInUse(const at::Device& device) {
@@ -104,7 +107,9 @@ absl::StatusOr<Result> RunBatch(const DecoderModel& model, const BpeTokenizer& t
   ReleaseCache(device);
   KF_ASSIGN_OR_RETURN(std::unique_ptr<Generator> gen,
                       Generator::Create(&model, &tokenizer,
-                                        {.slots = batch, .max_len = prompt_len + new_tokens}));
+                                        {.slots = batch,
+                                         .max_len = prompt_len + new_tokens,
+                                         .decode = {.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs)}}));
   for (int64_t b = 0; b < batch; ++b) {
     GroupRequest request{.group_id = std::to_string(b)};
     for (int j = 0; j < prompt_len; ++j) {
@@ -148,6 +153,8 @@ absl::StatusOr<Result> RunBatch(const DecoderModel& model, const BpeTokenizer& t
     floor_s += (weight_bytes + batch * (prompt_len + t) * kv_per_token) / bandwidth;
   }
   r.limit_tok_s = batch * (new_tokens - 1) / floor_s;
+  r.step_ms = 1e3 * batch / r.decode_tok_s;
+  r.captures = gen->stats().decoder.captures;
   r.mem_gib = static_cast<double>(GpuBytesInUse(device)) / (1 << 30);
   return r;
 }
@@ -194,8 +201,12 @@ int Main() {
   std::printf("device %s, %s; measured copy bandwidth %.0f GB/s; prompt %d, new tokens %d\n\n",
               device.str().c_str(), dtype_name.c_str(), bandwidth / 1e9,
               absl::GetFlag(FLAGS_prompt_tokens), absl::GetFlag(FLAGS_new_tokens));
-  std::printf("%6s %10s %10s %12s %12s %12s %8s %9s\n", "batch", "total s", "TTFT s",
-              "out tok/s", "decode tok/s", "limit tok/s", "of limit", "mem GiB");
+  std::printf("decode steps: %s\n\n", absl::GetFlag(FLAGS_cuda_graphs)
+                                          ? "CUDA graphs (eager where no GPU)"
+                                          : "eager");
+  std::printf("%6s %10s %10s %12s %12s %12s %8s %9s %8s %7s\n", "batch", "total s", "TTFT s",
+              "out tok/s", "decode tok/s", "limit tok/s", "of limit", "mem GiB", "ms/step",
+              "graphs");
   for (absl::string_view piece : absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
     int64_t batch = 0;
     if (!absl::SimpleAtoi(piece, &batch) || batch <= 0) {
@@ -210,10 +221,10 @@ int Main() {
                   std::string(r.status().message()).c_str());
       continue;
     }
-    std::printf("%6lld %10.2f %10.3f %12.0f %12.0f %12.0f %7.0f%% %9.1f\n",
+    std::printf("%6lld %10.2f %10.3f %12.0f %12.0f %12.0f %7.0f%% %9.1f %8.2f %7llu\n",
                 static_cast<long long>(r->batch), r->total_s, r->ttft_s, r->tok_s,
                 r->decode_tok_s, r->limit_tok_s, 100.0 * r->decode_tok_s / r->limit_tok_s,
-                r->mem_gib);
+                r->mem_gib, r->step_ms, static_cast<unsigned long long>(r->captures));
     std::fflush(stdout);
   }
   return 0;

@@ -29,6 +29,15 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                                "Groups queued for free KV cache slots.")),
       groups_in_flight_(NewGauge(registry, "kforge_rollout_groups_in_flight",
                                  "Groups taken from the learner and not yet fully sampled.")),
+      decode_steps_by_mode_(prometheus::BuildCounter()
+                                .Name("kforge_rollout_decode_step_runs_total")
+                                .Help("Decode steps by how they ran: graph (replayed from a "
+                                      "CUDA graph) or eager.")
+                                .Register(registry)),
+      decode_graph_captures_(NewCounter(registry, "kforge_rollout_decode_graph_captures_total",
+                                        "Decode steps captured as CUDA graphs.")),
+      decode_graphs_(NewGauge(registry, "kforge_rollout_decode_graphs",
+                              "CUDA graphs of decode steps held.")),
       time_to_first_token_(prometheus::BuildHistogram()
                                .Name("kforge_rollout_time_to_first_token_seconds")
                                .Help("From a group's arrival at the generator to its first token.")
@@ -55,6 +64,7 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
   for (const char* event : {"submitted", "sent", "resent", "answered", "undeliverable"}) {
     samples_.Add({{"event", event}});
   }
+  for (const char* mode : {"graph", "eager"}) decode_steps_by_mode_.Add({{"mode", mode}});
 }
 
 void RolloutMetrics::ObserveWeightUpdate(absl::Duration took) {
@@ -75,6 +85,12 @@ void RolloutMetrics::Update(const GeneratorStats& g, const VerifierDispatcher::S
   kv_cache_capacity_.Set(static_cast<double>(g.cache_capacity_tokens));
   waiting_groups_.Set(static_cast<double>(g.waiting_groups));
   groups_in_flight_.Set(static_cast<double>(groups_in_flight));
+  IncrementToward(decode_steps_by_mode_.Add({{"mode", "graph"}}), g.decoder.replays,
+                  last_generator_.decoder.replays);
+  IncrementToward(decode_steps_by_mode_.Add({{"mode", "eager"}}), g.decoder.eager_steps,
+                  last_generator_.decoder.eager_steps);
+  IncrementToward(decode_graph_captures_, g.decoder.captures, last_generator_.decoder.captures);
+  decode_graphs_.Set(static_cast<double>(g.decoder.graphs));
   IncrementToward(samples_.Add({{"event", "submitted"}}), d.submitted, last_dispatcher_.submitted);
   IncrementToward(samples_.Add({{"event", "sent"}}), d.sent, last_dispatcher_.sent);
   IncrementToward(samples_.Add({{"event", "resent"}}), d.resent, last_dispatcher_.resent);

@@ -43,6 +43,9 @@ class RolloutMetrics {
   prometheus::Gauge& kv_cache_capacity_;
   prometheus::Gauge& waiting_groups_;
   prometheus::Gauge& groups_in_flight_;
+  prometheus::Family<prometheus::Counter>& decode_steps_by_mode_;
+  prometheus::Counter& decode_graph_captures_;
+  prometheus::Gauge& decode_graphs_;
   prometheus::Histogram& time_to_first_token_;
   prometheus::Histogram& weight_update_;
   prometheus::Family<prometheus::Counter>& samples_;

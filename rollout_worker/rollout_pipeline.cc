@@ -34,7 +34,10 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
           policy->model.get(), policy->tokenizer.get(),
           {.worker_id = config.worker_name(),
            .slots = config.max_batch_sequences(),
-           .max_len = config.max_sequence_tokens()},
+           .max_len = config.max_sequence_tokens(),
+           .decode = {.cuda_graphs = config.decode_cuda_graphs(),
+                      .span_bucket = config.cuda_graph_span_bucket(),
+                      .max_graphs = config.max_cuda_graphs()}},
           [p](v1::Sample sample, const v1::WorkItem& item, absl::Duration ttft) {
             p->OnSample(std::move(sample), item, ttft);
           },
@@ -46,9 +49,14 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
           }));
   p->weight_sync_ = std::make_unique<WeightSync>(p->learner_.get(), policy->model.get(),
                                                  p->engine_.get(), config, metrics, &p->stop_);
-  auto update_metrics = [p] {
-    p->metrics_->Update(p->engine_->generator_stats(), p->dispatcher_->stats(),
-                        p->engine_->groups_in_flight());
+  // The ticker thread alone reads and writes graphs_off_logged.
+  auto update_metrics = [p, graphs_off_logged = std::string()]() mutable {
+    const GeneratorStats stats = p->engine_->generator_stats();
+    p->metrics_->Update(stats, p->dispatcher_->stats(), p->engine_->groups_in_flight());
+    if (stats.decoder.graphs_off != graphs_off_logged) {
+      graphs_off_logged = stats.decoder.graphs_off;
+      p->log_.Info("decode steps run eagerly", {{"reason", graphs_off_logged}});
+    }
   };
   update_metrics();  // the first scrape already sees the cache's size
   p->metrics_thread_ =

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/generation/dense_decoder.h"
 #include "model/sampling/token_sampler.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/tokenizer/unicode.h"
@@ -93,14 +94,18 @@ absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const DecoderModel*
   }
   KF_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
                       model->NewKvCache(options.slots, options.max_len));
-  return std::unique_ptr<Generator>(new Generator(model, tokenizer, std::move(cache)));
+  KF_ASSIGN_OR_RETURN(std::unique_ptr<DenseDecoder> decoder,
+                      DenseDecoder::Create(model, cache.get(), options.decode));
+  return std::unique_ptr<Generator>(
+      new Generator(model, tokenizer, std::move(cache), std::move(decoder)));
 }
 
 Generator::Generator(const DecoderModel* model, const BpeTokenizer* tokenizer,
-                     std::unique_ptr<KvCache> cache)
+                     std::unique_ptr<KvCache> cache, std::unique_ptr<DenseDecoder> decoder)
     : model_(model),
       tokenizer_(tokenizer),
       cache_(std::move(cache)),
+      decoder_(std::move(decoder)),
       sampler_(std::make_unique<TokenSampler>()) {
   counters_.slots = cache_->shape().slots;
   counters_.cache_capacity_tokens = cache_->shape().slots * cache_->shape().max_len;
@@ -186,20 +191,46 @@ absl::Status Generator::Admit(const Waiting& waiting, std::vector<GeneratedSampl
   return absl::OkStatus();
 }
 
-absl::Status Generator::DecodeRunning(std::vector<GeneratedSample>* finished) {
-  // Slot order: consecutive slots let the cache read one contiguous range.
+absl::Status Generator::CompactSlots() {
+  const int64_t n = static_cast<int64_t>(running_.size());
   std::sort(running_.begin(), running_.end(),
             [](const auto& a, const auto& b) { return a->slot < b->slot; });
-  std::vector<int64_t> slots, tokens;
+  // Slots below n that no sequence holds, lowest first; the sequences above
+  // n, highest first, move into them.
+  std::vector<int64_t> holes;
+  for (int64_t slot = 0; slot < n; ++slot) {
+    if (cache_->length(slot) < 0) holes.push_back(slot);
+  }
+  size_t mover = running_.size();
+  for (int64_t hole : holes) {
+    Running& seq = *running_[--mover];
+    KF_RETURN_IF_ERROR(cache_->Move(seq.slot, hole));
+    seq.slot = hole;
+    ++counters_.slot_moves;
+  }
+  if (!holes.empty()) {
+    std::sort(running_.begin(), running_.end(),
+              [](const auto& a, const auto& b) { return a->slot < b->slot; });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Generator::DecodeRunning(std::vector<GeneratedSample>* finished) {
+  KF_RETURN_IF_ERROR(CompactSlots());
+  std::vector<int64_t> slots, tokens, positions;
   std::vector<RowSamplingParams> params;
   std::vector<uint64_t> steps;
   for (const std::unique_ptr<Running>& seq : running_) {
     slots.push_back(seq->slot);
     tokens.push_back(seq->tokens.back());
+    positions.push_back(cache_->length(seq->slot));
     params.push_back(seq->params);
     steps.push_back(seq->tokens.size());
   }
-  KF_ASSIGN_OR_RETURN(at::Tensor logits, model_->DecodeStep(cache_.get(), slots, tokens));
+  KF_RETURN_IF_ERROR(model_->CheckTokens(tokens));
+  KF_RETURN_IF_ERROR(cache_->CheckDecode(slots).status());
+  KF_ASSIGN_OR_RETURN(at::Tensor logits, decoder_->Run(tokens, positions));
+  cache_->Advance(slots, 1);
   KF_ASSIGN_OR_RETURN(HostDraws draws, DrawOnHost(*sampler_, logits, params, steps));
   ++counters_.decode_steps;
   // Backwards, so Finish's swap-remove never moves an unvisited sequence.
@@ -266,6 +297,7 @@ void Generator::PublishStats() {
     cached += std::max<int64_t>(cache_->length(slot), 0);
   }
   counters_.cached_tokens = cached;
+  counters_.decoder = decoder_->stats();
   absl::MutexLock lock(&stats_mu_);
   published_ = counters_;
 }

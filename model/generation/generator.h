@@ -21,7 +21,11 @@
 //     overtake it, so a large group is not starved).
 //  2. One batched decode step over every running sequence, each at its own
 //     length; the tokens are drawn with TokenSampler (see token_sampler.h for
-//     exactly which distribution the log-probabilities are under).
+//     exactly which distribution the log-probabilities are under). Running
+//     sequences are kept in slots 0..n-1 (a finished sequence's slot is
+//     filled by moving the highest one down, one copy each), so the step
+//     reads one contiguous range of the cache and, on a GPU, is replayed
+//     from a CUDA graph (dense_decoder.h).
 //  3. Sequences that finished (EOS, a stop string, max_new_tokens, or a full
 //     cache slot) are returned and their slots freed at once, so the next
 //     step admits waiting groups into them: the batch stays full.
@@ -52,6 +56,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "model/generation/dense_decoder_options.h"
 #include "model/sampling/sampling_params.h"
 #include "model/sampling/stop_matcher.h"
 
@@ -59,6 +64,7 @@ namespace kforge {
 
 class BpeTokenizer;
 class DecoderModel;
+class DenseDecoder;
 class KvCache;
 class TokenSampler;
 
@@ -67,6 +73,8 @@ struct GeneratorOptions {
   int64_t slots = 0;
   // Tokens per slot, prompt and completion together.
   int64_t max_len = 0;
+  // How decode steps run (CUDA graphs on a GPU).
+  DenseDecoderOptions decode;
 };
 
 // One prompt and the G samples to draw from it.
@@ -99,6 +107,8 @@ struct GeneratorStats {
   uint64_t prefill_tokens = 0;      // since creation
   uint64_t decode_steps = 0;
   uint64_t finished_samples = 0;
+  uint64_t slot_moves = 0;          // sequences moved down to keep slots dense
+  DenseDecoderStats decoder;
 };
 
 class Generator {
@@ -136,10 +146,13 @@ class Generator {
   struct Running;
 
   Generator(const DecoderModel* model, const BpeTokenizer* tokenizer,
-            std::unique_ptr<KvCache> cache);
+            std::unique_ptr<KvCache> cache, std::unique_ptr<DenseDecoder> decoder);
   // Prefills one group into fresh slots and draws its first tokens.
   absl::Status Admit(const Waiting& waiting, std::vector<GeneratedSample>* finished);
   absl::Status DecodeRunning(std::vector<GeneratedSample>* finished);
+  // Moves the highest running sequences into free slots below n, so the
+  // running ones hold slots 0..n-1; leaves running_ in slot order.
+  absl::Status CompactSlots();
   // Appends one sampled token to a running sequence; true when it finished.
   bool Accept(Running& seq, int32_t token, float logprob);
   void Finish(size_t index, std::vector<GeneratedSample>* finished);
@@ -148,6 +161,7 @@ class Generator {
   const DecoderModel* const model_;
   const BpeTokenizer* const tokenizer_;
   std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<DenseDecoder> decoder_;  // reads cache_
   std::unique_ptr<TokenSampler> sampler_;
   std::deque<Waiting> waiting_;
   std::vector<std::unique_ptr<Running>> running_;

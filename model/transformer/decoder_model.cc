@@ -176,6 +176,17 @@ absl::StatusOr<at::Tensor> DecoderModel::DecodeStep(KvCache* cache,
   return logits;
 }
 
+at::Tensor DecoderModel::DecodeDense(KvCache* cache, const at::Tensor& ids,
+                                     const at::Tensor& positions, int64_t span) const {
+  const KvCache::DecodeBatch batch = KvCache::DenseDecodeBatch(positions, span);
+  const AttendFn attend = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                              const at::Tensor& v) {
+    return cache->AttendDecode(layer, batch, q, k, v);
+  };
+  const at::Tensor hidden = RunLayers(ids.unsqueeze(1), positions.unsqueeze(1), attend);
+  return at::linear(hidden.squeeze(1), weights_.lm_head).to(at::kFloat);
+}
+
 std::vector<std::pair<std::string, at::Tensor>> DecoderModel::NamedParameters() {
   std::vector<std::pair<std::string, at::Tensor>> named;
   for (const WeightBinding& binding : BindDecoderWeights(config_, &weights_)) {

@@ -77,10 +77,22 @@ class DecoderModel {
   absl::StatusOr<at::Tensor> DecodeStep(KvCache* cache, absl::Span<const int64_t> slots,
                                         absl::Span<const int64_t> tokens) const;
 
+  // A decode step over slots 0..N-1 of `cache` from device inputs: ids and
+  // positions int64 [N] on the model's device, keys 0..span-1 read. Returns
+  // float32 logits [N, V]. Device work only, with no checks and no host
+  // synchronisation, so a CUDA graph can capture it (see
+  // model/generation/decode_graphs.h); the caller checks the slots
+  // (KvCache::CheckDecode) and advances the cache. Throws c10::Error.
+  at::Tensor DecodeDense(KvCache* cache, const at::Tensor& ids, const at::Tensor& positions,
+                         int64_t span) const;
+
   // The weights under their Hugging Face names, aliasing the model's storage:
   // set requires_grad for training, copy_ into them to update the model. A
   // tied lm_head is listed once, as model.embed_tokens.weight.
   std::vector<std::pair<std::string, at::Tensor>> NamedParameters();
+
+  // INVALID_ARGUMENT naming the first id outside [0, vocab_size).
+  absl::Status CheckTokens(absl::Span<const int64_t> tokens) const;
 
   const ModelConfig& config() const { return config_; }
   const DecoderOptions& options() const { return options_; }
@@ -89,7 +101,6 @@ class DecoderModel {
   DecoderModel(ModelConfig config, DecoderOptions options, DecoderWeights weights,
                at::Tensor inv_freq);
 
-  absl::Status CheckTokens(absl::Span<const int64_t> tokens) const;
   absl::Status CheckCache(const KvCache& cache) const;
   // ids and positions int64 [B, T] on the device -> final-normed hidden [B, T, C].
   at::Tensor RunLayers(const at::Tensor& ids, const at::Tensor& positions,

@@ -1,5 +1,6 @@
 #include "model/transformer/kv_cache.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <ATen/TensorIndexing.h>
@@ -7,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "model/transformer/attention.h"
+#include "common/status_macros.h"
 #include "model/transformer/torch_status.h"
 
 namespace kforge {
@@ -41,29 +43,29 @@ int64_t ContiguousStart(absl::Span<const int64_t> slots) {
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheShape& shape,
                                                          const at::TensorOptions& options) {
   if (absl::Status status = CheckShape(shape); !status.ok()) return status;
-  std::vector<at::Tensor> keys, values;
+  at::Tensor storage;
   try {
     // Zeros, not empty: masked positions are multiplied by a zero weight, and
     // 0 * NaN from uninitialised memory would poison the output.
-    const std::vector<int64_t> sizes = {shape.slots, shape.kv_heads, shape.max_len, shape.head_dim};
-    for (int64_t i = 0; i < shape.layers; ++i) {
-      keys.push_back(at::zeros(sizes, options));
-      values.push_back(at::zeros(sizes, options));
-    }
+    storage = at::zeros(
+        {shape.layers, 2, shape.slots, shape.kv_heads, shape.max_len, shape.head_dim}, options);
   } catch (const c10::Error& error) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "kv cache of ", shape.layers, " layers x ", shape.slots, " slots x ", shape.max_len,
         " tokens: ", error.what_without_backtrace()));
   }
-  return std::unique_ptr<KvCache>(new KvCache(shape, std::move(keys), std::move(values)));
+  return std::unique_ptr<KvCache>(new KvCache(shape, std::move(storage)));
 }
 
-KvCache::KvCache(const KvCacheShape& shape, std::vector<at::Tensor> keys,
-                 std::vector<at::Tensor> values)
+KvCache::KvCache(const KvCacheShape& shape, at::Tensor storage)
     : shape_(shape),
-      keys_(std::move(keys)),
-      values_(std::move(values)),
-      lengths_(static_cast<size_t>(shape.slots), -1) {}
+      storage_(std::move(storage)),
+      lengths_(static_cast<size_t>(shape.slots), -1) {
+  for (int64_t layer = 0; layer < shape.layers; ++layer) {
+    keys_.push_back(storage_.select(0, layer).select(0, 0));
+    values_.push_back(storage_.select(0, layer).select(0, 1));
+  }
+}
 
 bool KvCache::Allocated(int64_t slot) const {
   return slot >= 0 && slot < shape_.slots && lengths_[static_cast<size_t>(slot)] >= 0;
@@ -118,20 +120,39 @@ absl::StatusOr<std::vector<int64_t>> KvCache::Fork(int64_t source, int64_t count
     return forked;
   }
   absl::Status copied = TorchCall("kv cache fork", [&] {
-    const at::Tensor targets = IndexTensor(forked, keys_[0].device());
-    for (std::vector<at::Tensor>* cache : {&keys_, &values_}) {
-      for (at::Tensor& layer : *cache) {
-        // One copy per layer: the source prefix broadcast to every target.
-        const at::Tensor prefix = layer.narrow(0, source, 1).narrow(2, 0, length);
-        layer.narrow(2, 0, length)
-            .index_put_({targets}, prefix.expand({count, -1, -1, -1}));
-      }
-    }
+    const at::Tensor targets = IndexTensor(forked, storage_.device());
+    // One copy for every layer: the source prefix broadcast to every target.
+    const at::Tensor prefix = storage_.narrow(2, source, 1).narrow(4, 0, length);
+    storage_.narrow(4, 0, length)
+        .index_put_({Slice(), Slice(), targets},
+                    prefix.expand({-1, -1, count, -1, -1, -1}));
     return absl::OkStatus();
   });
   if (!copied.ok()) return copied;
   for (int64_t slot : forked) lengths_[static_cast<size_t>(slot)] = length;
   return forked;
+}
+
+absl::Status KvCache::Move(int64_t from, int64_t to) {
+  if (!Allocated(from)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kv cache: move source slot ", from, " is not allocated"));
+  }
+  if (to < 0 || to >= shape_.slots || Allocated(to)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kv cache: move target slot ", to, " is not a free slot"));
+  }
+  const int64_t length = lengths_[static_cast<size_t>(from)];
+  if (length > 0) {
+    KF_RETURN_IF_ERROR(TorchCall("kv cache move", [&] {
+      storage_.select(2, to).narrow(3, 0, length).copy_(
+          storage_.select(2, from).narrow(3, 0, length));
+      return absl::OkStatus();
+    }));
+  }
+  lengths_[static_cast<size_t>(to)] = length;
+  lengths_[static_cast<size_t>(from)] = -1;
+  return absl::OkStatus();
 }
 
 absl::Status KvCache::CheckAppend(int64_t slot, int64_t added) const {
@@ -164,11 +185,9 @@ at::Tensor KvCache::AttendPrefill(int64_t layer, int64_t slot, const at::Tensor&
                 AttentionMask::Explicit(mask));
 }
 
-absl::StatusOr<KvCache::DecodeBatch> KvCache::MakeDecodeBatch(
-    absl::Span<const int64_t> slots) const {
+absl::StatusOr<int64_t> KvCache::CheckDecode(absl::Span<const int64_t> slots) const {
   if (slots.empty()) return absl::InvalidArgumentError("kv cache: decode step with no slots");
   absl::flat_hash_set<int64_t> seen;
-  std::vector<int64_t> positions;
   int64_t longest = 0;
   for (int64_t slot : slots) {
     if (absl::Status status = CheckAppend(slot, 1); !status.ok()) return status;
@@ -176,11 +195,18 @@ absl::StatusOr<KvCache::DecodeBatch> KvCache::MakeDecodeBatch(
       return absl::InvalidArgumentError(
           absl::StrCat("kv cache: slot ", slot, " appears twice in one decode step"));
     }
-    positions.push_back(lengths_[static_cast<size_t>(slot)]);
-    longest = std::max(longest, positions.back());
+    longest = std::max(longest, lengths_[static_cast<size_t>(slot)]);
   }
+  return longest;
+}
+
+absl::StatusOr<KvCache::DecodeBatch> KvCache::MakeDecodeBatch(
+    absl::Span<const int64_t> slots) const {
+  KF_ASSIGN_OR_RETURN(const int64_t longest, CheckDecode(slots));
+  std::vector<int64_t> positions;
+  for (int64_t slot : slots) positions.push_back(lengths_[static_cast<size_t>(slot)]);
   return TorchCall("kv cache decode batch", [&] {
-    const at::Device device = keys_[0].device();
+    const at::Device device = storage_.device();
     DecodeBatch batch;
     batch.slots = IndexTensor(slots, device);
     batch.positions = IndexTensor(positions, device);
@@ -189,6 +215,16 @@ absl::StatusOr<KvCache::DecodeBatch> KvCache::MakeDecodeBatch(
     batch.first = ContiguousStart(slots);
     return batch;
   });
+}
+
+KvCache::DecodeBatch KvCache::DenseDecodeBatch(const at::Tensor& positions, int64_t span) {
+  DecodeBatch batch;
+  batch.slots = at::arange(positions.size(0), positions.options().dtype(at::kLong));
+  batch.positions = positions;
+  batch.span = span;
+  batch.mask = RaggedDecodeMask(positions, span);
+  batch.first = 0;
+  return batch;
 }
 
 at::Tensor KvCache::AttendDecode(int64_t layer, const DecodeBatch& batch, const at::Tensor& q,

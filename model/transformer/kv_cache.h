@@ -1,6 +1,8 @@
 // Keys and values of the decoder for a fixed number of sequences ("slots"),
-// preallocated per layer as [slots, kv_heads, max_len, head_dim] on the
-// model's device and dtype, with each slot's length kept on the host.
+// preallocated as one tensor [layers, 2 (keys, values), slots, kv_heads,
+// max_len, head_dim] on the model's device and dtype, with each slot's length
+// kept on the host. One tensor, so forking or moving a slot is one copy
+// whatever the number of layers.
 //
 //   std::unique_ptr<KvCache> cache = *model->NewKvCache(/*slots=*/64, /*max_len=*/4096);
 //   int64_t prompt_slot = *cache->Allocate();
@@ -12,7 +14,11 @@
 //
 // Slots advance independently: a decode step may name any subset of the
 // allocated slots, each at its own length. Forking copies the prefix (the
-// group's prompt) into the new slots; the prompt is computed once.
+// group's prompt) into the new slots; the prompt is computed once. Allocate
+// and Fork take the lowest free slots and Move relocates a slot, so an owner
+// can keep its sequences in slots 0..n-1: a dense decode step
+// (DenseDecodeBatch) then reads the cache as one contiguous range, with no
+// host work, which is what a CUDA graph replays.
 //
 // Not thread-safe: one thread (the sampler loop) owns a cache.
 #ifndef KFORGE_MODEL_TRANSFORMER_KV_CACHE_H_
@@ -52,6 +58,9 @@ class KvCache {
   // Allocates `count` slots holding copies of `source`'s tokens so far.
   // Nothing is allocated when fewer than `count` are free.
   absl::StatusOr<std::vector<int64_t>> Fork(int64_t source, int64_t count);
+  // Moves allocated slot `from` (its tokens so far) into free slot `to`;
+  // `from` is freed.
+  absl::Status Move(int64_t from, int64_t to);
 
   // Tokens stored in `slot` (its next position). -1 for a slot not allocated.
   int64_t length(int64_t slot) const;
@@ -76,6 +85,14 @@ class KvCache {
     int64_t first = -1;    // >= 0 when the slots are first..first+N-1 in order
   };
   absl::StatusOr<DecodeBatch> MakeDecodeBatch(absl::Span<const int64_t> slots) const;
+  // Host-side checks of a decode step over `slots` (distinct, allocated, room
+  // for one more token each); returns the longest length among them.
+  absl::StatusOr<int64_t> CheckDecode(absl::Span<const int64_t> slots) const;
+  // Rows 0..N-1 are slots 0..N-1 at positions [N] (int64, on the device),
+  // keys 0..span-1 read. Device ops only, no host synchronisation: safe to
+  // capture in a CUDA graph. Rows of free slots may be included as padding
+  // (position 0): they write into a slot whose contents are forgotten.
+  static DecodeBatch DenseDecodeBatch(const at::Tensor& positions, int64_t span);
   // Stores k, v [N, KVH, 1, D] at each slot's position; attends q [N, H, 1, D].
   at::Tensor AttendDecode(int64_t layer, const DecodeBatch& batch, const at::Tensor& q,
                           const at::Tensor& k, const at::Tensor& v);
@@ -83,12 +100,13 @@ class KvCache {
   void Advance(absl::Span<const int64_t> slots, int64_t added);
 
  private:
-  KvCache(const KvCacheShape& shape, std::vector<at::Tensor> keys, std::vector<at::Tensor> values);
+  KvCache(const KvCacheShape& shape, at::Tensor storage);
   bool Allocated(int64_t slot) const;
 
   KvCacheShape shape_;
-  std::vector<at::Tensor> keys_;    // per layer [slots, KVH, max_len, D]
-  std::vector<at::Tensor> values_;  // per layer [slots, KVH, max_len, D]
+  at::Tensor storage_;              // [layers, 2, slots, KVH, max_len, D]
+  std::vector<at::Tensor> keys_;    // per layer, views [slots, KVH, max_len, D]
+  std::vector<at::Tensor> values_;  // per layer, views [slots, KVH, max_len, D]
   std::vector<int64_t> lengths_;    // per slot; -1 when free
 };
 

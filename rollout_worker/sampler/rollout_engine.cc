@@ -40,7 +40,9 @@ absl::StatusOr<std::unique_ptr<RolloutEngine>> RolloutEngine::Create(
     SampleCallback on_sample, DroppedCallback on_dropped) {
   KF_ASSIGN_OR_RETURN(std::unique_ptr<Generator> generator,
                       Generator::Create(model, tokenizer,
-                                        {.slots = options.slots, .max_len = options.max_len}));
+                                        {.slots = options.slots,
+                                         .max_len = options.max_len,
+                                         .decode = options.decode}));
   auto engine = std::unique_ptr<RolloutEngine>(new RolloutEngine(
       tokenizer, std::move(options), std::move(generator), EosIds(model->config(), *tokenizer),
       std::move(on_sample), std::move(on_dropped)));

@@ -55,6 +55,7 @@ class RolloutEngine {
     std::string worker_id;
     int64_t slots = 16;     // sequences decoded at once
     int64_t max_len = 4096;  // prompt + completion tokens per sequence
+    DenseDecoderOptions decode;  // CUDA graphs on a GPU
   };
   // The sample, the work item it came from, and its time to first token.
   using SampleCallback =

@@ -169,6 +169,42 @@ TEST_P(KvCacheTest, FreedSlotStartsOverClean) {
             kTolerance);
 }
 
+TEST_P(KvCacheTest, MovedSlotDecodesLikeItsSource) {
+  std::unique_ptr<KvCache> cache = NewCache(4, 16);
+  const int64_t source = *cache->Allocate();
+  Prefill(cache.get(), source, {3, 1, 4, 1, 5});
+  ASSERT_TRUE(cache->Move(source, 2).ok());
+  EXPECT_EQ(cache->length(source), -1);
+  EXPECT_EQ(cache->length(2), 5);
+  EXPECT_LT(MaxDifference(Decode(cache.get(), {2}, {9})[0], ExpectedNext({3, 1, 4, 1, 5, 9})),
+            kTolerance);
+  // Moving onto an allocated slot, or from a free one, is refused.
+  const int64_t other = *cache->Allocate();
+  EXPECT_EQ(cache->Move(2, other).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache->Move(3, 1).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_P(KvCacheTest, DenseDecodeOfSlotsFromZeroMatchesTheDecodeStep) {
+  const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {4, 5, 6, 7, 8, 9}, {10}};
+  std::unique_ptr<KvCache> sparse = NewCache(3, 16);
+  std::unique_ptr<KvCache> dense = NewCache(3, 16);
+  std::vector<int64_t> slots, positions;
+  for (const std::vector<int64_t>& prompt : prompts) {
+    const int64_t slot = *sparse->Allocate();
+    ASSERT_EQ(*dense->Allocate(), slot);
+    Prefill(sparse.get(), slot, prompt);
+    Prefill(dense.get(), slot, prompt);
+    slots.push_back(slot);
+    positions.push_back(static_cast<int64_t>(prompt.size()));
+  }
+  const std::vector<int64_t> tokens = {11, 12, 13};
+  const at::Tensor expected = Decode(sparse.get(), slots, tokens);
+  // A span longer than the longest row reads masked keys only beyond it.
+  const at::Tensor got = model_->DecodeDense(dense.get(), at::tensor(tokens, at::kLong),
+                                             at::tensor(positions, at::kLong), 12);
+  EXPECT_LT(MaxDifference(got, expected), kTolerance);
+}
+
 INSTANTIATE_TEST_SUITE_P(Architectures, KvCacheTest,
                          ::testing::Values(Architecture::kLlama, Architecture::kQwen2,
                                            Architecture::kQwen3),
