@@ -230,7 +230,14 @@ TEST_F(MeshFaultTest, AVerifierKilledMidJobHasItsSamplesReverifiedElsewhereAndNo
   const v1::Job final_job = WaitForJob(job->id(), Ended, absl::Seconds(120));
   ASSERT_EQ(final_job.state(), v1::JOB_SUCCEEDED) << final_job.message() << learner->Log();
   EXPECT_EQ(final_job.progress().step(), spec.total_steps());
-  EXPECT_GT(ScrapeMetric(rollout_metrics, R"(kforge_rollout_samples_total{event="resent"})"), 0)
+  // The worker's counters are published by a 1 s ticker: a re-send just
+  // before the job's end shows up on the next tick.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return ScrapeMetric(rollout_metrics, R"(kforge_rollout_samples_total{event="resent"})") >
+               0;
+      },
+      absl::Seconds(10)))
       << "the dead verifier's samples were not re-sent";
   // Every sample the worker produced got its one verdict.
   EXPECT_TRUE(Eventually(
