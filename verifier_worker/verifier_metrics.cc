@@ -1,6 +1,7 @@
 #include "verifier_worker/verifier_metrics.h"
 
 #include "absl/strings/ascii.h"
+#include "common/metrics/metric_builders.h"
 
 namespace kforge {
 namespace {
@@ -47,22 +48,16 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                                 "their candidates, ready now.")
                           .Register(registry)
                           .Add({})),
-      verdicts_(prometheus::BuildCounter()
-                    .Name("kforge_verifier_verdicts_total")
-                    .Help("Verdicts by the last stage reached and its outcome.")
-                    .Register(registry)),
+      verdicts_(NewCounterFamily(registry, "kforge_verifier_verdicts_total",
+                                "Verdicts by the last stage reached and its outcome.")),
       stage_seconds_(prometheus::BuildHistogram()
                          .Name("kforge_verifier_stage_duration_seconds")
                          .Help("Wall time of each funnel stage.")
                          .Register(registry)),
-      hack_flags_(prometheus::BuildCounter()
-                      .Name("kforge_verifier_hack_flags_total")
-                      .Help("Reward-hacking patterns detected, by flag.")
-                      .Register(registry)),
-      kills_(prometheus::BuildCounter()
-                 .Name("kforge_verifier_sandbox_kills_total")
-                 .Help("Candidate processes killed, by reason.")
-                 .Register(registry)),
+      hack_flags_(NewCounterFamily(registry, "kforge_verifier_hack_flags_total",
+                                "Reward-hacking patterns detected, by flag.")),
+      kills_(NewCounterFamily(registry, "kforge_verifier_sandbox_kills_total",
+                                "Candidate processes killed, by reason.")),
       cache_hits_(prometheus::BuildCounter()
                       .Name("kforge_verifier_cache_hits_total")
                       .Help("Verdicts served from the cache.")
@@ -73,21 +68,12 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                         .Help("Verdict cache lookups that missed.")
                         .Register(registry)
                         .Add({})),
-      sandboxes_(prometheus::BuildCounter()
-                     .Name("kforge_verifier_sandboxes_total")
-                     .Help("Candidate sandboxes used, by source: a spare made ahead, or "
-                           "started on demand.")
-                     .Register(registry)),
-      deliveries_(prometheus::BuildCounter()
-                      .Name("kforge_verifier_deliveries_total")
-                      .Help("Scored samples handed to the learner, by its acknowledgement "
-                            "(accepted, duplicate, stale, orphaned, rejected) or failed.")
-                      .Register(registry)),
-      stream_rejections_(prometheus::BuildCounter()
-                             .Name("kforge_verifier_stream_rejections_total")
-                             .Help("VerifyStream requests refused on receipt, by reason (invalid, "
-                                   "duplicate, no_credit, full).")
-                             .Register(registry)) {
+      sandboxes_(NewCounterFamily(registry, "kforge_verifier_sandboxes_total",
+                                "Candidate sandboxes used, by source: a spare made ahead, or " "started on demand.")),
+      deliveries_(NewCounterFamily(registry, "kforge_verifier_deliveries_total",
+                                "Scored samples handed to the learner, by its acknowledgement " "(accepted, duplicate, stale, orphaned, rejected) or failed.")),
+      stream_rejections_(NewCounterFamily(registry, "kforge_verifier_stream_rejections_total",
+                                "VerifyStream requests refused on receipt, by reason (invalid, " "duplicate, no_credit, full).")) {
   for (const char* reason : {"invalid", "duplicate", "no_credit", "full"}) {
     stream_rejections_.Add({{"reason", reason}});
   }

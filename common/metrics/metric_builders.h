@@ -1,5 +1,5 @@
-// Short forms for the unlabelled metric families each component declares,
-// and for counters that follow a tally kept elsewhere.
+// Short forms for the metric families each component declares, and for
+// counters that follow a tally kept elsewhere.
 //
 //   prometheus::Counter& jobs = NewCounter(registry, "kforge_learner_jobs_submitted_total", "...");
 //   IncrementToward(jobs, stats.jobs, last.jobs);   // adds what the tally gained
@@ -18,6 +18,13 @@ namespace kforge {
 inline prometheus::Counter& NewCounter(prometheus::Registry& registry, const std::string& name,
                                        const std::string& help) {
   return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+// A labelled counter family: Add({{"label", "value"}}) gives each series.
+inline prometheus::Family<prometheus::Counter>& NewCounterFamily(prometheus::Registry& registry,
+                                                                 const std::string& name,
+                                                                 const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry);
 }
 
 inline prometheus::Gauge& NewGauge(prometheus::Registry& registry, const std::string& name,
