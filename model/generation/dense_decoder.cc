@@ -7,7 +7,9 @@
 #include <c10/core/GradMode.h>
 #if KFORGE_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -36,14 +38,20 @@ struct DenseDecoder::Graph {
   at::cuda::CUDAGraph graph;
 #endif
   at::Tensor inputs;  // int64 [2 * rows] on the device: ids, then positions
-  at::Tensor logits;  // float32 [rows, V]: the captured step's output
   uint64_t last_used = 0;
 };
 
 struct DenseDecoder::Pool {
 #if KFORGE_WITH_CUDA
   decltype(at::cuda::graph_pool_handle()) id = at::cuda::graph_pool_handle();
+  // Recorded after each copy out of the pinned staging buffer: the next step
+  // waits on it before rewriting the buffer (normally long done, since the
+  // sampled tokens came back to the host in between; not after a failure).
+  at::cuda::CUDAEvent staged;
 #endif
+  // float32 [slots, V]: every graph writes its logits here, so graphs hold
+  // no output memory of their own.
+  at::Tensor logits;
 };
 
 absl::StatusOr<std::unique_ptr<DenseDecoder>> DenseDecoder::Create(
@@ -64,6 +72,9 @@ absl::StatusOr<std::unique_ptr<DenseDecoder>> DenseDecoder::Create(
       decoder->staging_ = at::empty({2 * cache->shape().slots},
                                     at::TensorOptions().dtype(at::kLong).pinned_memory(true));
       decoder->pool_ = std::make_unique<Pool>();
+      decoder->pool_->logits =
+          at::empty({cache->shape().slots, model->config().vocab_size},
+                    at::TensorOptions().dtype(at::kFloat).device(model->options().device));
       return absl::OkStatus();
     }));
   } else if (!options.cuda_graphs) {
@@ -123,6 +134,7 @@ absl::StatusOr<at::Tensor> DenseDecoder::RunGraph(absl::Span<const int64_t> toke
   const int64_t longest = *std::max_element(positions.begin(), positions.end());
   const auto [rows, span] = GraphShape(n, longest);
   // Stage ids then positions for `rows` rows; padding rows: token 0 at 0.
+  pool_->staged.synchronize();
   int64_t* staged = staging_.data_ptr<int64_t>();
   std::fill(staged, staged + 2 * rows, 0);
   std::copy(tokens.begin(), tokens.end(), staged);
@@ -146,18 +158,16 @@ absl::StatusOr<at::Tensor> DenseDecoder::RunGraph(absl::Span<const int64_t> toke
   graph->last_used = ++clock_;
   KF_RETURN_IF_ERROR(TorchCall("decode graph replay", [&] {
     const c10::cuda::CUDAGuard device_guard(model_->options().device);
-    // The pinned buffer is rewritten only after the step's tokens came back
-    // to the host, so this asynchronous copy has finished reading it.
     graph->inputs.copy_(staging_.narrow(0, 0, 2 * rows), /*non_blocking=*/true);
+    pool_->staged.record(at::cuda::getCurrentCUDAStream(model_->options().device.index()));
     graph->graph.replay();
     return absl::OkStatus();
   }));
   ++stats_.replays;
-  return graph->logits.narrow(0, 0, n);
+  return pool_->logits.narrow(0, 0, n);
 }
 
 absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t rows, int64_t span) {
-  if (static_cast<int64_t>(graphs_.size()) >= options_.max_graphs) EvictLeastRecentlyUsed();
   auto graph = std::make_unique<Graph>();
   const at::Device device = model_->options().device;
   const c10::cuda::CUDAGuard device_guard(device);
@@ -177,9 +187,10 @@ absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t rows, int64_t
       // It writes the keys and values the replay then writes again.
       (void)model_->DecodeDense(cache_, ids, positions, span);
       stream.synchronize();
-      capturing = true;
       graph->graph.capture_begin(pool_->id, cudaStreamCaptureModeThreadLocal);
-      graph->logits = model_->DecodeDense(cache_, ids, positions, span);
+      capturing = true;
+      // The step's own output lives in the pool only during the replay.
+      pool_->logits.narrow(0, 0, rows).copy_(model_->DecodeDense(cache_, ids, positions, span));
       graph->graph.capture_end();
       capturing = false;
     }
@@ -195,6 +206,16 @@ absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t rows, int64_t
         cudaGraphDestroy(partial);
       }
       (void)cudaGetLastError();
+      // capture_begin routed this stream's allocations to the pool and only
+      // capture_end (which threw) undoes that: undo it here, and give back
+      // the pool use it took, or the allocator keeps a filter naming a
+      // destroyed graph.
+      try {
+        c10::cuda::CUDACachingAllocator::endAllocateToPool(device.index(), pool_->id);
+        c10::cuda::CUDACachingAllocator::releasePool(device.index(), pool_->id);
+      } catch (const c10::Error&) {
+        // capture_end got as far as ending the pool's recording itself.
+      }
     }
     return absl::InternalError(absl::StrCat("capturing the decode step of ", rows, " rows x ",
                                             span, " keys as a CUDA graph: ",
@@ -202,7 +223,11 @@ absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t rows, int64_t
   }
   ++stats_.captures;
   Graph* raw = graph.get();
+  raw->last_used = ++clock_;
   graphs_[{rows, span}] = std::move(graph);
+  // Evicted only now: a pool whose last graph is gone cannot take a new
+  // capture (PyTorch asserts its use count is positive).
+  while (static_cast<int64_t>(graphs_.size()) > options_.max_graphs) EvictLeastRecentlyUsed();
   stats_.graphs = static_cast<int64_t>(graphs_.size());
   return raw;
 }

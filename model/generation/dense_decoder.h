@@ -20,14 +20,16 @@
 // `span_bucket` (at most max_len). Padding rows name free slots at position
 // 0; what they write is never read (a slot's contents are forgotten when it
 // is allocated). Inputs travel in one pinned host-to-device copy into the
-// graph's own input buffer; logits come back in the graph's output buffer,
-// valid until the next Run. The graphs share one memory pool and hold the
+// graph's own input buffer; every graph writes its logits into one shared
+// [slots, V] buffer, valid until the next Run (graphs hold no output memory
+// of their own; their scratch memory comes from one shared pool). The graphs share one memory pool and hold the
 // addresses of the weights and the cache: weights must be updated in place
 // (copy_, as model/weights does), never replaced. Graphs are captured on
 // first use (after one eager warm-up run, which writes the same keys and
-// values the step then writes) and the least recently used one is dropped
-// past `max_graphs`. A failed capture turns graphs off for this decoder,
-// with the reason in stats(), and the step runs eagerly.
+// values the step then writes) and, once a new one is captured, the least
+// recently used are dropped past `max_graphs`. A failed capture turns
+// graphs off for this decoder, with the reason in stats(), and the step
+// runs eagerly.
 //
 // Threading: the generator's owner thread alone.
 #ifndef KFORGE_MODEL_GENERATION_DENSE_DECODER_H_

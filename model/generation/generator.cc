@@ -221,6 +221,11 @@ absl::Status Generator::DecodeRunning(std::vector<GeneratedSample>* finished) {
   std::vector<RowSamplingParams> params;
   std::vector<uint64_t> steps;
   for (const std::unique_ptr<Running>& seq : running_) {
+    // The dense step reads row i from slot i.
+    if (seq->slot != static_cast<int64_t>(slots.size())) {
+      return absl::InternalError(absl::StrCat("generator: sequence ", slots.size(),
+                                              " of the decode batch sits in slot ", seq->slot));
+    }
     slots.push_back(seq->slot);
     tokens.push_back(seq->tokens.back());
     positions.push_back(cache_->length(seq->slot));

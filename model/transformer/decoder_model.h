@@ -81,7 +81,7 @@ class DecoderModel {
   // positions int64 [N] on the model's device, keys 0..span-1 read. Returns
   // float32 logits [N, V]. Device work only, with no checks and no host
   // synchronisation, so a CUDA graph can capture it (see
-  // model/generation/decode_graphs.h); the caller checks the slots
+  // model/generation/dense_decoder.h); the caller checks the slots
   // (KvCache::CheckDecode) and advances the cache. Throws c10::Error.
   at::Tensor DecodeDense(KvCache* cache, const at::Tensor& ids, const at::Tensor& positions,
                          int64_t span) const;

@@ -69,12 +69,14 @@ TEST_F(DenseDecoderTest, CudaGraphReplayGeneratesWhatEagerStepsGenerate) {
   absl::StatusOr<std::unique_ptr<BpeTokenizer>> tokenizer =
       BpeTokenizer::FromFile(dir_->Sub("model/tokenizer.json"));
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto run = [&](bool graphs, GeneratorStats* stats) {
+  auto run = [&](bool graphs, int64_t max_graphs, GeneratorStats* stats) {
     // Small span buckets and uneven groups: several graphs, padding rows,
     // and sequences moved down as others finish.
     std::unique_ptr<Generator> gen = *Generator::Create(
         model.get(), tokenizer->get(),
-        {.slots = 12, .max_len = 96, .decode = {.cuda_graphs = graphs, .span_bucket = 16}});
+        {.slots = 12,
+         .max_len = 96,
+         .decode = {.cuda_graphs = graphs, .span_bucket = 16, .max_graphs = max_graphs}});
     const std::vector<std::pair<std::string, int>> groups = {
         {"def relu(x):", 5}, {"import triton", 3}, {"return x * 2", 4}};
     int id = 0;
@@ -97,9 +99,15 @@ TEST_F(DenseDecoderTest, CudaGraphReplayGeneratesWhatEagerStepsGenerate) {
     *stats = gen->stats();
     return out;
   };
-  GeneratorStats eager_stats, graph_stats;
-  const std::map<std::string, GeneratedSample> eager = run(false, &eager_stats);
-  const std::map<std::string, GeneratedSample> replayed = run(true, &graph_stats);
+  GeneratorStats eager_stats, graph_stats, evicting_stats;
+  const std::map<std::string, GeneratedSample> eager = run(false, 64, &eager_stats);
+  const std::map<std::string, GeneratedSample> replayed = run(true, 64, &graph_stats);
+  // One graph at a time: every new shape evicts the last graph.
+  const std::map<std::string, GeneratedSample> evicting = run(true, 1, &evicting_stats);
+  EXPECT_EQ(evicting_stats.decoder.graphs, 1);
+  EXPECT_GT(evicting_stats.decoder.captures, graph_stats.decoder.captures - 1);
+  ASSERT_EQ(evicting.size(), 12u);
+  for (const auto& [key, sample] : eager) EXPECT_EQ(evicting.at(key).tokens, sample.tokens) << key;
   EXPECT_EQ(graph_stats.decoder.graphs_off, "");
   EXPECT_GT(graph_stats.decoder.captures, 2u);
   EXPECT_GT(graph_stats.decoder.replays, graph_stats.decoder.captures);

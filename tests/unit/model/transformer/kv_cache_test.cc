@@ -187,7 +187,7 @@ TEST_P(KvCacheTest, MovedSlotDecodesLikeItsSource) {
 TEST_P(KvCacheTest, DenseDecodeOfSlotsFromZeroMatchesTheDecodeStep) {
   const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {4, 5, 6, 7, 8, 9}, {10}};
   std::unique_ptr<KvCache> sparse = NewCache(3, 16);
-  std::unique_ptr<KvCache> dense = NewCache(3, 16);
+  std::unique_ptr<KvCache> dense = NewCache(4, 16);
   std::vector<int64_t> slots, positions;
   for (const std::vector<int64_t>& prompt : prompts) {
     const int64_t slot = *sparse->Allocate();
@@ -199,10 +199,17 @@ TEST_P(KvCacheTest, DenseDecodeOfSlotsFromZeroMatchesTheDecodeStep) {
   }
   const std::vector<int64_t> tokens = {11, 12, 13};
   const at::Tensor expected = Decode(sparse.get(), slots, tokens);
-  // A span longer than the longest row reads masked keys only beyond it.
-  const at::Tensor got = model_->DecodeDense(dense.get(), at::tensor(tokens, at::kLong),
-                                             at::tensor(positions, at::kLong), 12);
-  EXPECT_LT(MaxDifference(got, expected), kTolerance);
+  // A span longer than the longest row reads masked keys only beyond it; a
+  // fourth row is padding for free slot 3 (token 0 at position 0).
+  const at::Tensor got =
+      model_->DecodeDense(dense.get(), at::tensor(std::vector<int64_t>{11, 12, 13, 0}, at::kLong),
+                          at::tensor(std::vector<int64_t>{3, 6, 1, 0}, at::kLong), 12);
+  EXPECT_LT(MaxDifference(got.narrow(0, 0, 3), expected), kTolerance);
+  // What the padding row wrote into the free slot is forgotten once the slot
+  // is allocated and filled.
+  ASSERT_EQ(*dense->Allocate(), 3);
+  EXPECT_LT(MaxDifference(Prefill(dense.get(), 3, {7, 8}), ExpectedNext({7, 8})), kTolerance);
+  EXPECT_LT(MaxDifference(Decode(dense.get(), {3}, {9})[0], ExpectedNext({7, 8, 9})), kTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, KvCacheTest,
