@@ -27,9 +27,11 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                          .Help("Jobs known to the learner, by state.")
                          .Register(registry)),
       sample_acks_(NewCounterFamily(registry, "kforge_learner_samples_total",
-                                "Scored samples delivered to the learner, by acknowledgement " "(accepted, duplicate, stale, orphaned, rejected).")),
+                                    "Scored samples delivered to the learner, by acknowledgement "
+                                    "(accepted, duplicate, stale, orphaned, rejected).")),
       groups_(NewCounterFamily(registry, "kforge_learner_groups_total",
-                                "Sample groups by event: issued to a worker, completed, re-issued " "after a timeout, a lost worker or a stale sample, dropped.")),
+                               "Sample groups by event: issued to a worker, completed, re-issued "
+                               "after a timeout, a lost worker or a stale sample, dropped.")),
       groups_pending_(NewGauge(registry, "kforge_learner_groups_pending",
                             "Groups waiting for a rollout worker to take them.")),
       groups_in_flight_(NewGauge(registry, "kforge_learner_groups_in_flight",
@@ -37,7 +39,7 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
       samples_buffered_(NewGauge(registry, "kforge_learner_samples_buffered",
                               "Accepted samples waiting for the trainer.")),
       jobs_finished_(NewCounterFamily(registry, "kforge_learner_jobs_finished_total",
-                                "Jobs that ended, by final state.")),
+                                      "Jobs that ended, by final state.")),
       job_step_(NewGauge(registry, "kforge_learner_job_step", "Steps the running job has taken.")),
       job_total_steps_(NewGauge(registry, "kforge_learner_job_total_steps",
                                 "Steps the running job takes in all (warm start included).")),

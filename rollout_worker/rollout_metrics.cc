@@ -30,7 +30,8 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
       groups_in_flight_(NewGauge(registry, "kforge_rollout_groups_in_flight",
                                  "Groups taken from the learner and not yet fully sampled.")),
       decode_steps_by_mode_(NewCounterFamily(registry, "kforge_rollout_decode_step_runs_total",
-                                "Decode steps by how they ran: graph (replayed from a " "CUDA graph) or eager.")),
+                                             "Decode steps by how they ran: graph (replayed from a "
+                                             "CUDA graph) or eager.")),
       decode_graph_captures_(NewCounter(registry, "kforge_rollout_decode_graph_captures_total",
                                         "Decode steps captured as CUDA graphs.")),
       decode_graphs_(NewGauge(registry, "kforge_rollout_decode_graphs",
@@ -50,7 +51,9 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                          .Add({}, prometheus::Histogram::BucketBoundaries{
                                       0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})),
       samples_(NewCounterFamily(registry, "kforge_rollout_samples_total",
-                                "Samples by what happened to them on the way to the verifiers: " "submitted, sent (re-sends included), resent, answered, " "undeliverable.")),
+                                "Samples by what happened to them on the way to the verifiers: "
+                                "submitted, sent (re-sends included), resent, answered, "
+                                "undeliverable.")),
       samples_outstanding_(NewGauge(registry, "kforge_rollout_samples_outstanding",
                                     "Samples sent or queued for verifiers without a verdict yet.")) {
   // Every series exists from the first scrape, at zero.

@@ -49,15 +49,15 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                           .Register(registry)
                           .Add({})),
       verdicts_(NewCounterFamily(registry, "kforge_verifier_verdicts_total",
-                                "Verdicts by the last stage reached and its outcome.")),
+                                 "Verdicts by the last stage reached and its outcome.")),
       stage_seconds_(prometheus::BuildHistogram()
                          .Name("kforge_verifier_stage_duration_seconds")
                          .Help("Wall time of each funnel stage.")
                          .Register(registry)),
       hack_flags_(NewCounterFamily(registry, "kforge_verifier_hack_flags_total",
-                                "Reward-hacking patterns detected, by flag.")),
+                                   "Reward-hacking patterns detected, by flag.")),
       kills_(NewCounterFamily(registry, "kforge_verifier_sandbox_kills_total",
-                                "Candidate processes killed, by reason.")),
+                              "Candidate processes killed, by reason.")),
       cache_hits_(prometheus::BuildCounter()
                       .Name("kforge_verifier_cache_hits_total")
                       .Help("Verdicts served from the cache.")
@@ -69,11 +69,14 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                         .Register(registry)
                         .Add({})),
       sandboxes_(NewCounterFamily(registry, "kforge_verifier_sandboxes_total",
-                                "Candidate sandboxes used, by source: a spare made ahead, or " "started on demand.")),
+                                  "Candidate sandboxes used, by source: a spare made ahead, or "
+                                  "started on demand.")),
       deliveries_(NewCounterFamily(registry, "kforge_verifier_deliveries_total",
-                                "Scored samples handed to the learner, by its acknowledgement " "(accepted, duplicate, stale, orphaned, rejected) or failed.")),
+                                   "Scored samples handed to the learner, by its acknowledgement "
+                                   "(accepted, duplicate, stale, orphaned, rejected) or failed.")),
       stream_rejections_(NewCounterFamily(registry, "kforge_verifier_stream_rejections_total",
-                                "VerifyStream requests refused on receipt, by reason (invalid, " "duplicate, no_credit, full).")) {
+                                          "VerifyStream requests refused on receipt, by reason "
+                                          "(invalid, duplicate, no_credit, full).")) {
   for (const char* reason : {"invalid", "duplicate", "no_credit", "full"}) {
     stream_rejections_.Add({{"reason", reason}});
   }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/transformer/decoder_model.h"
+#include "model/transformer/int64_tensor.h"
 #include "model/transformer/kv_cache.h"
 #include "model/transformer/torch_status.h"
 
@@ -25,10 +26,6 @@ namespace {
 
 int64_t RoundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
-}
-
-at::Tensor DeviceIds(absl::Span<const int64_t> values, const at::Device& device) {
-  return at::tensor(at::ArrayRef<int64_t>(values.data(), values.size()), at::kLong).to(device);
 }
 
 }  // namespace
@@ -99,7 +96,8 @@ std::pair<int64_t, int64_t> DenseDecoder::GraphShape(int64_t n, int64_t longest)
   while (rows < n && rows < 8) rows *= 2;
   if (rows < n) rows = RoundUp(n, 16);
   rows = std::min(rows, cache_->shape().slots);
-  const int64_t span = std::min(RoundUp(longest + 1, options_.span_bucket), cache_->shape().max_len);
+  const int64_t span =
+      std::min(RoundUp(longest + 1, options_.span_bucket), cache_->shape().max_len);
   return {rows, span};
 }
 
@@ -111,27 +109,29 @@ absl::StatusOr<at::Tensor> DenseDecoder::Run(absl::Span<const int64_t> tokens,
                                                    positions.size(), " positions, ",
                                                    cache_->shape().slots, " slots"));
   }
-  return use_graphs_ ? RunGraph(tokens, positions) : RunEager(tokens, positions);
+  const int64_t longest = *std::max_element(positions.begin(), positions.end());
+  return use_graphs_ ? RunGraph(tokens, positions, longest)
+                     : RunEager(tokens, positions, longest);
 }
 
 absl::StatusOr<at::Tensor> DenseDecoder::RunEager(absl::Span<const int64_t> tokens,
-                                                  absl::Span<const int64_t> positions) {
-  const int64_t longest = *std::max_element(positions.begin(), positions.end());
+                                                  absl::Span<const int64_t> positions,
+                                                  int64_t longest) {
   ++stats_.eager_steps;
   return TorchCall("dense decode step", [&] {
     c10::NoGradGuard no_grad;
     const at::Device device = model_->options().device;
-    return model_->DecodeDense(cache_, DeviceIds(tokens, device), DeviceIds(positions, device),
-                               longest + 1);
+    return model_->DecodeDense(cache_, Int64Tensor(tokens, device),
+                               Int64Tensor(positions, device), longest + 1);
   });
 }
 
 #if KFORGE_WITH_CUDA
 
 absl::StatusOr<at::Tensor> DenseDecoder::RunGraph(absl::Span<const int64_t> tokens,
-                                                  absl::Span<const int64_t> positions) {
+                                                  absl::Span<const int64_t> positions,
+                                                  int64_t longest) {
   const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t longest = *std::max_element(positions.begin(), positions.end());
   const auto [rows, span] = GraphShape(n, longest);
   // Stage ids then positions for `rows` rows; padding rows: token 0 at 0.
   pool_->staged.synchronize();
@@ -151,7 +151,7 @@ absl::StatusOr<at::Tensor> DenseDecoder::RunGraph(absl::Span<const int64_t> toke
       stats_.graphs_off = std::string(captured.status().message());
       graphs_.clear();
       stats_.graphs = 0;
-      return RunEager(tokens, positions);
+      return RunEager(tokens, positions, longest);
     }
     graph = *captured;
   }
@@ -235,8 +235,9 @@ absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t rows, int64_t
 #else  // !KFORGE_WITH_CUDA
 
 absl::StatusOr<at::Tensor> DenseDecoder::RunGraph(absl::Span<const int64_t> tokens,
-                                                  absl::Span<const int64_t> positions) {
-  return RunEager(tokens, positions);
+                                                  absl::Span<const int64_t> positions,
+                                                  int64_t longest) {
+  return RunEager(tokens, positions, longest);
 }
 
 absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t, int64_t) {

@@ -21,15 +21,15 @@
 // 0; what they write is never read (a slot's contents are forgotten when it
 // is allocated). Inputs travel in one pinned host-to-device copy into the
 // graph's own input buffer; every graph writes its logits into one shared
-// [slots, V] buffer, valid until the next Run (graphs hold no output memory
-// of their own; their scratch memory comes from one shared pool). The graphs share one memory pool and hold the
-// addresses of the weights and the cache: weights must be updated in place
-// (copy_, as model/weights does), never replaced. Graphs are captured on
-// first use (after one eager warm-up run, which writes the same keys and
-// values the step then writes) and, once a new one is captured, the least
-// recently used are dropped past `max_graphs`. A failed capture turns
-// graphs off for this decoder, with the reason in stats(), and the step
-// runs eagerly.
+// [slots, V] buffer, valid until the next Run, so graphs hold no output
+// memory of their own; their scratch memory comes from one shared pool. The
+// graphs hold the addresses of the weights and the cache: weights must be
+// updated in place (copy_, as model/weights does), never replaced. Graphs are
+// captured on first use (after one eager warm-up run, which writes the same
+// keys and values the step then writes) and, once a new one is captured, the
+// least recently used are dropped past `max_graphs`. A failed capture turns
+// graphs off for this decoder, with the reason in stats(), and the step runs
+// eagerly.
 //
 // Threading: the generator's owner thread alone.
 #ifndef KFORGE_MODEL_GENERATION_DENSE_DECODER_H_
@@ -80,10 +80,11 @@ class DenseDecoder {
   DenseDecoder(const DecoderModel* model, KvCache* cache, const DenseDecoderOptions& options,
                bool use_graphs);
 
+  // `longest`: the largest of positions.
   absl::StatusOr<at::Tensor> RunEager(absl::Span<const int64_t> tokens,
-                                      absl::Span<const int64_t> positions);
+                                      absl::Span<const int64_t> positions, int64_t longest);
   absl::StatusOr<at::Tensor> RunGraph(absl::Span<const int64_t> tokens,
-                                      absl::Span<const int64_t> positions);
+                                      absl::Span<const int64_t> positions, int64_t longest);
   // Captures the graph of (rows, span) from the inputs staged for this step.
   absl::StatusOr<Graph*> Capture(int64_t rows, int64_t span);
   void EvictLeastRecentlyUsed();

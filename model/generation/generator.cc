@@ -193,8 +193,8 @@ absl::Status Generator::Admit(const Waiting& waiting, std::vector<GeneratedSampl
 
 absl::Status Generator::CompactSlots() {
   const int64_t n = static_cast<int64_t>(running_.size());
-  std::sort(running_.begin(), running_.end(),
-            [](const auto& a, const auto& b) { return a->slot < b->slot; });
+  const auto by_slot = [](const auto& a, const auto& b) { return a->slot < b->slot; };
+  std::sort(running_.begin(), running_.end(), by_slot);
   // Slots below n that no sequence holds, lowest first; the sequences above
   // n, highest first, move into them.
   std::vector<int64_t> holes;
@@ -208,10 +208,7 @@ absl::Status Generator::CompactSlots() {
     seq.slot = hole;
     ++counters_.slot_moves;
   }
-  if (!holes.empty()) {
-    std::sort(running_.begin(), running_.end(),
-              [](const auto& a, const auto& b) { return a->slot < b->slot; });
-  }
+  if (!holes.empty()) std::sort(running_.begin(), running_.end(), by_slot);
   return absl::OkStatus();
 }
 

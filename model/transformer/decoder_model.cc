@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/transformer/attention.h"
+#include "model/transformer/int64_tensor.h"
 #include "model/transformer/rope.h"
 #include "model/transformer/torch_status.h"
 
@@ -21,9 +22,6 @@ absl::Status CheckDtype(at::ScalarType dtype) {
       "decoder dtype ", c10::toString(dtype), " is not supported (float32, bfloat16, float16)"));
 }
 
-at::Tensor HostTokens(absl::Span<const int64_t> tokens, const at::Device& device) {
-  return at::tensor(at::ArrayRef<int64_t>(tokens.data(), tokens.size()), at::kLong).to(device);
-}
 
 }  // namespace
 
@@ -137,7 +135,7 @@ absl::StatusOr<at::Tensor> DecoderModel::Prefill(KvCache* cache, int64_t slot,
   const int64_t start = cache->length(slot);
   KF_ASSIGN_OR_RETURN(at::Tensor logits, TorchCall("prefill", [&] {
     c10::NoGradGuard no_grad;
-    const at::Tensor ids = HostTokens(tokens, options_.device).unsqueeze(0);
+    const at::Tensor ids = Int64Tensor(tokens, options_.device).unsqueeze(0);
     const at::Tensor positions = at::arange(start, start + ids.size(1), ids.options()).unsqueeze(0);
     const AttendFn attend = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
                                 const at::Tensor& v) {
@@ -164,13 +162,7 @@ absl::StatusOr<at::Tensor> DecoderModel::DecodeStep(KvCache* cache,
   KF_ASSIGN_OR_RETURN(const KvCache::DecodeBatch batch, cache->MakeDecodeBatch(slots));
   KF_ASSIGN_OR_RETURN(at::Tensor logits, TorchCall("decode step", [&] {
     c10::NoGradGuard no_grad;
-    const at::Tensor ids = HostTokens(tokens, options_.device).unsqueeze(1);
-    const AttendFn attend = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
-                                const at::Tensor& v) {
-      return cache->AttendDecode(layer, batch, q, k, v);
-    };
-    const at::Tensor hidden = RunLayers(ids, batch.positions.unsqueeze(1), attend);
-    return at::linear(hidden.squeeze(1), weights_.lm_head).to(at::kFloat);
+    return DecodeLogits(cache, batch, Int64Tensor(tokens, options_.device));
   }));
   cache->Advance(slots, 1);
   return logits;
@@ -178,12 +170,16 @@ absl::StatusOr<at::Tensor> DecoderModel::DecodeStep(KvCache* cache,
 
 at::Tensor DecoderModel::DecodeDense(KvCache* cache, const at::Tensor& ids,
                                      const at::Tensor& positions, int64_t span) const {
-  const KvCache::DecodeBatch batch = KvCache::DenseDecodeBatch(positions, span);
+  return DecodeLogits(cache, KvCache::DenseDecodeBatch(positions, span), ids);
+}
+
+at::Tensor DecoderModel::DecodeLogits(KvCache* cache, const KvCache::DecodeBatch& batch,
+                                      const at::Tensor& ids) const {
   const AttendFn attend = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
                               const at::Tensor& v) {
     return cache->AttendDecode(layer, batch, q, k, v);
   };
-  const at::Tensor hidden = RunLayers(ids.unsqueeze(1), positions.unsqueeze(1), attend);
+  const at::Tensor hidden = RunLayers(ids.unsqueeze(1), batch.positions.unsqueeze(1), attend);
   return at::linear(hidden.squeeze(1), weights_.lm_head).to(at::kFloat);
 }
 

@@ -102,6 +102,10 @@ class DecoderModel {
                at::Tensor inv_freq);
 
   absl::Status CheckCache(const KvCache& cache) const;
+  // One token per row of `batch` (ids int64 [N] on the device) -> float32
+  // next-token logits [N, V]; stores the rows' keys and values in `cache`.
+  at::Tensor DecodeLogits(KvCache* cache, const KvCache::DecodeBatch& batch,
+                          const at::Tensor& ids) const;
   // ids and positions int64 [B, T] on the device -> final-normed hidden [B, T, C].
   at::Tensor RunLayers(const at::Tensor& ids, const at::Tensor& positions,
                        const AttendFn& attend) const;

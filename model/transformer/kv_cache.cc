@@ -7,8 +7,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "model/transformer/attention.h"
 #include "common/status_macros.h"
+#include "model/transformer/attention.h"
+#include "model/transformer/int64_tensor.h"
 #include "model/transformer/torch_status.h"
 
 namespace kforge {
@@ -23,10 +24,6 @@ absl::Status CheckShape(const KvCacheShape& s) {
   return absl::InvalidArgumentError(absl::StrCat(
       "kv cache: every size must be positive, got layers ", s.layers, ", slots ", s.slots,
       ", kv_heads ", s.kv_heads, ", max_len ", s.max_len, ", head_dim ", s.head_dim));
-}
-
-at::Tensor IndexTensor(absl::Span<const int64_t> values, const at::Device& device) {
-  return at::tensor(at::ArrayRef<int64_t>(values.data(), values.size()), at::kLong).to(device);
 }
 
 // first when slots are first, first+1, ...; -1 otherwise. A contiguous run
@@ -120,7 +117,7 @@ absl::StatusOr<std::vector<int64_t>> KvCache::Fork(int64_t source, int64_t count
     return forked;
   }
   absl::Status copied = TorchCall("kv cache fork", [&] {
-    const at::Tensor targets = IndexTensor(forked, storage_.device());
+    const at::Tensor targets = Int64Tensor(forked, storage_.device());
     // One copy for every layer: the source prefix broadcast to every target.
     const at::Tensor prefix = storage_.narrow(2, source, 1).narrow(4, 0, length);
     storage_.narrow(4, 0, length)
@@ -208,8 +205,8 @@ absl::StatusOr<KvCache::DecodeBatch> KvCache::MakeDecodeBatch(
   return TorchCall("kv cache decode batch", [&] {
     const at::Device device = storage_.device();
     DecodeBatch batch;
-    batch.slots = IndexTensor(slots, device);
-    batch.positions = IndexTensor(positions, device);
+    batch.slots = Int64Tensor(slots, device);
+    batch.positions = Int64Tensor(positions, device);
     batch.span = longest + 1;
     batch.mask = RaggedDecodeMask(batch.positions, batch.span);
     batch.first = ContiguousStart(slots);

@@ -33,6 +33,19 @@ inline std::unique_ptr<ScratchDir> WriteTinyCheckpoint(
   return dir;
 }
 
+// A test suite sharing one tiny checkpoint, written when the suite starts
+// and removed when it ends:
+//   class GeneratorTest : public testing::TinyCheckpointSuite<Architecture::kQwen2, 5> {};
+//   LoadDecoderModel(dir_->Sub("model"), {});
+template <Architecture kArchitecture, uint64_t kSeed>
+class TinyCheckpointSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { dir_ = WriteTinyCheckpoint(kArchitecture, kSeed); }
+  static void TearDownTestSuite() { dir_.reset(); }
+
+  static inline std::unique_ptr<ScratchDir> dir_;
+};
+
 }  // namespace kforge::testing
 
 #endif  // KFORGE_TESTS_SUPPORT_TINY_CHECKPOINT_H_

@@ -27,16 +27,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class RolloutEngineTest : public ::testing::Test {
+class RolloutEngineTest : public testing::TinyCheckpointSuite<Architecture::kQwen2, 0> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = testing::WriteTinyCheckpoint(Architecture::kQwen2, 0).release();
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-
   void SetUp() override {
     model_ = *LoadDecoderModel(dir_->Sub("model"), {});
     tokenizer_ = *BpeTokenizer::FromFile(dir_->Sub("model/tokenizer.json"));
@@ -82,15 +74,12 @@ class RolloutEngineTest : public ::testing::Test {
     return samples_;
   }
 
-  static testing::ScratchDir* dir_;
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<BpeTokenizer> tokenizer_;
   absl::Mutex mu_;
   std::map<std::string, v1::Sample> samples_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> dropped_ ABSL_GUARDED_BY(mu_);
 };
-
-testing::ScratchDir* RolloutEngineTest::dir_ = nullptr;
 
 TEST_F(RolloutEngineTest, WorkItemsBecomeSamplesStampedWithIdsAndVersions) {
   std::unique_ptr<RolloutEngine> engine = NewEngine();

@@ -21,27 +21,15 @@
 namespace kforge {
 namespace {
 
-class DenseDecoderTest : public ::testing::Test {
+class DenseDecoderTest : public testing::TinyCheckpointSuite<Architecture::kQwen2, 3> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = testing::WriteTinyCheckpoint(Architecture::kQwen2, 3).release();
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-
   std::unique_ptr<DecoderModel> Load(const DecoderOptions& options) {
     absl::StatusOr<std::unique_ptr<DecoderModel>> model =
         LoadDecoderModel(dir_->Sub("model"), options);
     EXPECT_TRUE(model.ok()) << model.status();
     return model.ok() ? *std::move(model) : nullptr;
   }
-
-  static testing::ScratchDir* dir_;
 };
-
-testing::ScratchDir* DenseDecoderTest::dir_ = nullptr;
 
 TEST_F(DenseDecoderTest, StepsRoundUpToBatchAndSpanBuckets) {
   std::unique_ptr<DecoderModel> model = Load({});

@@ -26,16 +26,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class GeneratorTest : public ::testing::Test {
+class GeneratorTest : public testing::TinyCheckpointSuite<Architecture::kQwen2, 5> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = testing::WriteTinyCheckpoint(Architecture::kQwen2, 5).release();
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<DecoderModel>> model =
         LoadDecoderModel(dir_->Sub("model"), {});
@@ -91,12 +83,9 @@ class GeneratorTest : public ::testing::Test {
     return logits.ok() ? (*logits)[0][-1].to(at::kFloat) : at::Tensor();
   }
 
-  static testing::ScratchDir* dir_;
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<BpeTokenizer> tokenizer_;
 };
-
-testing::ScratchDir* GeneratorTest::dir_ = nullptr;
 
 TEST_F(GeneratorTest, GreedyOutputIsTheArgmaxChainOfTheUncachedModel) {
   std::unique_ptr<Generator> gen = NewGenerator(4, 64);
