@@ -254,6 +254,11 @@ TEST_F(MeshFaultTest, AVerifierKilledMidJobHasItsSamplesReverifiedElsewhereAndNo
             ScrapeMetric(rollout_metrics, R"(kforge_rollout_samples_total{event="submitted"})"));
   EXPECT_GE(ScrapeMetric(learner->ports.metrics_port(), kDuplicate), 0);
   for (int pid : helpers) EXPECT_FALSE(testing::ProcessAlive(pid)) << "verifier helper " << pid;
+  // On the CPU every decode step of the job ran eagerly, and was counted.
+  EXPECT_GT(ScrapeMetric(rollout_metrics, R"(kforge_rollout_decode_step_runs_total{mode="eager"})"),
+            0);
+  EXPECT_EQ(ScrapeMetric(rollout_metrics, R"(kforge_rollout_decode_step_runs_total{mode="graph"})"),
+            0);
 }
 
 TEST_F(MeshFaultTest, ARolloutWorkerKilledMidJobHasItsGroupsReissuedAndTheJobFinishes) {

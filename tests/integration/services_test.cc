@@ -246,6 +246,11 @@ TEST_F(LearnerTest, RolloutWorkerWithAModelLoadsItRegistersAndExportsRolloutMetr
   // 64 slots of 4096 tokens: the configured defaults.
   EXPECT_THAT(*metrics, HasSubstr("kforge_rollout_kv_cache_capacity_tokens 262144"));
   EXPECT_THAT(*metrics, HasSubstr("kforge_rollout_samples_total{event=\"answered\"} 0"));
+  EXPECT_THAT(*metrics, HasSubstr("kforge_rollout_decode_step_runs_total{mode=\"graph\"} 0"));
+  EXPECT_THAT(*metrics, HasSubstr("kforge_rollout_decode_graphs 0"));
+  // No GPU here: the worker says why its decode steps run eagerly.
+  EXPECT_THAT(rollout->Log(), HasSubstr("decode steps run eagerly"));
+  EXPECT_THAT(rollout->Log(), HasSubstr("not a CUDA device"));
   ExpectPromtoolAccepts(rollout->ports.metrics_port(), dir_.Sub("rollout-metrics.txt"));
 }
 
