@@ -113,8 +113,16 @@ absl::StatusOr<std::string> LocalModel(const LocalOptions& options) {
   return dir.string();
 }
 
+// Where rollout worker `index` samples: with several GPUs, on one other than
+// the learner's (cuda:0), so the learner's NCCL weight broadcast can reach it
+// (NCCL needs a GPU per rank); with one GPU or none, where everything runs.
+std::string RolloutDevice(const std::string& device, int gpus, int index) {
+  if (gpus < 2) return device;
+  return absl::StrCat("cuda:", 1 + index % (gpus - 1));
+}
+
 absl::Status StartAll(const LocalOptions& options, const std::string& model,
-                      const std::string& device, std::vector<Service>& services) {
+                      const std::string& device, int gpus, std::vector<Service>& services) {
   KF_ASSIGN_OR_RETURN(
       Service learner,
       StartService("learner", "kforge-learner",
@@ -141,7 +149,7 @@ absl::Status StartAll(const LocalOptions& options, const std::string& model,
                      {"--port=0", absl::StrCat("--learner=", services.front().address()),
                       absl::StrCat("--verifiers=", absl::StrJoin(verifier_addresses, ",")),
                       absl::StrCat("--model=", model), absl::StrCat("--name=local-rollout-", i),
-                      absl::StrCat("--device=", device)},
+                      absl::StrCat("--device=", RolloutDevice(device, gpus, i))},
                      options));
     services.push_back(std::move(rollout));
   }
@@ -241,7 +249,8 @@ int RunLocal(const LocalOptions& options) {
                  ec.message().c_str());
     return kExitConfigError;
   }
-  // A GPU machine runs everything on its first GPU, with Triton candidates.
+  // A GPU machine runs everything on its first GPU, with Triton candidates
+  // (rollout workers on the others where there are several: RolloutDevice).
   const bool gpu = DescribeTorchRuntime().cuda_available;
   const std::string device = gpu ? "cuda:0" : "cpu";
   absl::StatusOr<std::string> model = LocalModel(options);
@@ -255,7 +264,8 @@ int RunLocal(const LocalOptions& options) {
   std::printf("kforge local: starting learner, %d verifier(s), %d rollout worker(s) on %s in %s\n",
               options.verifiers, options.rollout_workers, device.c_str(), options.run_dir.c_str());
   std::fflush(stdout);
-  if (absl::Status started = StartAll(options, *model, device, services); !started.ok()) {
+  const int gpus = static_cast<int>(DescribeTorchRuntime().devices.size());
+  if (absl::Status started = StartAll(options, *model, device, gpus, services); !started.ok()) {
     std::fprintf(stderr, "kforge local: %s\n", std::string(started.message()).c_str());
     StopAll(services);
     return kExitRuntimeError;

@@ -96,6 +96,25 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                           .Register(registry)
                           .Add({}, prometheus::Histogram::BucketBoundaries{
                                        0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30})),
+      broadcasts_(NewCounterFamily(registry, "kforge_learner_weight_broadcasts_total",
+                                   "NCCL weight broadcasts to the rollout workers' group, by "
+                                   "result (ok, failed: aborted after an error or its timeout).")),
+      broadcast_seconds_(prometheus::BuildHistogram()
+                             .Name("kforge_learner_weight_broadcast_seconds")
+                             .Help("Time of one NCCL weight broadcast, from its announcement "
+                                   "to its completion on the learner.")
+                             .Register(registry)
+                             .Add({}, prometheus::Histogram::BucketBoundaries{
+                                          0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 5, 30})),
+      broadcast_bytes_(NewCounter(registry, "kforge_learner_weight_broadcast_bytes_total",
+                                  "Bytes of weights sent by completed NCCL broadcasts.")),
+      group_forms_(NewCounterFamily(registry, "kforge_learner_broadcast_group_forms_total",
+                                    "Attempts to (re-)form the weight-broadcast group, by result.")),
+      group_members_(NewGauge(registry, "kforge_learner_broadcast_group_members",
+                              "Rollout workers in the weight-broadcast group.")),
+      group_generation_(NewGauge(registry, "kforge_learner_broadcast_group_generation",
+                                 "Generation of the weight-broadcast group (one more each time "
+                                 "it re-forms).")),
       eval_step_(NewGauge(registry, "kforge_learner_eval_step",
                           "Step of the running job's last held-out evaluation.")),
       eval_correct_rate_(prometheus::BuildGauge()
@@ -113,6 +132,11 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
     SampleAcks(static_cast<kforge::v1::SampleAck::Status>(s));
   }
   UpdateGroups({});
+  // Zero series exist from the start, so rate() and alerts see them.
+  for (const char* result : {"ok", "failed"}) {
+    broadcasts_.Add({{"result", result}});
+    group_forms_.Add({{"result", result}});
+  }
 }
 
 prometheus::Counter& LearnerMetrics::SampleAcks(kforge::v1::SampleAck::Status status) {
@@ -179,6 +203,19 @@ void LearnerMetrics::ObserveEval(const kforge::v1::EvalReport& report) {
 
 void LearnerMetrics::ObserveWeightPublish(double seconds) {
   weight_publish_.Observe(seconds);
+}
+
+void LearnerMetrics::ObserveBroadcast(bool ok, double seconds, int64_t bytes) {
+  broadcasts_.Add({{"result", ok ? "ok" : "failed"}}).Increment();
+  if (!ok) return;
+  broadcast_seconds_.Observe(seconds);
+  broadcast_bytes_.Increment(static_cast<double>(bytes));
+}
+
+void LearnerMetrics::ObserveBroadcastGroup(int members, int64_t generation) {
+  if (members != 0) group_forms_.Add({{"result", members > 0 ? "ok" : "failed"}}).Increment();
+  group_members_.Set(members > 0 ? members : 0);
+  group_generation_.Set(static_cast<double>(generation));
 }
 
 prometheus::Gauge& LearnerMetrics::JobsInState(kforge::v1::JobState state) {

@@ -50,6 +50,12 @@ class LearnerMetrics {
   };
   void ObserveStep(const kforge::v1::JobProgress& progress, const StepFigures& figures);
   void ObserveWeightPublish(double seconds);
+  // One NCCL weight broadcast (WeightBroadcaster): whether it completed,
+  // how long it took, and the bytes it sent.
+  void ObserveBroadcast(bool ok, double seconds, int64_t bytes);
+  // The weight-broadcast group (re-)formed with `members` workers, or
+  // failed to (members < 0), or ended (0).
+  void ObserveBroadcastGroup(int members, int64_t generation);
   // A held-out evaluation of the running job.
   void ObserveEval(const kforge::v1::EvalReport& report);
 
@@ -82,6 +88,12 @@ class LearnerMetrics {
   prometheus::Histogram& speedup_;
   prometheus::Histogram& staleness_;
   prometheus::Histogram& weight_publish_;
+  prometheus::Family<prometheus::Counter>& broadcasts_;
+  prometheus::Histogram& broadcast_seconds_;
+  prometheus::Counter& broadcast_bytes_;
+  prometheus::Family<prometheus::Counter>& group_forms_;
+  prometheus::Gauge& group_members_;
+  prometheus::Gauge& group_generation_;
   prometheus::Gauge& eval_step_;
   prometheus::Family<prometheus::Gauge>& eval_correct_rate_;
 };

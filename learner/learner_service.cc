@@ -42,19 +42,33 @@ grpc::Status LearnerServiceImpl::TakeWork(grpc::ServerContext* context,
     return {grpc::StatusCode::INVALID_ARGUMENT,
             absl::StrCat("max_groups: ", request->max_groups(), " is below 1")};
   }
-  // The long poll ends before the caller's deadline, and within the
-  // configured bound whatever the caller asks.
-  absl::Duration wait = absl::Milliseconds(std::max<int64_t>(request->wait_ms(), 0));
-  wait = std::min(wait, absl::Seconds(config_->max_take_work_wait_s()));
-  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
-    const absl::Duration left = absl::FromChrono(context->deadline()) - absl::Now();
-    wait = std::clamp(left - absl::Milliseconds(100), absl::ZeroDuration(), wait);
-  }
+  const absl::Duration wait = LongPollWait(*context, request->wait_ms());
   for (kforge::v1::WorkItem& item : groups_->Take(request->worker_id(), request->max_groups(), wait)) {
     *response->add_items() = std::move(item);
   }
   response->set_policy_version(weights_->version());
   return grpc::Status::OK;
+}
+
+absl::Duration LearnerServiceImpl::LongPollWait(const grpc::ServerContext& context,
+                                                int64_t wait_ms) const {
+  absl::Duration wait = absl::Milliseconds(std::max<int64_t>(wait_ms, 0));
+  wait = std::min(wait, absl::Seconds(config_->max_take_work_wait_s()));
+  if (context.deadline() != std::chrono::system_clock::time_point::max()) {
+    // Answer before the caller's deadline.
+    const absl::Duration left = absl::FromChrono(context.deadline()) - absl::Now();
+    wait = std::clamp(left - absl::Milliseconds(100), absl::ZeroDuration(), wait);
+  }
+  return wait;
+}
+
+grpc::Status LearnerServiceImpl::SyncBroadcast(grpc::ServerContext* context,
+                                               const kforge::v1::SyncBroadcastRequest* request,
+                                               kforge::v1::SyncBroadcastResponse* response) {
+  const absl::Status synced = broadcaster_->Sync(
+      *request, LongPollWait(*context, request->wait_ms()),
+      [context] { return context->IsCancelled(); }, response);
+  return ToGrpcStatus(synced);
 }
 
 grpc::Status LearnerServiceImpl::ReleaseWork(grpc::ServerContext*,

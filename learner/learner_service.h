@@ -1,9 +1,8 @@
 // The gRPC shell of the internal LearnerService: worker registration and
 // heartbeats, work hand-out (TakeWork) and scored-sample delivery
 // (DeliverSamples) over the GroupTracker, and the newest policy weights as a
-// chunk stream (GetWeights) from the WeightPublisher. NCCL broadcast-group
-// coordination (JoinBroadcastGroup) answers UNIMPLEMENTED: workers use
-// GetWeights.
+// chunk stream (GetWeights) from the WeightPublisher, and the coordination of
+// the NCCL weight broadcast (SyncBroadcast) through the WeightBroadcaster.
 #ifndef KFORGE_LEARNER_LEARNER_SERVICE_H_
 #define KFORGE_LEARNER_LEARNER_SERVICE_H_
 
@@ -12,6 +11,7 @@
 #include "kforge/v1/service_config.pb.h"
 #include "learner/learner_metrics.h"
 #include "learner/rollout/group_tracker.h"
+#include "learner/weights/weight_broadcaster.h"
 #include "learner/weights/weight_publisher.h"
 #include "learner/workers/worker_registry.h"
 
@@ -20,8 +20,14 @@ namespace kforge {
 class LearnerServiceImpl final : public kforge::v1::LearnerService::Service {
  public:
   LearnerServiceImpl(WorkerRegistry* workers, GroupTracker* groups, WeightPublisher* weights,
-                     LearnerMetrics* metrics, const kforge::v1::LearnerConfig* config)
-      : workers_(workers), groups_(groups), weights_(weights), metrics_(metrics), config_(config) {}
+                     WeightBroadcaster* broadcaster, LearnerMetrics* metrics,
+                     const kforge::v1::LearnerConfig* config)
+      : workers_(workers),
+        groups_(groups),
+        weights_(weights),
+        broadcaster_(broadcaster),
+        metrics_(metrics),
+        config_(config) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext* context,
                               const kforge::v1::RegisterWorkerRequest* request,
@@ -39,14 +45,22 @@ class LearnerServiceImpl final : public kforge::v1::LearnerService::Service {
   grpc::Status GetWeights(grpc::ServerContext* context,
                           const kforge::v1::GetWeightsRequest* request,
                           grpc::ServerWriter<kforge::v1::WeightChunk>* writer) override;
+  grpc::Status SyncBroadcast(grpc::ServerContext* context,
+                             const kforge::v1::SyncBroadcastRequest* request,
+                             kforge::v1::SyncBroadcastResponse* response) override;
 
  private:
   WorkerRegistry* const workers_;
   GroupTracker* const groups_;
   WeightPublisher* const weights_;
+  WeightBroadcaster* const broadcaster_;
   LearnerMetrics* const metrics_;
   const kforge::v1::LearnerConfig* const config_;
   Logger log_{"learner"};
+
+  // A long poll's wait: what the caller asks, within the configured bound
+  // and ending before the caller's deadline.
+  absl::Duration LongPollWait(const grpc::ServerContext& context, int64_t wait_ms) const;
 };
 
 }  // namespace kforge

@@ -19,6 +19,7 @@
 #include "learner/learner_service.h"
 #include "learner/rollout/group_tracker.h"
 #include "learner/training/job_runner.h"
+#include "learner/weights/weight_broadcaster.h"
 #include "learner/weights/weight_publisher.h"
 #include "learner/workers/worker_registry.h"
 #include "model/torch_runtime.h"
@@ -72,7 +73,11 @@ int Run() {
                        .max_staleness = job_defaults.max_staleness(),
                        .max_buffered_samples = config.max_buffered_samples()});
   WeightPublisher weights;
-  LearnerServiceImpl learner_service(&workers, &groups, &weights, &metrics, &config);
+  WeightBroadcaster broadcaster(config, &metrics);
+  if (std::string why = broadcaster.NotMemberReason(); !why.empty()) {
+    log.Info("weights go to rollout workers over gRPC only", {{"reason", why}});
+  }
+  LearnerServiceImpl learner_service(&workers, &groups, &weights, &broadcaster, &metrics, &config);
 
   absl::StatusOr<std::unique_ptr<ServiceHost>> host = ServiceHost::Create(
       {.config = config.server(),
@@ -90,6 +95,7 @@ int Run() {
     for (const std::string& id : workers.ExpireStale()) {
       log.Warning("rollout worker expired", {{"worker_id", id}});
       groups.WorkerGone(id);
+      broadcaster.Remove(id);
     }
     groups.Expire(absl::Now());
     metrics.UpdateGroups(groups.stats());
@@ -97,7 +103,7 @@ int Run() {
   // Job state is loaded; the learner can take jobs. The trainer resumes a
   // job left RUNNING, then takes queued ones.
   JobRunner runner({.jobs = jobs->get(), .groups = &groups, .weights = &weights,
-                    .metrics = &metrics, .config = &config});
+                    .broadcaster = &broadcaster, .metrics = &metrics, .config = &config});
   (*host)->SetServing(true);
   const int sig = WaitForTerminationSignal();
   log.Info("shutting down", {{"signal", sig}});

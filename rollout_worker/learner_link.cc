@@ -7,9 +7,10 @@
 namespace kforge {
 
 LearnerLink::LearnerLink(const kforge::v1::RolloutWorkerConfig& config, std::string self_address,
-                         std::function<void(bool)> on_ready)
+                         bool nccl_capable, std::function<void(bool)> on_ready)
     : config_(config),
       self_address_(std::move(self_address)),
+      nccl_capable_(nccl_capable),
       on_ready_(std::move(on_ready)),
       stub_(kforge::v1::LearnerService::NewStub(MakeChannel(config.learner_address()))),
       thread_([this] {
@@ -32,6 +33,7 @@ bool LearnerLink::Register() {
   request.set_worker_name(config_.worker_name());
   request.set_address(self_address_);
   request.set_device(config_.device());
+  request.set_nccl_capable(nccl_capable_);
   request.set_max_concurrent_groups(config_.max_concurrent_groups());
   kforge::v1::RegisterWorkerResponse response;
   const grpc::Status status = CallWithRetry(config_.rpc(), [&](grpc::ClientContext& context) {

@@ -25,8 +25,10 @@ namespace kforge {
 
 class LearnerLink {
  public:
+  // nccl_capable: the worker takes part in the NCCL weight broadcast (told
+  // to the learner at registration).
   LearnerLink(const kforge::v1::RolloutWorkerConfig& config, std::string self_address,
-              std::function<void(bool)> on_ready);
+              bool nccl_capable, std::function<void(bool)> on_ready);
   LearnerLink(const LearnerLink&) = delete;
   LearnerLink& operator=(const LearnerLink&) = delete;
   ~LearnerLink();
@@ -42,6 +44,7 @@ class LearnerLink {
 
   const kforge::v1::RolloutWorkerConfig config_;
   const std::string self_address_;
+  const bool nccl_capable_;
   const std::function<void(bool)> on_ready_;
   Logger log_{"rollout_worker"};
   std::unique_ptr<kforge::v1::LearnerService::Stub> stub_;

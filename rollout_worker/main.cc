@@ -115,6 +115,7 @@ int Run() {
     // SERVING once registered and, with a model, once sampling is set up.
     Readiness readiness(host_ptr, /*sampling=*/policy == nullptr);
     LearnerLink link(config, absl::StrCat(HostName(), ":", host_ptr->grpc_port()),
+                     policy != nullptr && RolloutPipeline::TakesPartInBroadcast(config),
                      [&readiness](bool ready) { readiness.SetRegistered(ready); });
     std::unique_ptr<RolloutPipeline> pipeline;
     if (policy != nullptr) {

@@ -13,6 +13,13 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                                      "Work items refused as malformed.")),
       weight_version(NewGauge(registry, "kforge_rollout_weight_version",
                               "Policy version of the weights the worker samples with.")),
+      broadcast_member(NewGauge(registry, "kforge_rollout_broadcast_member",
+                                "1 while the worker is in the learner's NCCL weight-broadcast "
+                                "group.")),
+      broadcast_failures(NewCounter(registry, "kforge_rollout_broadcast_failures_total",
+                                    "NCCL group joins and weight-broadcast receives that failed or "
+                                    "timed out (the worker then re-joins; weights come over gRPC "
+                                    "meanwhile).")),
       generated_tokens_(NewCounter(registry, "kforge_rollout_generated_tokens_total",
                                    "Completion tokens sampled.")),
       prefill_tokens_(NewCounter(registry, "kforge_rollout_prefill_tokens_total",
@@ -50,6 +57,9 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                          .Register(registry)
                          .Add({}, prometheus::Histogram::BucketBoundaries{
                                       0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})),
+      weight_updates_(NewCounterFamily(registry, "kforge_rollout_weight_updates_total",
+                                       "New weights applied, by how they came: nccl (broadcast "
+                                       "into the live parameters) or grpc (GetWeights).")),
       samples_(NewCounterFamily(registry, "kforge_rollout_samples_total",
                                 "Samples by what happened to them on the way to the verifiers: "
                                 "submitted, sent (re-sends included), resent, answered, "
@@ -61,10 +71,12 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
     samples_.Add({{"event", event}});
   }
   for (const char* mode : {"graph", "eager"}) decode_steps_by_mode_.Add({{"mode", mode}});
+  for (const char* path : {"nccl", "grpc"}) weight_updates_.Add({{"path", path}});
 }
 
-void RolloutMetrics::ObserveWeightUpdate(absl::Duration took) {
+void RolloutMetrics::ObserveWeightUpdate(absl::Duration took, const char* path) {
   weight_update_.Observe(absl::ToDoubleSeconds(took));
+  weight_updates_.Add({{"path", path}}).Increment();
 }
 
 void RolloutMetrics::ObserveTimeToFirstToken(absl::Duration ttft) {

@@ -22,8 +22,9 @@ class RolloutMetrics {
   explicit RolloutMetrics(prometheus::Registry& registry);
 
   void ObserveTimeToFirstToken(absl::Duration ttft);
-  // From a weight fetch's start to the new weights applied.
-  void ObserveWeightUpdate(absl::Duration took);
+  // From a weight fetch's (or broadcast's) start to the new weights
+  // applied; `path` is "grpc" or "nccl".
+  void ObserveWeightUpdate(absl::Duration took, const char* path);
   // From one thread (the metrics ticker).
   void Update(const GeneratorStats& generator, const VerifierDispatcher::Stats& dispatcher,
               int64_t groups_in_flight);
@@ -33,6 +34,10 @@ class RolloutMetrics {
   prometheus::Counter& groups_released;
   prometheus::Counter& work_items_rejected;
   prometheus::Gauge& weight_version;
+  // 1 while the worker is a member of the learner's weight-broadcast group.
+  prometheus::Gauge& broadcast_member;
+  // Group joins and broadcast receives that failed or timed out.
+  prometheus::Counter& broadcast_failures;
 
  private:
   prometheus::Counter& generated_tokens_;
@@ -48,6 +53,7 @@ class RolloutMetrics {
   prometheus::Gauge& decode_graphs_;
   prometheus::Histogram& time_to_first_token_;
   prometheus::Histogram& weight_update_;
+  prometheus::Family<prometheus::Counter>& weight_updates_;
   prometheus::Family<prometheus::Counter>& samples_;
   prometheus::Gauge& samples_outstanding_;
   GeneratorStats last_generator_;

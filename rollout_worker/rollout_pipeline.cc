@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/client/rpc_client.h"
 #include "common/status_macros.h"
+#include "model/weights/nccl_communicator.h"
 
 namespace kforge {
 
@@ -28,6 +29,19 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
           // The verifier forwards the scored sample to the learner; here
           // the verdict only closes the sample's account.
           [](const v1::VerifyResponse&) {}));
+  if (TakesPartInBroadcast(config)) {
+    // Before the engine plans its KV cache from the memory left and
+    // captures graphs over the parameters' addresses.
+    absl::StatusOr<std::unique_ptr<FlatParameters>> flat = FlatParameters::Create(policy->model.get());
+    if (flat.ok()) {
+      p->flat_ = *std::move(flat);
+      p->log_.Info("parameters in flat buffers for the NCCL weight broadcast",
+                   {{"layout", p->flat_->Layout()}});
+    } else {
+      p->log_.Warning("no NCCL weight broadcast; weights come over gRPC",
+                      {{"error", flat.status().message()}});
+    }
+  }
   KF_ASSIGN_OR_RETURN(
       p->engine_,
       RolloutEngine::Create(
@@ -49,6 +63,11 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
           }));
   p->weight_sync_ = std::make_unique<WeightSync>(p->learner_.get(), policy->model.get(),
                                                  p->engine_.get(), config, metrics, &p->stop_);
+  if (p->flat_ != nullptr) {
+    p->broadcast_receiver_ = BroadcastReceiver::Start(
+        config, {.learner = p->learner_.get(), .params = p->flat_.get(), .engine = p->engine_.get(),
+                 .sync = p->weight_sync_.get(), .link = link, .metrics = metrics});
+  }
   // The ticker thread alone reads and writes graphs_off_logged.
   auto update_metrics = [p, graphs_off_logged = std::string()]() mutable {
     const GeneratorStats stats = p->engine_->generator_stats();
@@ -68,6 +87,11 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
   return pipeline;
 }
 
+bool RolloutPipeline::TakesPartInBroadcast(const v1::RolloutWorkerConfig& config) {
+  return config.nccl_broadcast() && NcclCommunicator::Available() &&
+         config.device().rfind("cuda", 0) == 0;
+}
+
 RolloutPipeline::RolloutPipeline(const v1::RolloutWorkerConfig& config, const LearnerLink* link,
                                  RolloutMetrics* metrics)
     : config_(config),
@@ -78,6 +102,7 @@ RolloutPipeline::RolloutPipeline(const v1::RolloutWorkerConfig& config, const Le
 RolloutPipeline::~RolloutPipeline() {
   stop_.Notify();
   if (take_work_thread_.joinable()) take_work_thread_.join();
+  broadcast_receiver_.reset();
   metrics_thread_.reset();
   // The sampler thread may be blocked handing a sample to a full
   // dispatcher: release it before joining it.

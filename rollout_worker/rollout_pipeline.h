@@ -11,7 +11,10 @@
 // sampling, and a full engine stops taking work.
 //
 // Before an item is sampled, WeightSync brings the model to the job's
-// weights at the item's min_policy_version (streamed from the learner).
+// weights at the item's min_policy_version: by NCCL broadcast where the
+// worker takes part in it (BroadcastReceiver, into the live parameters,
+// which are re-homed into flat buffers first), streamed from the learner
+// otherwise.
 //
 // A group the worker cannot sample (its weights would not load, the engine
 // refused the item, sampling failed) is given back with ReleaseWork, so the
@@ -44,6 +47,8 @@
 #include "rollout_worker/rollout_metrics.h"
 #include "model/policy_loader.h"
 #include "rollout_worker/sampler/rollout_engine.h"
+#include "model/weights/flat_parameters.h"
+#include "rollout_worker/weights/broadcast_receiver.h"
 #include "rollout_worker/weights/weight_sync.h"
 
 namespace kforge {
@@ -54,6 +59,9 @@ class RolloutPipeline {
   static absl::StatusOr<std::unique_ptr<RolloutPipeline>> Create(
       const v1::RolloutWorkerConfig& config, LoadedPolicy* policy, const LearnerLink* link,
       RolloutMetrics* metrics);
+  // Whether a worker so configured receives weights by NCCL broadcast: the
+  // broadcast on, a GPU device, NCCL in the build.
+  static bool TakesPartInBroadcast(const v1::RolloutWorkerConfig& config);
   // Stops taking work, then the engine (dropping what it held), then the
   // dispatcher.
   ~RolloutPipeline();
@@ -77,7 +85,9 @@ class RolloutPipeline {
   std::unique_ptr<v1::LearnerService::Stub> learner_;
   std::unique_ptr<VerifierDispatcher> dispatcher_;
   std::unique_ptr<RolloutEngine> engine_;
+  std::unique_ptr<FlatParameters> flat_;     // with the NCCL broadcast only
   std::unique_ptr<WeightSync> weight_sync_;  // take-work thread
+  std::unique_ptr<BroadcastReceiver> broadcast_receiver_;
   std::unique_ptr<PeriodicThread> metrics_thread_;
   absl::Notification stop_;
   absl::Mutex release_mu_;

@@ -16,6 +16,11 @@
 # mesh: builds the four binaries, runs a short `kforge local` job with Triton
 # candidates and a held-out task (curves.svg), then `kforge eval` of the
 # built-in Triton solutions on cuda:0 with its plots.
+# weights: the NCCL weight broadcast: kforge_nccl_tests (its two-GPU tests
+# skip on one GPU), the flat-parameter and broadcaster tests, a short
+# `kforge local` job (on two GPUs its rollout worker is on cuda:1 and in the
+# learner's group; on one it shares the learner's GPU and is told it stays
+# out), and with two GPUs kforge_weight_broadcast_bench (BROADCAST_SHAPES).
 # train: the learner on the GPU (trainer tests, the built-in Triton
 # solutions, a short `kforge local` job with Triton candidates) and
 # kforge_train_bench against bench/train_bench_torch.py.
@@ -104,6 +109,42 @@ JOB
     python3 bench/train_bench_torch.py --checkpoint "$ckpt" ${args//_/-} --prompt-tokens 512 \
       --completion-tokens 512 --steps 5 2>&1 | grep -v Warning | tee -a "$out/train-bench.txt"
   done
+fi
+
+if [ "$what" = weights ]; then
+  export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off (../shared/device/NOTES.md)
+  start=$(date +%s)
+  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
+    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+  grep -E "kforge:" "$out/configure.log"
+  cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
+    kforge_unit_tests kforge_weights_tests kforge_nccl_tests kforge_weight_broadcast_bench \
+    > "$out/build.log" 2>&1 || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
+  echo "weights build: $(( $(date +%s) - start )) s"
+  nvidia-smi topo -m > "$out/topo.txt" 2>&1
+  for t in nccl weights; do
+    build/bin/kforge_${t}_tests > "$out/$t-tests.log" 2>&1
+    echo "kforge_${t}_tests: exit $?; $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/$t-tests.log" | tr '\n' ' ')"
+    grep -E '^\[       OK|^\[  FAILED|Skipped$' -A1 "$out/$t-tests.log" | grep -v "^--" | head -24
+  done
+  build/bin/kforge_unit_tests --gtest_filter='*Broadcast*' > "$out/broadcaster-tests.log" 2>&1
+  echo "broadcaster tests: exit $?; $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/broadcaster-tests.log" | tr '\n' ' ')"
+  cat > /tmp/gpu-job.json <<'JOB'
+{"tasks": {"builtin": "kforge-mini"}, "warm_start_steps": 2, "total_steps": 3,
+ "prompts_per_step": 2, "grpo": {"group_size": 4}, "sampling": {"max_new_tokens": 200},
+ "sft": {"learning_rate": 0.01}, "optimizer": {"batch_size": 8, "micro_batch_size": 4},
+ "verifier": {"timing": {"trials": 10}}, "checkpoint": {"every_steps": 5}}
+JOB
+  timeout 300 build/bin/kforge local --learner_port=0 --run_dir=/tmp/gpu-local --job=/tmp/gpu-job.json \
+    > "$out/local-gpu.log" 2>&1
+  echo "kforge local on the GPU: exit $?"; tail -8 "$out/local-gpu.log"
+  cp /tmp/gpu-local/learner.log "$out/local-learner.log"; cp /tmp/gpu-local/rollout-0.log "$out/local-rollout.log"
+  grep -hE "broadcast|flat buffers|weights applied|not in the" /tmp/gpu-local/learner.log /tmp/gpu-local/rollout-0.log \
+    | cut -c1-330 | head -24
+  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+    build/bin/kforge_weight_broadcast_bench --shapes "${BROADCAST_SHAPES:-1.5b,3b}" 2>&1 \
+      | tee "$out/broadcast-bench.txt"
+  fi
 fi
 
 if [ "$what" = rollout ]; then

@@ -23,6 +23,7 @@
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/torch_runtime.h"
 #include "model/transformer/decoder_model.h"
+#include "model/weights/flat_parameters.h"
 #include "model/weights/weight_stream.h"
 
 namespace kforge {
@@ -43,6 +44,10 @@ class TrainingRun {
  public:
   TrainingRun(const v1::Job& job, const TrainingRunDeps& deps)
       : job_(job), spec_(job.spec()), deps_(deps), nonce_(RandomNonce()) {}
+  // The broadcaster lets go of the policy's flat parameters before they go.
+  ~TrainingRun() {
+    if (flat_ != nullptr) deps_.broadcaster->SetSource(nullptr);
+  }
 
   absl::Status Run() {
     KF_RETURN_IF_ERROR(Setup());
@@ -108,6 +113,8 @@ class TrainingRun {
   std::vector<v1::Task> train_tasks_;
   std::unique_ptr<LoadedPolicy> policy_;
   std::unique_ptr<LoadedPolicy> reference_;
+  // The policy's parameters as flat buffers, for the NCCL weight broadcast.
+  std::unique_ptr<FlatParameters> flat_;
   std::unique_ptr<PolicyTrainer> trainer_;
   std::unique_ptr<Curriculum> curriculum_;
   v1::TrainerState state_;
@@ -150,6 +157,11 @@ absl::Status TrainingRun::Setup() {
   KF_ASSIGN_OR_RETURN(policy_, LoadPolicy(source_model_dir_.string(), device, dtype));
   if (spec_.grpo().kl_coef() > 0 && spec_.algorithm() == v1::ALGORITHM_GRPO) {
     KF_ASSIGN_OR_RETURN(reference_, LoadPolicy(spec_.model_path(), device, dtype));
+  }
+  if (deps_.broadcaster != nullptr && deps_.broadcaster->NotMemberReason().empty()) {
+    // Before the optimiser exists: it then holds the re-homed tensors.
+    KF_ASSIGN_OR_RETURN(flat_, FlatParameters::Create(policy_->model.get()));
+    deps_.broadcaster->SetSource(flat_.get());
   }
   const std::vector<int64_t>& eos = policy_->model->config().eos_token_ids;
   std::optional<int32_t> im_end = policy_->tokenizer->TokenId("<|im_end|>");
@@ -471,6 +483,13 @@ absl::Status TrainingRun::Publish() {
   KF_ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
                       WeightSnapshot::Capture(policy_->model.get(), job_.id(), state_.policy_version()));
   deps_.weights->Publish(std::move(snapshot));
+  if (flat_ != nullptr) {
+    // Before new work asks for the version, so members have it on time.
+    if (absl::Status s = deps_.broadcaster->Broadcast(job_.id(), state_.policy_version()); !s.ok()) {
+      log_.Warning("weight broadcast failed; rollout workers fetch the weights over gRPC",
+                   {{"job", job_.id()}, {"version", state_.policy_version()}, {"error", s.message()}});
+    }
+  }
   deps_.groups->SetPolicyVersion(state_.policy_version());
   deps_.metrics->ObserveWeightPublish(absl::ToDoubleSeconds(absl::Now() - started));
   return absl::OkStatus();

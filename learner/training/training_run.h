@@ -11,7 +11,8 @@
 //     2. wait for prompts_per_step complete groups (scored by verifiers);
 //     3. rewards from verdicts (learner/rewards), group-relative advantages
 //        or the top-k of each group, the update (PolicyTrainer);
-//     4. publish the new weights (version + 1) for GetWeights; report
+//     4. publish the new weights (version + 1) for GetWeights and broadcast
+//        them over NCCL to the workers in the group; report
 //        progress (WatchJob, metrics); checkpoint every N steps.
 //   SFT step (warm start, ALGORITHM_SFT): reference solutions, formatted as
 //     the answer the prompt asks for, trained with the supervised loss.
@@ -32,6 +33,7 @@
 #include "learner/jobs/job_registry.h"
 #include "learner/learner_metrics.h"
 #include "learner/rollout/group_tracker.h"
+#include "learner/weights/weight_broadcaster.h"
 #include "learner/weights/weight_publisher.h"
 
 namespace kforge {
@@ -40,6 +42,8 @@ struct TrainingRunDeps {
   JobRegistry* jobs = nullptr;
   GroupTracker* groups = nullptr;
   WeightPublisher* weights = nullptr;
+  // The NCCL weight broadcast; null: weights go over gRPC only.
+  WeightBroadcaster* broadcaster = nullptr;
   LearnerMetrics* metrics = nullptr;
   const v1::LearnerConfig* config = nullptr;
   // True once the learner is shutting down.

@@ -12,31 +12,10 @@
 #include "common/status_macros.h"
 #include "model/transformer/decoder_model.h"
 #include "model/transformer/torch_status.h"
+#include "model/weights/weight_dtype.h"
 
 namespace kforge {
 namespace {
-
-absl::StatusOr<std::string> DtypeName(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kBFloat16:
-      return std::string("bf16");
-    case at::kHalf:
-      return std::string("fp16");
-    case at::kFloat:
-      return std::string("fp32");
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("weights of dtype ", c10::toString(dtype), " cannot be streamed"));
-  }
-}
-
-absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name) {
-  if (name == "bf16") return at::kBFloat16;
-  if (name == "fp16") return at::kHalf;
-  if (name == "fp32") return at::kFloat;
-  return absl::InvalidArgumentError(
-      absl::StrCat("dtype \"", name, "\" is not bf16, fp16 or fp32"));
-}
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -59,7 +38,7 @@ absl::StatusOr<std::unique_ptr<WeightChunker>> WeightChunker::Create(DecoderMode
   }
   std::vector<Source> sources;
   for (auto& [name, tensor] : model->NamedParameters()) {
-    KF_ASSIGN_OR_RETURN(std::string dtype, DtypeName(tensor.scalar_type()));
+    KF_ASSIGN_OR_RETURN(std::string dtype, WeightDtypeName(tensor.scalar_type()));
     sources.push_back({name, tensor, std::move(dtype)});
   }
   return std::unique_ptr<WeightChunker>(
@@ -83,7 +62,7 @@ absl::StatusOr<std::shared_ptr<const WeightSnapshot>> WeightSnapshot::Capture(
   KF_RETURN_IF_ERROR(TorchCall("weight snapshot", [&]() -> absl::Status {
     c10::NoGradGuard no_grad;
     for (auto& [name, tensor] : model->NamedParameters()) {
-      KF_RETURN_IF_ERROR(DtypeName(tensor.scalar_type()).status());
+      KF_RETURN_IF_ERROR(WeightDtypeName(tensor.scalar_type()).status());
       at::Tensor copy = tensor.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)
                             .contiguous();
       bytes += static_cast<int64_t>(copy.nbytes());
@@ -103,7 +82,7 @@ absl::StatusOr<std::unique_ptr<WeightChunker>> WeightChunker::Create(
   }
   std::vector<Source> sources;
   for (const auto& [name, tensor] : snapshot->tensors_->named) {
-    KF_ASSIGN_OR_RETURN(std::string dtype, DtypeName(tensor.scalar_type()));
+    KF_ASSIGN_OR_RETURN(std::string dtype, WeightDtypeName(tensor.scalar_type()));
     sources.push_back({name, tensor, std::move(dtype)});
   }
   auto chunker = std::unique_ptr<WeightChunker>(
@@ -198,7 +177,7 @@ absl::Status WeightAssembler::Add(const v1::WeightChunk& chunk) {
     return absl::InvalidArgumentError(absl::StrCat("weight ", name, ": shape ", ShapeText(shape),
                                                    ", the model's is ", ShapeText(target.shape)));
   }
-  KF_ASSIGN_OR_RETURN(const at::ScalarType dtype, DtypeFromName(chunk.dtype()));
+  KF_ASSIGN_OR_RETURN(const at::ScalarType dtype, WeightDtypeFromName(chunk.dtype()));
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   const int64_t total = numel * static_cast<int64_t>(c10::elementSize(dtype));
@@ -240,7 +219,7 @@ absl::StatusOr<int64_t> WeightAssembler::Apply() {
   KF_RETURN_IF_ERROR(TorchCall("apply streamed weights", [&]() -> absl::Status {
     c10::NoGradGuard no_grad;
     for (auto& [name, target] : targets_) {
-      KF_ASSIGN_OR_RETURN(const at::ScalarType dtype, DtypeFromName(target.dtype));
+      KF_ASSIGN_OR_RETURN(const at::ScalarType dtype, WeightDtypeFromName(target.dtype));
       const at::Tensor staged = at::from_blob(target.staged.data(), target.shape,
                                               at::TensorOptions().dtype(dtype));
       target.parameter.copy_(staged);

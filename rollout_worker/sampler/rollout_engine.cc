@@ -140,10 +140,15 @@ void RolloutEngine::Loop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (stopping_) break;
-      items.swap(inbox_);
       closures.swap(between_steps_);
     }
+    // Closures first: new items then start on the weights they applied, and
+    // a closure that drops everything (DropAll) drops those queued too.
     for (std::function<void()>& fn : closures) fn();
+    {
+      absl::MutexLock lock(&mu_);
+      items.swap(inbox_);
+    }
     std::vector<std::pair<v1::WorkItem, absl::Status>> dropped;
     for (v1::WorkItem& item : items) {
       absl::StatusOr<GroupRequest> request = ToRequest(item);
@@ -164,22 +169,37 @@ void RolloutEngine::Loop() {
     if (generator_->idle()) continue;
     absl::StatusOr<std::vector<GeneratedSample>> done = generator_->Step();
     if (!done.ok()) {
-      for (const std::string& group_id : generator_->Abandon()) {
-        std::optional<v1::WorkItem> item;
-        {
-          absl::MutexLock lock(&mu_);
-          auto it = groups_.find(group_id);
-          if (it == groups_.end()) continue;
-          item = std::move(it->second.item);
-          groups_.erase(it);
-        }
-        on_dropped_(*item, done.status());
-      }
+      DropRunning(done.status());
       continue;
     }
     for (GeneratedSample& sample : *done) Emit(std::move(sample));
   }
   generator_->Abandon();
+}
+
+void RolloutEngine::DropRunning(const absl::Status& why) {
+  for (const std::string& group_id : generator_->Abandon()) {
+    std::optional<v1::WorkItem> item;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = groups_.find(group_id);
+      if (it == groups_.end()) continue;
+      item = std::move(it->second.item);
+      groups_.erase(it);
+    }
+    on_dropped_(*item, why);
+  }
+}
+
+void RolloutEngine::DropAll(const absl::Status& why) {
+  DropRunning(why);
+  std::deque<v1::WorkItem> queued;
+  {
+    absl::MutexLock lock(&mu_);
+    queued.swap(inbox_);
+    for (const v1::WorkItem& item : queued) groups_.erase(item.group_id());
+  }
+  for (const v1::WorkItem& item : queued) on_dropped_(item, why);
 }
 
 void RolloutEngine::Emit(GeneratedSample generated) {

@@ -79,6 +79,11 @@ class RolloutEngine {
   // Only from the sampler thread (inside RunBetweenSteps): the version new
   // groups are stamped with.
   void set_policy_version(int64_t version) { policy_version_ = version; }
+  // Only from the sampler thread (inside RunBetweenSteps): drops every
+  // running and queued group through on_dropped, for when the weights can
+  // no longer be trusted (a failed broadcast receive that could not be
+  // repaired).
+  void DropAll(const absl::Status& why);
 
   int64_t groups_in_flight() const;
   GeneratorStats generator_stats() const { return generator_->stats(); }
@@ -97,6 +102,8 @@ class RolloutEngine {
   absl::StatusOr<GroupRequest> ToRequest(const v1::WorkItem& item) const;
   void Loop();
   void Emit(GeneratedSample generated);
+  // Abandons the generator's groups, reporting each through on_dropped.
+  void DropRunning(const absl::Status& why);
 
   const BpeTokenizer* const tokenizer_;
   const Options options_;

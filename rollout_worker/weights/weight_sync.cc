@@ -24,14 +24,46 @@ WeightSync::WeightSync(v1::LearnerService::Stub* learner, DecoderModel* model,
 
 absl::Status WeightSync::Ensure(const std::string& job_id, int64_t min_version,
                                int64_t learner_version) {
-  if (job_id == job_id_ && version_ >= min_version && version_ <= learner_version) {
-    return absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    auto fresh = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return job_id == job_id_ && version_ >= min_version && version_ <= learner_version;
+    };
+    if (fresh()) return absl::OkStatus();
+    if (broadcast_member_ && config_.broadcast_wait_s() > 0) {
+      auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return fresh() || !broadcast_member_ || stop_->HasBeenNotified();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(config_.broadcast_wait_s()));
+      if (fresh()) return absl::OkStatus();
+    }
   }
   return Fetch(job_id);
 }
 
-absl::Status WeightSync::Fetch(const std::string& job_id) {
-  const absl::Time started = absl::Now();
+void WeightSync::SetBroadcastMember(bool member) {
+  absl::MutexLock lock(&mu_);
+  broadcast_member_ = member;
+}
+
+void WeightSync::NoteApplied(const std::string& job_id, int64_t version) {
+  absl::MutexLock lock(&mu_);
+  job_id_ = job_id;
+  version_ = version;
+  metrics_->weight_version.Set(static_cast<double>(version));
+}
+
+std::string WeightSync::job_id() const {
+  absl::MutexLock lock(&mu_);
+  return job_id_;
+}
+
+int64_t WeightSync::version() const {
+  absl::MutexLock lock(&mu_);
+  return version_;
+}
+
+absl::StatusOr<std::unique_ptr<WeightAssembler>> WeightSync::Download(const std::string& job_id) {
   KF_ASSIGN_OR_RETURN(std::unique_ptr<WeightAssembler> assembler, WeightAssembler::Create(model_));
   v1::GetWeightsRequest request;
   request.set_job_id(job_id);
@@ -49,26 +81,57 @@ absl::Status WeightSync::Fetch(const std::string& job_id) {
   if (absl::Status s = FromGrpcStatus(reader->Finish()); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("GetWeights: ", s.message()));
   }
+  return assembler;
+}
+
+absl::Status WeightSync::Apply(WeightAssembler& assembler) {
+  KF_ASSIGN_OR_RETURN(const int64_t version, assembler.Apply());
+  engine_->set_policy_version(version);
+  NoteApplied(assembler.job_id(), version);
+  return absl::OkStatus();
+}
+
+absl::Status WeightSync::Fetch(const std::string& job_id) {
+  const absl::Time started = absl::Now();
+  KF_ASSIGN_OR_RETURN(std::unique_ptr<WeightAssembler> assembler, Download(job_id));
   // Applied on the sampler thread, between two decode steps.
-  absl::Notification applied;
-  absl::StatusOr<int64_t> version = absl::UnknownError("weights not applied");
-  engine_->RunBetweenSteps([&] {
-    version = assembler->Apply();
-    if (version.ok()) engine_->set_policy_version(*version);
-    applied.Notify();
+  auto applied = std::make_shared<absl::Notification>();
+  auto result = std::make_shared<absl::Status>(absl::UnknownError("weights not applied"));
+  std::shared_ptr<WeightAssembler> staged = std::move(assembler);
+  engine_->RunBetweenSteps([this, applied, result, staged] {
+    *result = Apply(*staged);
+    applied->Notify();
   });
-  while (!applied.WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+  while (!applied->WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
     if (stop_->HasBeenNotified()) return absl::CancelledError("worker stopping");
   }
-  KF_RETURN_IF_ERROR(version.status());
-  job_id_ = assembler->job_id();
-  version_ = *version;
+  KF_RETURN_IF_ERROR(*result);
   const absl::Duration took = absl::Now() - started;
-  metrics_->weight_version.Set(static_cast<double>(version_));
-  metrics_->ObserveWeightUpdate(took);
-  log_.Info("weights applied", {{"job", job_id_}, {"version", version_},
-                                {"seconds", absl::ToDoubleSeconds(took)}});
+  metrics_->ObserveWeightUpdate(took, "grpc");
+  log_.Info("weights applied", {{"job", staged->job_id()}, {"version", version()},
+                                {"path", "grpc"}, {"seconds", absl::ToDoubleSeconds(took)}});
   return absl::OkStatus();
+}
+
+absl::Status WeightSync::RefetchOnSampler(const std::string& job_id) {
+  const absl::Time started = absl::Now();
+  absl::Status repaired = [&]() -> absl::Status {
+    KF_ASSIGN_OR_RETURN(std::unique_ptr<WeightAssembler> assembler, Download(job_id));
+    return Apply(*assembler);
+  }();
+  if (repaired.ok()) {
+    metrics_->ObserveWeightUpdate(absl::Now() - started, "grpc");
+    log_.Info("weights re-fetched after a failed broadcast", {{"job", job_id}, {"version", version()}});
+    return absl::OkStatus();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    version_ = -1;  // the next Ensure fetches
+  }
+  engine_->DropAll(absl::UnavailableError(absl::StrCat(
+      "the weights are unusable after a failed broadcast and could not be re-fetched: ",
+      repaired.message())));
+  return repaired;
 }
 
 }  // namespace kforge

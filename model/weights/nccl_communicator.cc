@@ -1,0 +1,243 @@
+#include "model/weights/nccl_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "model/weights/flat_parameters.h"
+
+#if KFORGE_WITH_NCCL
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <nccl.h>
+
+#include "model/transformer/torch_status.h"
+#endif
+
+namespace kforge {
+
+#if KFORGE_WITH_NCCL
+
+namespace {
+
+// How often a wait looks at the communicator and the stream: short against
+// a broadcast of a model (milliseconds), long against a syscall.
+constexpr absl::Duration kPollInterval = absl::Microseconds(20);
+
+absl::Status NcclStatus(absl::string_view what, ncclResult_t result, ncclComm_t comm) {
+  const char* detail = comm != nullptr ? ncclGetLastError(comm) : nullptr;
+  return absl::UnavailableError(absl::StrCat(what, ": NCCL ", ncclGetErrorString(result),
+                                             detail != nullptr && *detail != '\0' ? " (" : "",
+                                             detail != nullptr ? detail : "",
+                                             detail != nullptr && *detail != '\0' ? ")" : ""));
+}
+
+// Waits until a non-blocking communicator has finished its last call (an
+// initialisation, or the enqueueing of a collective).
+absl::Status WaitIdle(ncclComm_t comm, absl::Time deadline, absl::string_view what) {
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    if (ncclResult_t r = ncclCommGetAsyncError(comm, &state); r != ncclSuccess) {
+      return NcclStatus(what, r, comm);
+    }
+    if (state == ncclSuccess) return absl::OkStatus();
+    if (state != ncclInProgress) return NcclStatus(what, state, comm);
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(what, ": not done by its deadline"));
+    }
+    absl::SleepFor(kPollInterval);
+  }
+}
+
+}  // namespace
+
+struct NcclCommunicator::Handle {
+  ncclComm_t comm = nullptr;
+  std::optional<c10::cuda::CUDAStream> stream;
+};
+
+bool NcclCommunicator::Available() { return true; }
+
+std::string NcclCommunicator::DeviceUuid(int device_index) {
+  if (device_index < 0) return "";
+  const cudaDeviceProp* properties =
+      at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(device_index));
+  std::string hex;
+  for (char byte : properties->uuid.bytes) {
+    absl::StrAppend(&hex, absl::Hex(static_cast<unsigned char>(byte), absl::kZeroPad2));
+  }
+  return hex;
+}
+
+absl::StatusOr<std::string> NcclCommunicator::NewUniqueId() {
+  ncclUniqueId id;
+  if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
+    return NcclStatus("ncclGetUniqueId", r, nullptr);
+  }
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(
+    const std::string& unique_id, int rank, int world_size, int device_index,
+    absl::Duration timeout) {
+  ncclUniqueId id;
+  if (unique_id.size() != sizeof(id.internal)) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL unique id: ", unique_id.size(),
+                                                   " bytes, not ", sizeof(id.internal)));
+  }
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NCCL group: rank ", rank, " is not within a group of ", world_size));
+  }
+  if (device_index < 0) {
+    return absl::InvalidArgumentError("NCCL group: the parameters are not on a CUDA device");
+  }
+  std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string what = absl::StrCat("joining an NCCL group as rank ", rank, " of ", world_size);
+  auto handle = std::make_unique<Handle>();
+  absl::Status joined = TorchCall(what, [&]() -> absl::Status {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_index));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&handle->comm, world_size, id, rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) return NcclStatus(what, r, handle->comm);
+    if (absl::Status s = WaitIdle(handle->comm, deadline, what); !s.ok()) {
+      if (absl::IsDeadlineExceeded(s)) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            what, ": the group did not form within ", absl::FormatDuration(timeout),
+            " (a member never joined)"));
+      }
+      return s;
+    }
+    handle->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false,
+                                                  static_cast<c10::DeviceIndex>(device_index));
+    return absl::OkStatus();
+  });
+  if (!joined.ok()) {
+    if (handle->comm != nullptr) ncclCommAbort(handle->comm);
+    return joined;
+  }
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(std::move(handle), rank, world_size, device_index));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (handle_ != nullptr && handle_->comm != nullptr) ncclCommAbort(handle_->comm);
+}
+
+absl::Status NcclCommunicator::BroadcastSpans(const std::vector<std::pair<void*, int64_t>>& spans,
+                                              int root, int64_t bucket_bytes,
+                                              absl::Duration timeout) {
+  if (broken_) return absl::FailedPreconditionError("the NCCL group was aborted; it must re-form");
+  if (root < 0 || root >= world_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("broadcast root ", root, " is not within a group of ", world_size_));
+  }
+  if (bucket_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("bucket_bytes: ", bucket_bytes, " is below 1"));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  ncclComm_t comm = handle_->comm;
+  absl::Status done = TorchCall("NCCL broadcast", [&]() -> absl::Status {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_index_));
+    const c10::cuda::CUDAStream stream = *handle_->stream;
+    // After what the caller queued (an optimiser step writing the weights).
+    at::cuda::CUDAEvent ready;
+    ready.record(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_index_)));
+    ready.block(stream);
+    for (const auto& [data, bytes] : spans) {
+      for (int64_t offset = 0; offset < bytes; offset += bucket_bytes) {
+        char* piece = static_cast<char*>(data) + offset;
+        const size_t count = static_cast<size_t>(std::min(bucket_bytes, bytes - offset));
+        ncclResult_t r = ncclBroadcast(piece, piece, count, ncclInt8, root, comm, stream.stream());
+        if (r != ncclSuccess && r != ncclInProgress) return NcclStatus("ncclBroadcast", r, comm);
+        if (r == ncclInProgress) {
+          if (absl::Status s = WaitIdle(comm, deadline, "ncclBroadcast"); !s.ok()) return s;
+        }
+      }
+    }
+    at::cuda::CUDAEvent finished;
+    finished.record(stream);
+    while (!finished.query()) {
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm, &state);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        return NcclStatus("NCCL broadcast", state, comm);
+      }
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "NCCL broadcast: not complete within ", absl::FormatDuration(timeout),
+            " (a member is gone or stuck)"));
+      }
+      absl::SleepFor(kPollInterval);
+    }
+    // Later work on the current stream (the next step) follows the broadcast.
+    finished.block(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_index_)));
+    return absl::OkStatus();
+  });
+  if (!done.ok()) {
+    ncclCommAbort(comm);
+    handle_->comm = nullptr;
+    broken_ = true;
+  }
+  return done;
+}
+
+#else  // !KFORGE_WITH_NCCL
+
+struct NcclCommunicator::Handle {};
+
+namespace {
+absl::Status NoNccl() {
+  return absl::UnimplementedError(
+      "this build has no NCCL (a CPU build, or KFORGE_ENABLE_NCCL off): weights travel over gRPC");
+}
+}  // namespace
+
+bool NcclCommunicator::Available() { return false; }
+
+std::string NcclCommunicator::DeviceUuid(int) { return ""; }
+
+absl::StatusOr<std::string> NcclCommunicator::NewUniqueId() { return NoNccl(); }
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(const std::string&, int,
+                                                                         int, int, absl::Duration) {
+  return NoNccl();
+}
+
+NcclCommunicator::~NcclCommunicator() = default;
+
+absl::Status NcclCommunicator::BroadcastSpans(const std::vector<std::pair<void*, int64_t>>&, int,
+                                              int64_t, absl::Duration) {
+  return NoNccl();
+}
+
+#endif  // KFORGE_WITH_NCCL
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Handle> handle, int rank, int world_size,
+                                   int device_index)
+    : handle_(std::move(handle)), rank_(rank), world_size_(world_size), device_index_(device_index) {}
+
+absl::Status NcclCommunicator::Broadcast(const FlatParameters& params, int root,
+                                         int64_t bucket_bytes, absl::Duration timeout) {
+  if (params.device_index() != device_index_) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL broadcast: the parameters are on device ",
+                                                   params.device_index(), ", the group on ",
+                                                   device_index_));
+  }
+  std::vector<std::pair<void*, int64_t>> spans;
+  for (const FlatParameters::Buffer& buffer : params.buffers()) spans.emplace_back(buffer.data, buffer.bytes);
+  return BroadcastSpans(spans, root, bucket_bytes, timeout);
+}
+
+absl::Status NcclCommunicator::BroadcastBytes(void* data, int64_t bytes, int root,
+                                              int64_t bucket_bytes, absl::Duration timeout) {
+  return BroadcastSpans({{data, bytes}}, root, bucket_bytes, timeout);
+}
+
+}  // namespace kforge

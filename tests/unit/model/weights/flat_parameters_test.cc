@@ -1,0 +1,113 @@
+// Parameters re-homed into flat buffers: the model computes what it did,
+// every parameter (a tied lm_head once) lives inside the buffer, and bytes
+// written into the buffer are the model's new weights, which is how an NCCL
+// broadcast lands on a rollout worker. Also: the gRPC path still works on a
+// flattened model, since it copies into the same tensors.
+#include "model/weights/flat_parameters.h"
+
+#include <cstring>
+#include <memory>
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "model/transformer/decoder_model.h"
+#include "model/transformer/random_weights.h"
+#include "model/weights/weight_stream.h"
+
+namespace kforge {
+namespace {
+
+std::unique_ptr<DecoderModel> NewModel(Architecture architecture, uint64_t seed,
+                                       at::ScalarType dtype = at::kFloat) {
+  const ModelConfig config = TinyDecoderConfig(architecture);
+  auto model = DecoderModel::Create(config, TensorMapSource(*RandomDecoderWeights(config, seed)),
+                                    {at::kCPU, dtype});
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
+at::Tensor Logits(const DecoderModel& model) {
+  return model.Forward(at::tensor({1, 5, 9, 3}, at::kLong).unsqueeze(0))->to(at::kFloat);
+}
+
+int64_t ParameterBytes(DecoderModel* model) {
+  int64_t bytes = 0;
+  for (const auto& [name, tensor] : model->NamedParameters()) bytes += tensor.nbytes();
+  return bytes;
+}
+
+class FlatParametersTest : public ::testing::TestWithParam<Architecture> {};
+
+TEST_P(FlatParametersTest, TheModelComputesTheSameAndEveryParameterLivesInTheBuffer) {
+  std::unique_ptr<DecoderModel> model = NewModel(GetParam(), 1);
+  const at::Tensor before = Logits(*model);
+  absl::StatusOr<std::unique_ptr<FlatParameters>> flat = FlatParameters::Create(model.get());
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_EQ((*flat)->buffers().size(), 1u);
+  const FlatParameters::Buffer& buffer = (*flat)->buffers()[0];
+  EXPECT_EQ(buffer.dtype, "fp32");
+  EXPECT_EQ((*flat)->device_index(), -1);
+  EXPECT_EQ((*flat)->Layout(), absl::StrCat("fp32:", buffer.bytes));
+  // Aligned pieces: at least the parameters, at most 256 bytes more each.
+  const auto named = model->NamedParameters();
+  EXPECT_GE(buffer.bytes, ParameterBytes(model.get()));
+  EXPECT_LE(buffer.bytes, ParameterBytes(model.get()) + 256 * static_cast<int64_t>(named.size()));
+  const char* begin = static_cast<const char*>(buffer.data);
+  for (const auto& [name, tensor] : named) {
+    const char* data = static_cast<const char*>(tensor.data_ptr());
+    EXPECT_TRUE(data >= begin && data + tensor.nbytes() <= begin + buffer.bytes) << name;
+    EXPECT_EQ((data - begin) % 256, 0) << name;
+  }
+  EXPECT_TRUE(at::equal(Logits(*model), before));
+}
+
+TEST_P(FlatParametersTest, BytesWrittenIntoTheBufferAreTheModelsNewWeights) {
+  std::unique_ptr<DecoderModel> source = NewModel(GetParam(), 1), target = NewModel(GetParam(), 2);
+  ASSERT_GT((Logits(*source) - Logits(*target)).abs().max().item<double>(), 1e-3);
+  auto from = FlatParameters::Create(source.get());
+  auto to = FlatParameters::Create(target.get());
+  ASSERT_TRUE(from.ok() && to.ok());
+  ASSERT_EQ((*from)->Layout(), (*to)->Layout());
+  for (size_t i = 0; i < (*from)->buffers().size(); ++i) {
+    std::memcpy((*to)->buffers()[i].data, (*from)->buffers()[i].data, (*from)->buffers()[i].bytes);
+  }
+  EXPECT_TRUE(at::equal(Logits(*target), Logits(*source)));
+}
+
+TEST_P(FlatParametersTest, StreamedWeightsStillApplyToAFlattenedModel) {
+  std::unique_ptr<DecoderModel> source = NewModel(GetParam(), 1), target = NewModel(GetParam(), 2);
+  auto flat = FlatParameters::Create(target.get());
+  ASSERT_TRUE(flat.ok());
+  auto chunker = WeightChunker::Create(source.get(), 3, 1 << 12);
+  auto assembler = WeightAssembler::Create(target.get());
+  ASSERT_TRUE(chunker.ok() && assembler.ok());
+  v1::WeightChunk chunk;
+  while ((*chunker)->Next(&chunk)) ASSERT_TRUE((*assembler)->Add(chunk).ok());
+  ASSERT_TRUE((*assembler)->Apply().ok());
+  EXPECT_TRUE(at::equal(Logits(*target), Logits(*source)));
+  // The stream wrote into the flat storage, not beside it.
+  for (const auto& [name, tensor] : target->NamedParameters()) {
+    const char* data = static_cast<const char*>(tensor.data_ptr());
+    const char* begin = static_cast<const char*>((*flat)->buffers()[0].data);
+    EXPECT_TRUE(data >= begin && data < begin + (*flat)->buffers()[0].bytes) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, FlatParametersTest,
+                         ::testing::Values(Architecture::kLlama, Architecture::kQwen2,
+                                           Architecture::kQwen3));
+
+TEST(FlatParametersLayoutTest, ModelsOfOtherDtypesHaveOtherLayouts) {
+  std::unique_ptr<DecoderModel> fp32 = NewModel(Architecture::kQwen2, 1, at::kFloat);
+  std::unique_ptr<DecoderModel> bf16 = NewModel(Architecture::kQwen2, 1, at::kBFloat16);
+  auto a = FlatParameters::Create(fp32.get());
+  auto b = FlatParameters::Create(bf16.get());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE((*a)->Layout(), (*b)->Layout());
+  EXPECT_EQ((*b)->buffers()[0].dtype, "bf16");
+}
+
+}  // namespace
+}  // namespace kforge
