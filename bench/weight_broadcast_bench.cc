@@ -220,7 +220,8 @@ int Main() {
     std::fprintf(stderr, "needs two GPUs, has %d\n", static_cast<int>(at::cuda::getNumGPUs()));
     return 2;
   }
-  for (const std::string& shape : absl::StrSplit(absl::GetFlag(FLAGS_shapes), ',')) {
+  const std::vector<std::string> shapes = absl::StrSplit(absl::GetFlag(FLAGS_shapes), ',');
+  for (const std::string& shape : shapes) {
     if (int rc = RunShape(shape); rc != 0) return rc;
   }
   return 0;
