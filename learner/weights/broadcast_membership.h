@@ -6,6 +6,7 @@
 //   membership.PollStarted("w1", "bf16:3087467520", "gpu-uuid", now);   // each SyncBroadcast call
 //   membership.PollEnded("w1", now);
 //   membership.Suspect(group_members, now);   // the group failed: out until they poll again
+//   membership.Failed("w1", now);             // it said its join or receive failed: backed off
 //   std::vector<std::string> members = membership.Eligible(layout, learner_gpu, now);
 //
 // A worker counts as alive while one of its polls is open or for
@@ -14,7 +15,10 @@
 // a failed join or broadcast every member of that group is suspect: it is
 // left out of the next group until it polls again, so a dead member (which
 // never polls again) is not waited for twice, and a live one rejoins after
-// its own timeout. NCCL needs one GPU per rank: a worker on the learner's GPU
+// its own timeout. A worker that reports a failure of its own is left out
+// for a back-off that doubles with each failure in a row (until it is part
+// of a group that forms), so one that can never join costs the learner one
+// form timeout now and then, not one per update. NCCL needs one GPU per rank: a worker on the learner's GPU
 // is never eligible, and of workers sharing a GPU only the first by id is.
 // Not thread-safe.
 #ifndef KFORGE_LEARNER_WEIGHTS_BROADCAST_MEMBERSHIP_H_
@@ -30,13 +34,18 @@ namespace kforge {
 
 class BroadcastMembership {
  public:
-  explicit BroadcastMembership(absl::Duration member_timeout) : member_timeout_(member_timeout) {}
+  BroadcastMembership(absl::Duration member_timeout, absl::Duration backoff,
+                      absl::Duration max_backoff)
+      : member_timeout_(member_timeout), backoff_(backoff), max_backoff_(max_backoff) {}
 
   void PollStarted(const std::string& worker, const std::string& layout,
                    const std::string& device_uuid, absl::Time now);
   void PollEnded(const std::string& worker, absl::Time now);
   void Remove(const std::string& worker);
   void Suspect(const std::vector<std::string>& workers, absl::Time now);
+  void Failed(const std::string& worker, absl::Time now);
+  // The workers were in a group that formed: their failure counts restart.
+  void Formed(const std::vector<std::string>& workers);
 
   // The workers, by id in order, that a group formed now would have.
   std::vector<std::string> Eligible(const std::string& layout, const std::string& learner_device,
@@ -49,9 +58,13 @@ class BroadcastMembership {
     int open_polls = 0;
     absl::Time last_seen = absl::InfinitePast();
     absl::Time suspect_since = absl::InfinitePast();
+    int failures = 0;
+    absl::Time out_until = absl::InfinitePast();
   };
 
   const absl::Duration member_timeout_;
+  const absl::Duration backoff_;
+  const absl::Duration max_backoff_;
   std::map<std::string, Member> members_;
 };
 

@@ -20,7 +20,10 @@ constexpr absl::Duration kCancelCheck = absl::Milliseconds(100);
 WeightBroadcaster::WeightBroadcaster(const v1::LearnerConfig& config, LearnerMetrics* metrics)
     : config_(config),
       metrics_(metrics),
-      membership_(absl::Seconds(config.broadcast_member_timeout_s())) {}
+      membership_(absl::Seconds(config.broadcast_member_timeout_s()),
+                  absl::Seconds(config.broadcast_failure_backoff_s()),
+                  absl::Seconds(config.broadcast_failure_backoff_max_s())),
+      generation_(absl::ToUnixMillis(absl::Now())) {}
 
 WeightBroadcaster::~WeightBroadcaster() {
   absl::MutexLock lock(&mu_);
@@ -52,7 +55,8 @@ void WeightBroadcaster::EndGroup() {
   comm_.reset();
   absl::MutexLock lock(&mu_);
   members_.clear();
-  announced_.reset();
+  announced_.clear();
+  received_.clear();
   forming_ = false;
 }
 
@@ -81,11 +85,22 @@ absl::Status WeightBroadcaster::Broadcast(const std::string& job_id, int64_t ver
   {
     absl::MutexLock lock(&mu_);
     generation = generation_;
+    // What every member has received is no longer needed.
+    int64_t everyone_has = sequence_;
+    for (const std::string& member : members_) {
+      auto it = received_.find(member);
+      everyone_has = std::min(everyone_has, it == received_.end() ? 0 : it->second);
+    }
+    while (!announced_.empty() && announced_.front().sequence() <= everyone_has) {
+      announced_.pop_front();
+    }
     v1::WeightBroadcast announcement;
     announcement.set_generation(generation_);
+    announcement.set_sequence(++sequence_);
     announcement.set_job_id(job_id);
     announcement.set_version(version);
-    announced_ = std::move(announcement);
+    announcement.set_timeout_ms(static_cast<int64_t>(config_.broadcast_timeout_s() * 1000));
+    announced_.push_back(std::move(announcement));
     changed_.SignalAll();
   }
   const absl::Time started = absl::Now();
@@ -98,7 +113,7 @@ absl::Status WeightBroadcaster::Broadcast(const std::string& job_id, int64_t ver
   {
     absl::MutexLock lock(&mu_);
     membership_.Suspect(members_, absl::Now());
-    announced_.reset();
+    announced_.clear();
     needs_reform_ = true;
   }
   return absl::Status(sent.code(),
@@ -117,7 +132,10 @@ absl::Status WeightBroadcaster::Reform(const std::vector<std::string>& members) 
     generation = ++generation_;
     members_ = members;
     unique_id_ = *id;
-    announced_.reset();
+    announced_.clear();
+    received_.clear();
+    refused_.clear();
+    sequence_ = 0;
     forming_ = true;
     needs_reform_ = false;
     changed_.SignalAll();
@@ -130,7 +148,9 @@ absl::Status WeightBroadcaster::Reform(const std::vector<std::string>& members) 
   {
     absl::MutexLock lock(&mu_);
     forming_ = false;
-    if (!comm.ok()) {
+    if (comm.ok()) {
+      membership_.Formed(members_);
+    } else {
       membership_.Suspect(members_, absl::Now());
       members_.clear();
       needs_reform_ = true;
@@ -171,7 +191,7 @@ bool WeightBroadcaster::News(const v1::SyncBroadcastRequest& request,
   }
   auto member = std::find(members_.begin(), members_.end(), request.worker_id());
   if (member == members_.end()) return false;
-  if (forming_ && request.generation() != generation_) {
+  if (forming_ && request.generation() != generation_ && !refused_.contains(request.worker_id())) {
     v1::BroadcastGroup* group = response->mutable_group();
     group->set_generation(generation_);
     group->set_rank(static_cast<int32_t>(member - members_.begin()) + 1);
@@ -181,12 +201,12 @@ bool WeightBroadcaster::News(const v1::SyncBroadcastRequest& request,
     group->set_timeout_ms(static_cast<int64_t>(config_.broadcast_form_timeout_s() * 1000));
     return true;
   }
-  if (announced_.has_value() && request.generation() == announced_->generation() &&
-      request.received_version() < announced_->version()) {
-    *response->mutable_broadcast() = *announced_;
-    response->mutable_broadcast()->set_timeout_ms(
-        static_cast<int64_t>(config_.broadcast_timeout_s() * 1000));
-    return true;
+  if (forming_ || request.generation() != generation_) return false;
+  for (const v1::WeightBroadcast& broadcast : announced_) {
+    if (broadcast.sequence() > request.received_sequence()) {
+      *response->mutable_broadcast() = broadcast;
+      return true;
+    }
   }
   return false;
 }
@@ -206,7 +226,13 @@ absl::Status WeightBroadcaster::Sync(const v1::SyncBroadcastRequest& request, ab
   const bool member = std::find(members_.begin(), members_.end(), worker) != members_.end();
   if (!request.error().empty()) {
     log_.Warning("a rollout worker left the weight-broadcast group",
-                 {{"worker", worker}, {"generation", generation_}, {"error", request.error()}});
+                 {{"worker", worker}, {"generation", request.failed_generation()},
+                  {"error", request.error()}});
+    membership_.Failed(worker, absl::Now());
+    if (request.failed_generation() == generation_) refused_.insert(worker);
+  }
+  if (member && request.generation() == generation_) {
+    received_[worker] = std::max(received_[worker], request.received_sequence());
   }
   // A member that no longer holds the formed group (it failed, or it
   // restarted) would leave the next broadcast waiting: re-form first.

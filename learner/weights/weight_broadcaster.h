@@ -28,10 +28,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
+#include <deque>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -103,12 +105,20 @@ class WeightBroadcaster {
   std::string source_layout_ ABSL_GUARDED_BY(mu_);  // empty: no source
   std::string source_device_ ABSL_GUARDED_BY(mu_);  // the learner GPU's UUID
   std::string source_reason_ ABSL_GUARDED_BY(mu_);   // why the source cannot be sent
-  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // Starts from the clock, so a restarted learner's generations differ from
+  // the ones its workers still hold.
+  int64_t generation_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> members_ ABSL_GUARDED_BY(mu_);  // of generation_, by rank - 1
   std::string unique_id_ ABSL_GUARDED_BY(mu_);
   bool forming_ ABSL_GUARDED_BY(mu_) = false;        // generation_'s members are joining
   bool needs_reform_ ABSL_GUARDED_BY(mu_) = false;   // a member left it, or the source changed
-  std::optional<v1::WeightBroadcast> announced_ ABSL_GUARDED_BY(mu_);
+  // Members that said they failed to join generation_: not offered it again.
+  absl::flat_hash_set<std::string> refused_ ABSL_GUARDED_BY(mu_);
+  // Broadcasts of generation_ some member may not have received yet, in
+  // order; every member receives each (NCCL pairs the calls by order).
+  std::deque<v1::WeightBroadcast> announced_ ABSL_GUARDED_BY(mu_);
+  int64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;  // of the last announced
+  absl::flat_hash_map<std::string, int64_t> received_ ABSL_GUARDED_BY(mu_);  // by member
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

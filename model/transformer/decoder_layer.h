@@ -26,9 +26,11 @@ using AttendFn = std::function<at::Tensor(int64_t layer, const at::Tensor& q,
 // weight in the activation dtype.
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
-// hidden [B, T, hidden_size] -> the layer's output, same shape.
+// hidden [B, T, hidden_size] -> the layer's output, same shape. Without
+// autograd the output reuses hidden's storage (the residual stream is
+// updated in place): callers pass a tensor they no longer need.
 at::Tensor DecoderLayerForward(const ModelConfig& config, const LayerWeights& weights,
-                               int64_t layer, const at::Tensor& hidden, const RopeTables& rope,
+                               int64_t layer, at::Tensor hidden, const RopeTables& rope,
                                const AttendFn& attend);
 
 }  // namespace kforge

@@ -52,8 +52,8 @@ at::Tensor DecoderModel::RunLayers(const at::Tensor& ids, const at::Tensor& posi
   const RopeTables rope = MakeRopeTables(inv_freq_, positions, options_.dtype);
   at::Tensor hidden = at::embedding(weights_.embed_tokens, ids);
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
-    hidden = DecoderLayerForward(config_, weights_.layers[i], static_cast<int64_t>(i), hidden,
-                                 rope, attend);
+    hidden = DecoderLayerForward(config_, weights_.layers[i], static_cast<int64_t>(i),
+                                 std::move(hidden), rope, attend);
   }
   return RmsNorm(hidden, weights_.norm, config_.rms_norm_eps);
 }

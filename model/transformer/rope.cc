@@ -40,13 +40,17 @@ RopeTables MakeRopeTables(const at::Tensor& inv_freq, const at::Tensor& position
   // with a matmul, computed in float32 whatever the model dtype.
   const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
   const at::Tensor emb = at::cat({freqs, freqs}, -1).unsqueeze(1);
-  return RopeTables{emb.cos().to(dtype), emb.sin().to(dtype)};
+  const at::Tensor sin = freqs.sin();
+  const at::Tensor sin_signed = at::cat({-sin, sin}, -1).unsqueeze(1);
+  return RopeTables{emb.cos().to(dtype), sin_signed.to(dtype)};
 }
 
 at::Tensor ApplyRope(const at::Tensor& x, const RopeTables& rope) {
+  // transformers: x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1].
+  // [-x2, x1] * sin = [x2, x1] * [-sin1, sin2], exactly (a sign flip), and
+  // [x2, x1] is x rolled by half its width.
   const int64_t half = x.size(-1) / 2;
-  const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * rope.cos + rotated * rope.sin;
+  return at::addcmul(x * rope.cos, x.roll(half, -1), rope.sin_signed);
 }
 
 }  // namespace kforge

@@ -24,7 +24,10 @@ at::Tensor RopeInverseFrequencies(const ModelConfig& config);
 // cos and sin, [B, 1, T, head_dim], broadcast over heads.
 struct RopeTables {
   at::Tensor cos;
-  at::Tensor sin;
+  // sin with its first half negated: rotate_half(x) * sin is then
+  // roll(x, D/2) * sin_signed, and RoPE takes three kernels instead of five
+  // (a decode step runs it twice per layer).
+  at::Tensor sin_signed;
 };
 
 // positions: int64 [B, T] on the device of inv_freq (move inv_freq first).

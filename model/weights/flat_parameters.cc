@@ -28,6 +28,15 @@ int64_t AlignUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+// FNV-1a: the same in every process and build, unlike absl::Hash, since the
+// learner and its workers compare layouts.
+void HashInto(uint64_t* hash, absl::string_view text) {
+  for (unsigned char c : text) {
+    *hash ^= c;
+    *hash *= 1099511628211ull;
+  }
+}
+
 struct Group {
   at::ScalarType dtype;
   std::string name;
@@ -43,8 +52,11 @@ struct FlatParameters::Storage {
 };
 
 FlatParameters::FlatParameters(std::unique_ptr<Storage> storage, std::vector<Buffer> buffers,
-                               int device_index)
-    : storage_(std::move(storage)), buffers_(std::move(buffers)), device_index_(device_index) {}
+                               uint64_t places_hash, int device_index)
+    : storage_(std::move(storage)),
+      buffers_(std::move(buffers)),
+      places_hash_(places_hash),
+      device_index_(device_index) {}
 
 FlatParameters::~FlatParameters() = default;
 
@@ -52,6 +64,7 @@ absl::StatusOr<std::unique_ptr<FlatParameters>> FlatParameters::Create(DecoderMo
   c10::NoGradGuard no_grad;
   std::vector<Group> groups;
   absl::flat_hash_set<const void*> seen;
+  uint64_t places_hash = 14695981039346656037ull;
   for (auto& [name, tensor] : model->NamedParameters()) {
     if (!seen.insert(tensor.unsafeGetTensorImpl()).second) continue;
     KF_ASSIGN_OR_RETURN(std::string dtype, WeightDtypeName(tensor.scalar_type()));
@@ -64,6 +77,8 @@ absl::StatusOr<std::unique_ptr<FlatParameters>> FlatParameters::Create(DecoderMo
     const int64_t align = kAlignBytes / static_cast<int64_t>(tensor.element_size());
     group->elements = AlignUp(group->elements, align);
     group->offsets.push_back(group->elements);
+    HashInto(&places_hash, absl::StrCat(name, ":", group->name, c10::str(tensor.sizes()), "@",
+                                        group->elements, ";"));
     group->elements += tensor.numel();
     group->tensors.push_back(tensor);
   }
@@ -92,7 +107,7 @@ absl::StatusOr<std::unique_ptr<FlatParameters>> FlatParameters::Create(DecoderMo
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
   return std::unique_ptr<FlatParameters>(new FlatParameters(
-      std::move(storage), std::move(buffers), device.is_cuda() ? device.index() : -1));
+      std::move(storage), std::move(buffers), places_hash, device.is_cuda() ? device.index() : -1));
 }
 
 int64_t FlatParameters::bytes() const {
@@ -102,9 +117,11 @@ int64_t FlatParameters::bytes() const {
 }
 
 std::string FlatParameters::Layout() const {
-  return absl::StrJoin(buffers_, ",", [](std::string* out, const Buffer& buffer) {
-    absl::StrAppend(out, buffer.dtype, ":", buffer.bytes);
-  });
+  return absl::StrCat(absl::StrJoin(buffers_, ",",
+                                    [](std::string* out, const Buffer& buffer) {
+                                      absl::StrAppend(out, buffer.dtype, ":", buffer.bytes);
+                                    }),
+                      "@", absl::Hex(places_hash_, absl::kZeroPad16));
 }
 
 }  // namespace kforge

@@ -16,8 +16,8 @@
 // (rather than copying into it) would split it from the buffer: the model's
 // code copies into parameters (WeightAssembler::Apply, checkpoint loads).
 //
-// Call before capturing CUDA graphs and before planning memory from what is
-// free (Create gives the old storage back to the device).
+// Call before capturing CUDA graphs over the parameters (Create gives the old
+// storage back to the device).
 #ifndef KFORGE_MODEL_WEIGHTS_FLAT_PARAMETERS_H_
 #define KFORGE_MODEL_WEIGHTS_FLAT_PARAMETERS_H_
 
@@ -48,7 +48,8 @@ class FlatParameters {
 
   const std::vector<Buffer>& buffers() const { return buffers_; }
   int64_t bytes() const;
-  // "bf16:3087467520": dtypes and byte counts in order. Two models whose
+  // "bf16:3087467520@5f1c2a9b04d3e871": dtypes and byte counts in order,
+  // then a hash of every parameter's name, shape and place. Two models whose
   // layouts are equal (same architecture, shapes and dtypes) can exchange
   // buffers byte for byte.
   std::string Layout() const;
@@ -57,10 +58,12 @@ class FlatParameters {
 
  private:
   struct Storage;
-  FlatParameters(std::unique_ptr<Storage> storage, std::vector<Buffer> buffers, int device_index);
+  FlatParameters(std::unique_ptr<Storage> storage, std::vector<Buffer> buffers,
+                 uint64_t places_hash, int device_index);
 
   std::unique_ptr<Storage> storage_;  // owns the buffers
   std::vector<Buffer> buffers_;
+  uint64_t places_hash_;  // names, shapes and offsets
   int device_index_;
 };
 

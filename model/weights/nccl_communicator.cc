@@ -24,21 +24,37 @@ namespace kforge {
 
 namespace {
 
-// How often a wait looks at the communicator and the stream: short against
-// a broadcast of a model (milliseconds), long against a syscall.
-constexpr absl::Duration kPollInterval = absl::Microseconds(20);
+// How long a wait sleeps between looks at the communicator and the stream:
+// finely for the first milliseconds (a model's broadcast takes a few, and
+// the benchmark measures it), then coarsely, so a wait that runs into its
+// deadline does not spin a core for it.
+absl::Duration PollInterval(absl::Time started) {
+  return absl::Now() - started < absl::Milliseconds(50) ? absl::Microseconds(20)
+                                                       : absl::Milliseconds(1);
+}
 
 absl::Status NcclStatus(absl::string_view what, ncclResult_t result, ncclComm_t comm) {
   const char* detail = comm != nullptr ? ncclGetLastError(comm) : nullptr;
-  return absl::UnavailableError(absl::StrCat(what, ": NCCL ", ncclGetErrorString(result),
-                                             detail != nullptr && *detail != '\0' ? " (" : "",
-                                             detail != nullptr ? detail : "",
-                                             detail != nullptr && *detail != '\0' ? ")" : ""));
+  const std::string message =
+      absl::StrCat(what, ": NCCL ", ncclGetErrorString(result),
+                   detail != nullptr && *detail != '\0' ? absl::StrCat(" (", detail, ")") : "");
+  switch (result) {
+    case ncclInvalidArgument:
+      return absl::InvalidArgumentError(message);
+    case ncclInvalidUsage:
+      return absl::FailedPreconditionError(message);
+    case ncclInternalError:
+      return absl::InternalError(message);
+    default:  // system and remote errors: a peer or the link failed
+      return absl::UnavailableError(message);
+  }
 }
 
 // Waits until a non-blocking communicator has finished its last call (an
 // initialisation, or the enqueueing of a collective).
-absl::Status WaitIdle(ncclComm_t comm, absl::Time deadline, absl::string_view what) {
+absl::Status WaitIdle(ncclComm_t comm, absl::Time deadline, absl::string_view what,
+                      const std::function<bool()>& cancelled) {
+  const absl::Time started = absl::Now();
   while (true) {
     ncclResult_t state = ncclSuccess;
     if (ncclResult_t r = ncclCommGetAsyncError(comm, &state); r != ncclSuccess) {
@@ -49,15 +65,29 @@ absl::Status WaitIdle(ncclComm_t comm, absl::Time deadline, absl::string_view wh
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(what, ": not done by its deadline"));
     }
-    absl::SleepFor(kPollInterval);
+    if (cancelled && cancelled()) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
+    absl::SleepFor(PollInterval(started));
   }
 }
 
 }  // namespace
 
+// The communicator and a stream of its own: not one of LibTorch's pooled
+// streams, which CUDA-graph capture and other code also draw from.
 struct NcclCommunicator::Handle {
   ncclComm_t comm = nullptr;
+  cudaStream_t raw_stream = nullptr;
   std::optional<c10::cuda::CUDAStream> stream;
+  int device_index = -1;
+
+  ~Handle() {
+    if (comm != nullptr) ncclCommAbort(comm);
+    if (raw_stream != nullptr) {
+      c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_index));
+      cudaStreamSynchronize(raw_stream);
+      cudaStreamDestroy(raw_stream);
+    }
+  }
 };
 
 bool NcclCommunicator::Available() { return true; }
@@ -83,7 +113,7 @@ absl::StatusOr<std::string> NcclCommunicator::NewUniqueId() {
 
 absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(
     const std::string& unique_id, int rank, int world_size, int device_index,
-    absl::Duration timeout) {
+    absl::Duration timeout, const std::function<bool()>& cancelled) {
   ncclUniqueId id;
   if (unique_id.size() != sizeof(id.internal)) {
     return absl::InvalidArgumentError(absl::StrCat("NCCL unique id: ", unique_id.size(),
@@ -100,13 +130,14 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(
   const absl::Time deadline = absl::Now() + timeout;
   const std::string what = absl::StrCat("joining an NCCL group as rank ", rank, " of ", world_size);
   auto handle = std::make_unique<Handle>();
+  handle->device_index = device_index;
   absl::Status joined = TorchCall(what, [&]() -> absl::Status {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_index));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t r = ncclCommInitRankConfig(&handle->comm, world_size, id, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) return NcclStatus(what, r, handle->comm);
-    if (absl::Status s = WaitIdle(handle->comm, deadline, what); !s.ok()) {
+    if (absl::Status s = WaitIdle(handle->comm, deadline, what, cancelled); !s.ok()) {
       if (absl::IsDeadlineExceeded(s)) {
         return absl::DeadlineExceededError(absl::StrCat(
             what, ": the group did not form within ", absl::FormatDuration(timeout),
@@ -114,21 +145,21 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(
       }
       return s;
     }
-    handle->stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false,
-                                                  static_cast<c10::DeviceIndex>(device_index));
+    if (cudaError_t e = cudaStreamCreateWithFlags(&handle->raw_stream, cudaStreamNonBlocking);
+        e != cudaSuccess) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(what, ": cannot create a stream: ", cudaGetErrorString(e)));
+    }
+    handle->stream = c10::cuda::getStreamFromExternal(handle->raw_stream,
+                                                      static_cast<c10::DeviceIndex>(device_index));
     return absl::OkStatus();
   });
-  if (!joined.ok()) {
-    if (handle->comm != nullptr) ncclCommAbort(handle->comm);
-    return joined;
-  }
+  if (!joined.ok()) return joined;  // the handle aborts what was started
   return std::unique_ptr<NcclCommunicator>(
       new NcclCommunicator(std::move(handle), rank, world_size, device_index));
 }
 
-NcclCommunicator::~NcclCommunicator() {
-  if (handle_ != nullptr && handle_->comm != nullptr) ncclCommAbort(handle_->comm);
-}
+NcclCommunicator::~NcclCommunicator() = default;  // the handle aborts
 
 absl::Status NcclCommunicator::BroadcastSpans(const std::vector<std::pair<void*, int64_t>>& spans,
                                               int root, int64_t bucket_bytes,
@@ -157,15 +188,18 @@ absl::Status NcclCommunicator::BroadcastSpans(const std::vector<std::pair<void*,
         ncclResult_t r = ncclBroadcast(piece, piece, count, ncclInt8, root, comm, stream.stream());
         if (r != ncclSuccess && r != ncclInProgress) return NcclStatus("ncclBroadcast", r, comm);
         if (r == ncclInProgress) {
-          if (absl::Status s = WaitIdle(comm, deadline, "ncclBroadcast"); !s.ok()) return s;
+          if (absl::Status s = WaitIdle(comm, deadline, "ncclBroadcast", nullptr); !s.ok()) return s;
         }
       }
     }
     at::cuda::CUDAEvent finished;
     finished.record(stream);
+    const absl::Time enqueued = absl::Now();
     while (!finished.query()) {
       ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm, &state);
+      if (ncclResult_t r = ncclCommGetAsyncError(comm, &state); r != ncclSuccess) {
+        return NcclStatus("NCCL broadcast", r, comm);
+      }
       if (state != ncclSuccess && state != ncclInProgress) {
         return NcclStatus("NCCL broadcast", state, comm);
       }
@@ -174,7 +208,7 @@ absl::Status NcclCommunicator::BroadcastSpans(const std::vector<std::pair<void*,
             "NCCL broadcast: not complete within ", absl::FormatDuration(timeout),
             " (a member is gone or stuck)"));
       }
-      absl::SleepFor(kPollInterval);
+      absl::SleepFor(PollInterval(enqueued));
     }
     // Later work on the current stream (the next step) follows the broadcast.
     finished.block(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_index_)));
@@ -184,6 +218,9 @@ absl::Status NcclCommunicator::BroadcastSpans(const std::vector<std::pair<void*,
     ncclCommAbort(comm);
     handle_->comm = nullptr;
     broken_ = true;
+    // The abort ends the group's kernels; wait for that, so nothing the
+    // caller does next to the buffers (a re-fetch) races an NCCL write.
+    cudaStreamSynchronize(handle_->raw_stream);
   }
   return done;
 }
@@ -205,8 +242,8 @@ std::string NcclCommunicator::DeviceUuid(int) { return ""; }
 
 absl::StatusOr<std::string> NcclCommunicator::NewUniqueId() { return NoNccl(); }
 
-absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(const std::string&, int,
-                                                                         int, int, absl::Duration) {
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Join(
+    const std::string&, int, int, int, absl::Duration, const std::function<bool()>&) {
   return NoNccl();
 }
 

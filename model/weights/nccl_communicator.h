@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include <functional>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -43,10 +45,11 @@ class NcclCommunicator {
   // `device_index`. DEADLINE_EXCEEDED when the other ranks did not all join
   // within `timeout`; INVALID_ARGUMENT for an id that is not 128 bytes or a
   // rank outside the group.
-  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Join(const std::string& unique_id,
-                                                                int rank, int world_size,
-                                                                int device_index,
-                                                                absl::Duration timeout);
+  // `cancelled`, polled while waiting, ends the wait early (CANCELLED): a
+  // process shutting down.
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Join(
+      const std::string& unique_id, int rank, int world_size, int device_index,
+      absl::Duration timeout, const std::function<bool()>& cancelled = nullptr);
   // Aborts rather than finalises: finalising waits on the other ranks, which
   // may be gone.
   ~NcclCommunicator();
@@ -56,8 +59,10 @@ class NcclCommunicator {
   // Broadcasts every buffer of `params` from `root` in pieces of at most
   // `bucket_bytes`, after the work already queued on the device's current
   // stream, and returns once it is complete on this rank. On a timeout or an
-  // NCCL error the communicator is aborted and broken; the buffers of a
-  // receiving rank then hold a mix of old and new bytes.
+  // NCCL error the communicator is aborted and broken, and its kernels have
+  // ended when this returns; the buffers of a receiving rank then hold a mix
+  // of old and new bytes. A rank-0 broadcast small enough for NCCL's buffers
+  // may complete before the others receive it; they receive it in order.
   absl::Status Broadcast(const FlatParameters& params, int root, int64_t bucket_bytes,
                          absl::Duration timeout);
   // The same for one device buffer (benchmarks compare the two).

@@ -101,8 +101,10 @@ class WeightAssembler {
   // model (converting dtype where the stream's differs) and returns the
   // version. FAILED_PRECONDITION naming a missing or partial tensor.
   absl::StatusOr<int64_t> Apply();
-  // The job the stream's chunks named (empty for streams without one).
+  // The job the stream's chunks named (empty for streams without one), and
+  // their version (-1 before the first chunk).
   const std::string& job_id() const { return job_id_; }
+  int64_t version() const { return version_; }
 
  private:
   struct Target;

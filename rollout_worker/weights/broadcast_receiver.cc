@@ -35,7 +35,14 @@ BroadcastReceiver::BroadcastReceiver(const v1::RolloutWorkerConfig& config, Deps
 
 BroadcastReceiver::~BroadcastReceiver() {
   stop_.Notify();
+  stopping_->store(true);
+  CancelCall();
   if (thread_.joinable()) thread_.join();
+}
+
+void BroadcastReceiver::CancelCall() {
+  absl::MutexLock lock(&call_mu_);
+  if (call_ != nullptr) call_->TryCancel();
 }
 
 void BroadcastReceiver::Loop() {
@@ -52,27 +59,39 @@ void BroadcastReceiver::Loop() {
     v1::SyncBroadcastRequest request;
     request.set_worker_id(worker_id);
     request.set_generation(generation_);
-    request.set_received_version(received_version_);
+    request.set_received_sequence(received_sequence_);
     request.set_layout(layout_);
     request.set_device_uuid(device_uuid_);
     request.set_wait_ms(absl::ToInt64Milliseconds(wait));
     request.set_error(error_);
+    request.set_failed_generation(failed_generation_);
     v1::SyncBroadcastResponse response;
     grpc::ClientContext context;
     SetDeadline(context, wait + absl::Seconds(config_.rpc().deadline_s()));
+    {
+      absl::MutexLock lock(&call_mu_);
+      if (stop_.HasBeenNotified()) break;
+      call_ = &context;
+    }
     const absl::Status called = FromGrpcStatus(deps_.learner->SyncBroadcast(&context, request, &response));
+    {
+      absl::MutexLock lock(&call_mu_);
+      call_ = nullptr;
+    }
     if (!called.ok()) {
+      // The group is kept: a learner that is still there broadcasts to it
+      // (one that restarted forms a new one, which replaces it).
       const std::string reason = absl::StrCat("SyncBroadcast: ", called.message());
       if (reason != said) log_.Warning("weight broadcast unreachable; weights come over gRPC",
                                        {{"error", reason}});
       said = reason;
-      Leave("");
       stop_.WaitForNotificationWithTimeout(backoff);
       backoff = std::min(backoff * 2, backoff_max);
       continue;
     }
     backoff = absl::Seconds(config_.rpc().backoff_initial_s());
     error_.clear();
+    failed_generation_ = 0;
     if (!response.not_member_reason().empty()) {
       if (response.not_member_reason() != said) {
         log_.Info("not in the weight-broadcast group; weights come over gRPC",
@@ -92,11 +111,14 @@ void BroadcastReceiver::Loop() {
 
 void BroadcastReceiver::Leave(const std::string& error) {
   if (comm_ == nullptr && generation_ == 0 && error.empty()) return;
-  comm_.reset();
-  generation_ = 0;
-  received_version_ = 0;
   if (!error.empty()) {
     error_ = error;
+    failed_generation_ = generation_;
+  }
+  comm_.reset();
+  generation_ = 0;
+  received_sequence_ = 0;
+  if (!error.empty()) {
     deps_.metrics->broadcast_failures.Increment();
     log_.Warning("left the weight-broadcast group", {{"error", error}});
   }
@@ -109,8 +131,11 @@ void BroadcastReceiver::Join(const v1::BroadcastGroup& group) {
   const absl::Time started = absl::Now();
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm = NcclCommunicator::Join(
       group.nccl_unique_id(), group.rank(), group.world_size(), deps_.params->device_index(),
-      absl::Milliseconds(group.timeout_ms()) + absl::Seconds(config_.broadcast_grace_s()));
+      absl::Milliseconds(group.timeout_ms()) + absl::Seconds(config_.broadcast_grace_s()),
+      [this] { return stop_.HasBeenNotified(); });
   if (!comm.ok()) {
+    if (stop_.HasBeenNotified()) return;
+    generation_ = group.generation();  // the one the failure is reported for
     Leave(absl::StrCat("joining generation ", group.generation(), ": ", comm.status().message()));
     return;
   }
@@ -134,16 +159,29 @@ void BroadcastReceiver::Receive(const v1::WeightBroadcast& broadcast) {
   };
   auto outcome = std::make_shared<Outcome>();
   const absl::Time started = absl::Now();
-  const absl::Duration timeout =
-      absl::Milliseconds(broadcast.timeout_ms()) + absl::Seconds(config_.broadcast_grace_s());
-  deps_.engine->RunBetweenSteps([comm = comm_, outcome, broadcast, timeout,
-                                 bucket_bytes = bucket_bytes_, deps = deps_] {
-    outcome->received = comm->Broadcast(*deps.params, /*root=*/0, bucket_bytes, timeout);
+  // The learner gives up timeout_ms after it announced the broadcast: so
+  // does the worker (plus its grace), however long the sampler took to
+  // reach the closure.
+  const absl::Time deadline = started + absl::Milliseconds(broadcast.timeout_ms()) +
+                              absl::Seconds(config_.broadcast_grace_s());
+  deps_.engine->RunBetweenSteps([comm = comm_, outcome, broadcast, deadline,
+                                 bucket_bytes = bucket_bytes_, deps = deps_,
+                                 stopping = stopping_] {
+    if (stopping->load()) {
+      outcome->received = absl::CancelledError("the worker is stopping");
+      outcome->done.Notify();
+      return;
+    }
+    const absl::Duration left = deadline - absl::Now();
+    outcome->received =
+        left <= absl::ZeroDuration()
+            ? absl::DeadlineExceededError("the sampler reached the broadcast after its deadline")
+            : comm->Broadcast(*deps.params, /*root=*/0, bucket_bytes, left);
     if (outcome->received.ok()) {
       deps.engine->set_policy_version(broadcast.version());
       deps.sync->NoteApplied(broadcast.job_id(), broadcast.version());
-    } else {
-      // Parts of the parameters hold the new version, parts the old one.
+    } else if (!absl::IsDeadlineExceeded(outcome->received) || comm->broken()) {
+      // Parts of the parameters may hold the new version, parts the old one.
       deps.sync->RefetchOnSampler(broadcast.job_id()).IgnoreError();
     }
     outcome->done.Notify();
@@ -152,11 +190,12 @@ void BroadcastReceiver::Receive(const v1::WeightBroadcast& broadcast) {
     if (stop_.HasBeenNotified()) return;
   }
   if (!outcome->received.ok()) {
+    if (stop_.HasBeenNotified()) return;
     Leave(absl::StrCat("receiving version ", broadcast.version(), " of job ", broadcast.job_id(),
                        " (generation ", generation_, "): ", outcome->received.message()));
     return;
   }
-  received_version_ = broadcast.version();
+  received_sequence_ = broadcast.sequence();
   const absl::Duration took = absl::Now() - started;
   deps_.metrics->ObserveWeightUpdate(took, "nccl");
   log_.Info("weights applied",

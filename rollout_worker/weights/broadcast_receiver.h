@@ -7,8 +7,10 @@
 // thread receive it straight into the live parameters (FlatParameters)
 // between two decode steps, then records the version with WeightSync.
 //
-// Deadlines: a join or a receive waits as long as the learner does (the
-// timeout travels with the group and the broadcast) plus broadcast_grace_s,
+// Every broadcast of the generation is received, in order (NCCL pairs the
+// calls by order). Deadlines: a join or a receive waits as long as the
+// learner does, counted from when the group or broadcast arrived (the
+// timeout travels with it), plus broadcast_grace_s,
 // then the communicator is aborted, the worker leaves the group and says so
 // on its next call, and the learner re-forms the group. A receive that fails
 // leaves the parameters a mix of two versions, so the same sampler-thread
@@ -23,10 +25,12 @@
 #define KFORGE_ROLLOUT_WORKER_WEIGHTS_BROADCAST_RECEIVER_H_
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/logging/logger.h"
 #include "kforge/v1/learner_service.grpc.pb.h"
@@ -65,6 +69,8 @@ class BroadcastReceiver {
   void Join(const v1::BroadcastGroup& group);
   void Receive(const v1::WeightBroadcast& broadcast);
   void Leave(const std::string& error);
+  // Cancels the SyncBroadcast call in flight, if any (the destructor).
+  void CancelCall();
 
   const v1::RolloutWorkerConfig config_;
   const Deps deps_;
@@ -72,12 +78,17 @@ class BroadcastReceiver {
   const std::string device_uuid_;
   Logger log_{"rollout_worker"};
   absl::Notification stop_;
+  // Seen by a receive queued on the sampler thread after the receiver went.
+  std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);
+  absl::Mutex call_mu_;
+  grpc::ClientContext* call_ ABSL_GUARDED_BY(call_mu_) = nullptr;
   // The receiver thread's own state.
   std::shared_ptr<NcclCommunicator> comm_;  // shared with a queued receive
   int64_t generation_ = 0;
   int64_t bucket_bytes_ = 0;
-  int64_t received_version_ = 0;
-  std::string error_;  // to report on the next call
+  int64_t received_sequence_ = 0;
+  std::string error_;              // to report on the next call
+  int64_t failed_generation_ = 0;  // the generation it happened in
   std::thread thread_;
 };
 

@@ -1,5 +1,6 @@
 #include "rollout_worker/weights/weight_sync.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,12 @@
 #include "rollout_worker/sampler/rollout_engine.h"
 
 namespace kforge {
+namespace {
+
+// How often a wait for a broadcast looks at the worker's stop signal.
+constexpr absl::Duration kStopCheck = absl::Milliseconds(200);
+
+}  // namespace
 
 WeightSync::WeightSync(v1::LearnerService::Stub* learner, DecoderModel* model,
                        RolloutEngine* engine, const v1::RolloutWorkerConfig& config,
@@ -30,15 +37,22 @@ absl::Status WeightSync::Ensure(const std::string& job_id, int64_t min_version,
       return job_id == job_id_ && version_ >= min_version && version_ <= learner_version;
     };
     if (fresh()) return absl::OkStatus();
-    if (broadcast_member_ && config_.broadcast_wait_s() > 0) {
+    // A broadcast only brings newer versions of the job the group serves:
+    // worth waiting for when the worker is behind, not when it is ahead of
+    // a learner that went back to an older checkpoint.
+    if (broadcast_member_ && job_id == job_id_ && version_ < min_version) {
       auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return fresh() || !broadcast_member_ || stop_->HasBeenNotified();
+        return fresh() || !broadcast_member_;
       };
-      mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(config_.broadcast_wait_s()));
+      const absl::Time until = absl::Now() + absl::Seconds(config_.broadcast_wait_s());
+      // In slices, so a stopping worker does not wait the whole time.
+      while (!done() && !stop_->HasBeenNotified() && absl::Now() < until) {
+        mu_.AwaitWithDeadline(absl::Condition(&done), std::min(until, absl::Now() + kStopCheck));
+      }
       if (fresh()) return absl::OkStatus();
     }
   }
-  return Fetch(job_id);
+  return Fetch(job_id, learner_version);
 }
 
 void WeightSync::SetBroadcastMember(bool member) {
@@ -91,15 +105,24 @@ absl::Status WeightSync::Apply(WeightAssembler& assembler) {
   return absl::OkStatus();
 }
 
-absl::Status WeightSync::Fetch(const std::string& job_id) {
+bool WeightSync::Superseded(const std::string& job_id, int64_t version,
+                            int64_t learner_version) const {
+  absl::MutexLock lock(&mu_);
+  return job_id == job_id_ && version < version_ && version_ <= learner_version;
+}
+
+absl::Status WeightSync::Fetch(const std::string& job_id, int64_t learner_version) {
   const absl::Time started = absl::Now();
   KF_ASSIGN_OR_RETURN(std::unique_ptr<WeightAssembler> assembler, Download(job_id));
   // Applied on the sampler thread, between two decode steps.
   auto applied = std::make_shared<absl::Notification>();
   auto result = std::make_shared<absl::Status>(absl::UnknownError("weights not applied"));
   std::shared_ptr<WeightAssembler> staged = std::move(assembler);
-  engine_->RunBetweenSteps([this, applied, result, staged] {
-    *result = Apply(*staged);
+  engine_->RunBetweenSteps([this, applied, result, staged, learner_version] {
+    // A broadcast may have brought a newer version meanwhile: keep it.
+    *result = Superseded(staged->job_id(), staged->version(), learner_version)
+                  ? absl::OkStatus()
+                  : Apply(*staged);
     applied->Notify();
   });
   while (!applied->WaitForNotificationWithTimeout(absl::Milliseconds(200))) {

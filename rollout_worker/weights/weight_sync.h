@@ -76,7 +76,10 @@ class WeightSync {
   absl::StatusOr<std::unique_ptr<WeightAssembler>> Download(const std::string& job_id);
   // Sampler thread: applies staged weights and records them.
   absl::Status Apply(WeightAssembler& assembler);
-  absl::Status Fetch(const std::string& job_id);
+  absl::Status Fetch(const std::string& job_id, int64_t learner_version);
+  // Whether the model already holds a newer version of job_id than staged
+  // weights at `version` (and one the learner still has).
+  bool Superseded(const std::string& job_id, int64_t version, int64_t learner_version) const;
 
   v1::LearnerService::Stub* const learner_;
   DecoderModel* const model_;

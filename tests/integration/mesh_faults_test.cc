@@ -36,6 +36,7 @@ namespace kforge {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::Eventually;
 using testing::ScrapeMetric;
 
 constexpr char kAccepted[] = R"(kforge_learner_samples_total{status="accepted"})";
@@ -52,15 +53,6 @@ std::string Source(const std::string& relative) {
   return text.ok() ? *text : "";
 }
 
-// Polls `condition` every 100 ms until it holds or `timeout` passes.
-bool Eventually(const std::function<bool()>& condition, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return true;
-}
 
 class MeshFaultTest : public ::testing::Test {
  protected:

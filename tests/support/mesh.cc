@@ -3,6 +3,7 @@
 #include <dirent.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "common/process/child_process.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/service_process.h"
@@ -45,6 +47,25 @@ std::optional<double> MetricValue(const std::string& text, const std::string& se
     if (absl::SimpleAtod(absl::StripAsciiWhitespace(line), &value)) return value;
   }
   return std::nullopt;
+}
+
+bool Eventually(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return true;
+}
+
+int GpuCount() {
+  std::error_code ec;
+  int count = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++count;
+  }
+  return count;
 }
 
 double ScrapeMetric(int port, const std::string& series) {

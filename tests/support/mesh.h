@@ -9,11 +9,13 @@
 #ifndef KFORGE_TESTS_SUPPORT_MESH_H_
 #define KFORGE_TESTS_SUPPORT_MESH_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "kforge/v1/job.pb.h"
 
 namespace kforge::testing {
@@ -26,6 +28,12 @@ std::optional<double> MetricValue(const std::string& text, const std::string& se
 // Scrapes http://127.0.0.1:port/metrics for one series; -1 when the scrape
 // fails or the series is absent.
 double ScrapeMetric(int port, const std::string& series);
+
+// Polls `condition` every 100 ms until it holds or `timeout` passes.
+bool Eventually(const std::function<bool()>& condition, absl::Duration timeout);
+
+// GPUs the NVIDIA driver shows (/proc/driver/nvidia/gpus); 0 without one.
+int GpuCount();
 
 // Runs `kforge tiny-model dir` (a random Qwen2-style checkpoint).
 absl::Status WriteTinyModelDir(const std::string& dir);

@@ -27,7 +27,8 @@ class BroadcastMembershipTest : public ::testing::Test {
   }
 
   const absl::Time start_ = absl::FromUnixSeconds(1'000'000);
-  BroadcastMembership membership_{absl::Seconds(10)};
+  BroadcastMembership membership_{absl::Seconds(10), /*backoff=*/absl::Seconds(30),
+                                  /*max_backoff=*/absl::Seconds(100)};
 };
 
 TEST_F(BroadcastMembershipTest, WorkersThatPolledRecentlyAreEligibleInIdOrder) {
@@ -64,6 +65,35 @@ TEST_F(BroadcastMembershipTest, SuspectsStayOutUntilTheyPollAgain) {
   EXPECT_THAT(Eligible(3), IsEmpty()) << "a failed group's members are not waited for again at once";
   Poll("w2", "gpu-2", 4);  // alive: it came back after its own timeout
   EXPECT_THAT(Eligible(5), ElementsAre("w2"));
+}
+
+TEST_F(BroadcastMembershipTest, AWorkerWithoutAGpuIdentityIsNeverEligible) {
+  Poll("w1", "", 0);
+  EXPECT_THAT(Eligible(1), IsEmpty());
+}
+
+TEST_F(BroadcastMembershipTest, FailuresBackAWorkerOffLongerEachTimeUntilAGroupForms) {
+  Poll("w1", "gpu-1", 0);
+  membership_.Failed("w1", At(0));  // out for 30 s
+  Poll("w1", "gpu-1", 1);
+  EXPECT_THAT(Eligible(29), IsEmpty()) << "polling again does not end the back-off";
+  Poll("w1", "gpu-1", 31);
+  EXPECT_THAT(Eligible(31), ElementsAre("w1"));
+  membership_.Failed("w1", At(31));  // out for 60 s
+  Poll("w1", "gpu-1", 80);
+  EXPECT_THAT(Eligible(80), IsEmpty());
+  EXPECT_THAT(Eligible(92), IsEmpty()) << "no poll for 12 s";
+  Poll("w1", "gpu-1", 91);
+  EXPECT_THAT(Eligible(92), ElementsAre("w1"));
+  membership_.Failed("w1", At(92));  // 120 s capped at 100
+  Poll("w1", "gpu-1", 191);
+  EXPECT_THAT(Eligible(191), IsEmpty());
+  Poll("w1", "gpu-1", 193);
+  EXPECT_THAT(Eligible(193), ElementsAre("w1"));
+  membership_.Formed({"w1"});
+  membership_.Failed("w1", At(193));  // back to 30 s
+  Poll("w1", "gpu-1", 224);
+  EXPECT_THAT(Eligible(224), ElementsAre("w1"));
 }
 
 TEST_F(BroadcastMembershipTest, RemovedWorkersAreForgottenUntilTheyPoll) {

@@ -48,7 +48,6 @@ TEST_F(WeightBroadcasterTest, BroadcastOffAnswersAtOnceWithTheReason) {
   EXPECT_LT(absl::Now() - started, absl::Seconds(5));
   EXPECT_THAT(response.not_member_reason(), HasSubstr("nccl_broadcast is off"));
   EXPECT_FALSE(response.has_group());
-  EXPECT_TRUE(broadcaster.Broadcast("job-1", 1).ok()) << "nothing to send is not an error";
 }
 
 TEST_F(WeightBroadcasterTest, ABuildWithoutNcclSaysSo) {

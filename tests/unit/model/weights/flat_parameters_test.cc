@@ -7,8 +7,10 @@
 
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -49,7 +51,7 @@ TEST_P(FlatParametersTest, TheModelComputesTheSameAndEveryParameterLivesInTheBuf
   const FlatParameters::Buffer& buffer = (*flat)->buffers()[0];
   EXPECT_EQ(buffer.dtype, "fp32");
   EXPECT_EQ((*flat)->device_index(), -1);
-  EXPECT_EQ((*flat)->Layout(), absl::StrCat("fp32:", buffer.bytes));
+  EXPECT_THAT((*flat)->Layout(), ::testing::StartsWith(absl::StrCat("fp32:", buffer.bytes, "@")));
   // Aligned pieces: at least the parameters, at most 256 bytes more each.
   const auto named = model->NamedParameters();
   EXPECT_GE(buffer.bytes, ParameterBytes(model.get()));
@@ -93,6 +95,38 @@ TEST_P(FlatParametersTest, StreamedWeightsStillApplyToAFlattenedModel) {
     const char* begin = static_cast<const char*>((*flat)->buffers()[0].data);
     EXPECT_TRUE(data >= begin && data < begin + (*flat)->buffers()[0].bytes) << name;
   }
+}
+
+TEST_P(FlatParametersTest, AnOptimiserStepLandsInTheBuffer) {
+  // The learner's send path: autograd and in-place updates on re-homed
+  // parameters (what AdamW does) change the bytes the broadcast sends.
+  std::unique_ptr<DecoderModel> model = NewModel(GetParam(), 1);
+  auto flat = FlatParameters::Create(model.get());
+  ASSERT_TRUE(flat.ok());
+  const FlatParameters::Buffer& buffer = (*flat)->buffers()[0];
+  const at::Tensor before =
+      at::from_blob(buffer.data, {buffer.bytes / 4}, at::kFloat).clone();
+  std::vector<at::Tensor> params;
+  for (auto& [name, tensor] : model->NamedParameters()) {
+    tensor.set_requires_grad(true);
+    params.push_back(tensor);
+  }
+  Logits(*model).pow(2).mean().backward();
+  {
+    c10::NoGradGuard no_grad;
+    for (at::Tensor& p : params) {
+      ASSERT_TRUE(p.grad().defined());
+      p.sub_(p.grad(), 0.1);
+    }
+  }
+  const at::Tensor after = at::from_blob(buffer.data, {buffer.bytes / 4}, at::kFloat);
+  EXPECT_FALSE(at::equal(after, before));
+  // And the model computes with what the buffer holds.
+  std::unique_ptr<DecoderModel> copy = NewModel(GetParam(), 2);
+  auto copy_flat = FlatParameters::Create(copy.get());
+  std::memcpy((*copy_flat)->buffers()[0].data, buffer.data, buffer.bytes);
+  c10::NoGradGuard no_grad;
+  EXPECT_TRUE(at::equal(Logits(*copy), Logits(*model)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, FlatParametersTest,

@@ -142,13 +142,29 @@ TEST(TwoGpuFaultTest, ARankThatNeverReceivesFailsTheBroadcastInTimeAndANewGroupW
   {
     auto [rank0, rank1] = JoinPair();
     ASSERT_TRUE(rank0 && rank1);
-    // Rank 1 is alive but never posts its receive (a worker stuck or gone).
+    // First a broadcast both take part in (NCCL connects lazily, at the
+    // first collective), of more bytes than NCCL buffers between two ranks
+    // (a few MiB): rank 0 cannot complete it alone.
+    constexpr int64_t kBytes = 256 << 20;
+    at::Tensor on0 = at::zeros({kBytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, 0));
+    at::Tensor on1 = at::ones({kBytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, 1));
+    absl::Status peer_status;
+    std::thread peer([&] {
+      peer_status = rank1->BroadcastBytes(on1.data_ptr(), kBytes, 0, 1 << 22, absl::Seconds(60));
+    });
+    ASSERT_TRUE(rank0->BroadcastBytes(on0.data_ptr(), kBytes, 0, 1 << 22, absl::Seconds(60)).ok());
+    peer.join();
+    ASSERT_TRUE(peer_status.ok()) << peer_status;
+    EXPECT_EQ(on1.sum().item<int64_t>(), 0);
+    // Then rank 1 is alive but never posts its receive (a worker stuck or
+    // gone).
     const absl::Time started = absl::Now();
-    const absl::Status status = rank0->Broadcast(**sent, 0, 1 << 20, absl::Seconds(3));
+    const absl::Status status = rank0->BroadcastBytes(on0.data_ptr(), kBytes, 0, 1 << 22,
+                                                      absl::Seconds(3));
     EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
     EXPECT_LT(absl::Now() - started, absl::Seconds(30));
     EXPECT_TRUE(rank0->broken());
-    EXPECT_FALSE(rank0->Broadcast(**sent, 0, 1 << 20, absl::Seconds(3)).ok());
+    EXPECT_TRUE(absl::IsFailedPrecondition(rank0->Broadcast(**sent, 0, 1 << 20, absl::Seconds(3))));
   }
   auto [rank0, rank1] = JoinPair();
   ASSERT_TRUE(rank0 && rank1);
