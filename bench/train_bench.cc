@@ -11,10 +11,15 @@
 // tokens per second (prompt + completion tokens through forward and
 // backward), completion tokens per second and peak GPU memory.
 // bench/train_bench_torch.py runs the same loss in PyTorch Python.
+// With --flat (default, as the learner runs with the NCCL broadcast on) the
+// parameters are first re-homed into flat buffers; afterwards the weight
+// snapshot each update takes for GetWeights is timed both ways: a copy per
+// tensor into pageable memory, and one pinned copy per flat buffer.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <algorithm>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -26,6 +31,8 @@
 #include "absl/flags/parse.h"
 #include "learner/training/policy_trainer.h"
 #include "model/transformer/checkpoint_loader.h"
+#include "model/weights/flat_parameters.h"
+#include "model/weights/weight_stream.h"
 
 ABSL_FLAG(std::string, checkpoint, "", "Hugging Face checkpoint folder");
 ABSL_FLAG(std::string, device, "cuda:0", "cpu or cuda:N");
@@ -36,6 +43,7 @@ ABSL_FLAG(int, prompt_tokens, 512, "prompt length");
 ABSL_FLAG(int, completion_tokens, 512, "completion length");
 ABSL_FLAG(int, warmup, 2, "untimed steps first");
 ABSL_FLAG(int, steps, 5, "timed steps");
+ABSL_FLAG(bool, flat, true, "re-home the parameters into flat buffers first (as the learner does)");
 
 namespace kforge {
 namespace {
@@ -70,6 +78,15 @@ int Run() {
     }
     batch[b].old_logprobs.assign(c, static_cast<float>(-std::log(static_cast<double>(vocab))));
     batch[b].advantages.assign(c, b % 2 == 0 ? 1.0f : -1.0f);
+  }
+  std::unique_ptr<FlatParameters> flat;
+  if (absl::GetFlag(FLAGS_flat)) {
+    absl::StatusOr<std::unique_ptr<FlatParameters>> flattened = FlatParameters::Create(model->get());
+    if (!flattened.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(flattened.status().message()).c_str());
+      return 1;
+    }
+    flat = *std::move(flattened);
   }
   v1::OptimizerParams opt;
   opt.set_learning_rate(1e-6);
@@ -117,6 +134,27 @@ int Run() {
               "prompt", "complete", "s/step", "train tok/s", "peak GiB");
   std::printf("%-10s %-9s %9d %6d %8d %8d %12.3f %14.0f %10.1f\n", "kforge", absl::GetFlag(FLAGS_dtype).c_str(),
               n, absl::GetFlag(FLAGS_micro), p, c, seconds / steps, tokens / seconds, peak_gib);
+  if (flat != nullptr && device.is_cuda()) {
+    // Median of 3 each, alternating.
+    std::vector<double> per_tensor, pinned;
+    for (int i = 0; i < 3; ++i) {
+      for (const FlatParameters* source : std::vector<const FlatParameters*>{nullptr, flat.get()}) {
+        const auto started = Clock::now();
+        absl::StatusOr<std::shared_ptr<const WeightSnapshot>> snapshot =
+            WeightSnapshot::Capture(model->get(), "bench", i + 1, source);
+        if (!snapshot.ok()) {
+          std::fprintf(stderr, "%s\n", std::string(snapshot.status().message()).c_str());
+          return 1;
+        }
+        (source == nullptr ? per_tensor : pinned)
+            .push_back(std::chrono::duration<double>(Clock::now() - started).count());
+      }
+    }
+    std::sort(per_tensor.begin(), per_tensor.end());
+    std::sort(pinned.begin(), pinned.end());
+    std::printf("weight snapshot of %.2f GB: per tensor (pageable) %.3f s, per flat buffer (pinned) "
+                "%.3f s\n", static_cast<double>(flat->bytes()) / 1e9, per_tensor[1], pinned[1]);
+  }
   return 0;
 }
 

@@ -481,7 +481,8 @@ void TrainingRun::FinishEval() {
 absl::Status TrainingRun::Publish() {
   const absl::Time started = absl::Now();
   KF_ASSIGN_OR_RETURN(std::shared_ptr<const WeightSnapshot> snapshot,
-                      WeightSnapshot::Capture(policy_->model.get(), job_.id(), state_.policy_version()));
+                      WeightSnapshot::Capture(policy_->model.get(), job_.id(),
+                                              state_.policy_version(), flat_.get()));
   deps_.weights->Publish(std::move(snapshot));
   if (flat_ != nullptr) {
     // Before new work asks for the version, so members have it on time.

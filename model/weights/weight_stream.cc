@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "model/transformer/decoder_model.h"
 #include "model/transformer/torch_status.h"
+#include "model/weights/flat_parameters.h"
 #include "model/weights/weight_dtype.h"
 
 namespace kforge {
@@ -55,12 +56,52 @@ WeightSnapshot::WeightSnapshot(std::unique_ptr<Tensors> tensors, std::string job
 
 WeightSnapshot::~WeightSnapshot() = default;
 
+namespace {
+
+// The parameters as views of one pinned host copy per flat buffer.
+absl::Status CaptureFlat(DecoderModel* model, const FlatParameters& flat,
+                         std::vector<std::pair<std::string, at::Tensor>>* named, int64_t* bytes) {
+  std::vector<at::Tensor> hosts;
+  const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(flat.device_index()));
+  for (const FlatParameters::Buffer& buffer : flat.buffers()) {
+    const at::Tensor on_device =
+        at::from_blob(buffer.data, {buffer.bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+    at::Tensor host = at::empty({buffer.bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+    host.copy_(on_device);
+    hosts.push_back(std::move(host));
+    *bytes += buffer.bytes;
+  }
+  for (auto& [name, tensor] : model->NamedParameters()) {
+    const char* data = static_cast<const char*>(tensor.data_ptr());
+    bool found = false;
+    for (size_t i = 0; i < hosts.size() && !found; ++i) {
+      const char* begin = static_cast<const char*>(flat.buffers()[i].data);
+      if (data < begin || data >= begin + flat.buffers()[i].bytes) continue;
+      named->emplace_back(name, hosts[i]
+                                    .narrow(0, data - begin, static_cast<int64_t>(tensor.nbytes()))
+                                    .view(tensor.scalar_type())
+                                    .view(tensor.sizes()));
+      found = true;
+    }
+    if (!found) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("weight snapshot: ", name, " is not in the flat parameter buffers"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const WeightSnapshot>> WeightSnapshot::Capture(
-    DecoderModel* model, std::string job_id, int64_t version) {
+    DecoderModel* model, std::string job_id, int64_t version, const FlatParameters* flat) {
   auto tensors = std::make_unique<Tensors>();
   int64_t bytes = 0;
   KF_RETURN_IF_ERROR(TorchCall("weight snapshot", [&]() -> absl::Status {
     c10::NoGradGuard no_grad;
+    if (flat != nullptr && flat->device_index() >= 0) {
+      return CaptureFlat(model, *flat, &tensors->named, &bytes);
+    }
     for (auto& [name, tensor] : model->NamedParameters()) {
       KF_RETURN_IF_ERROR(WeightDtypeName(tensor.scalar_type()).status());
       at::Tensor copy = tensor.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true)

@@ -13,6 +13,7 @@
 #include <c10/core/GradMode.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include "model/transformer/decoder_model.h"
 #include "model/transformer/random_weights.h"
@@ -132,6 +133,33 @@ TEST_P(FlatParametersTest, AnOptimiserStepLandsInTheBuffer) {
 INSTANTIATE_TEST_SUITE_P(Architectures, FlatParametersTest,
                          ::testing::Values(Architecture::kLlama, Architecture::kQwen2,
                                            Architecture::kQwen3));
+
+TEST(FlatParametersSnapshotTest, APinnedSnapshotOfGpuBuffersStreamsWhatAPerTensorOneDoes) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU (the pinned path is for GPU buffers)";
+  const ModelConfig config = TinyDecoderConfig(Architecture::kQwen3);
+  auto model = DecoderModel::Create(config, TensorMapSource(*RandomDecoderWeights(config, 4)),
+                                    {at::Device(at::kCUDA, 0), at::kBFloat16});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto flat = FlatParameters::Create(model->get());
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  auto per_tensor = WeightSnapshot::Capture(model->get(), "job", 3);
+  auto pinned = WeightSnapshot::Capture(model->get(), "job", 3, flat->get());
+  ASSERT_TRUE(per_tensor.ok() && pinned.ok());
+  EXPECT_EQ((*pinned)->bytes(), (*flat)->bytes());
+  auto a = WeightChunker::Create(*per_tensor, 1000);
+  auto b = WeightChunker::Create(*pinned, 1000);
+  ASSERT_TRUE(a.ok() && b.ok());
+  v1::WeightChunk x, y;
+  int chunks = 0;
+  while ((*a)->Next(&x)) {
+    ASSERT_TRUE((*b)->Next(&y));
+    EXPECT_EQ(x.name(), y.name());
+    EXPECT_EQ(x.data(), y.data()) << x.name() << " at " << x.offset();
+    ++chunks;
+  }
+  EXPECT_FALSE((*b)->Next(&y));
+  EXPECT_GT(chunks, 10);
+}
 
 TEST(FlatParametersLayoutTest, ModelsOfOtherDtypesHaveOtherLayouts) {
   std::unique_ptr<DecoderModel> fp32 = NewModel(Architecture::kQwen2, 1, at::kFloat);
