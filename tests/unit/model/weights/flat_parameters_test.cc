@@ -18,22 +18,17 @@
 #include "model/transformer/decoder_model.h"
 #include "model/transformer/random_weights.h"
 #include "model/weights/weight_stream.h"
+#include "tests/support/tiny_decoder.h"
 
 namespace kforge {
 namespace {
 
 std::unique_ptr<DecoderModel> NewModel(Architecture architecture, uint64_t seed,
                                        at::ScalarType dtype = at::kFloat) {
-  const ModelConfig config = TinyDecoderConfig(architecture);
-  auto model = DecoderModel::Create(config, TensorMapSource(*RandomDecoderWeights(config, seed)),
-                                    {at::kCPU, dtype});
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *std::move(model) : nullptr;
+  return testing::TinyDecoder(architecture, seed, dtype);
 }
 
-at::Tensor Logits(const DecoderModel& model) {
-  return model.Forward(at::tensor({1, 5, 9, 3}, at::kLong).unsqueeze(0))->to(at::kFloat);
-}
+at::Tensor Logits(const DecoderModel& model) { return testing::TinyLogits(model); }
 
 int64_t ParameterBytes(DecoderModel* model) {
   int64_t bytes = 0;
@@ -136,14 +131,13 @@ INSTANTIATE_TEST_SUITE_P(Architectures, FlatParametersTest,
 
 TEST(FlatParametersSnapshotTest, APinnedSnapshotOfGpuBuffersStreamsWhatAPerTensorOneDoes) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a GPU (the pinned path is for GPU buffers)";
-  const ModelConfig config = TinyDecoderConfig(Architecture::kQwen3);
-  auto model = DecoderModel::Create(config, TensorMapSource(*RandomDecoderWeights(config, 4)),
-                                    {at::Device(at::kCUDA, 0), at::kBFloat16});
-  ASSERT_TRUE(model.ok()) << model.status();
-  auto flat = FlatParameters::Create(model->get());
+  std::unique_ptr<DecoderModel> model =
+      testing::TinyDecoder(Architecture::kQwen3, 4, at::kBFloat16, at::Device(at::kCUDA, 0));
+  ASSERT_NE(model, nullptr);
+  auto flat = FlatParameters::Create(model.get());
   ASSERT_TRUE(flat.ok()) << flat.status();
-  auto per_tensor = WeightSnapshot::Capture(model->get(), "job", 3);
-  auto pinned = WeightSnapshot::Capture(model->get(), "job", 3, flat->get());
+  auto per_tensor = WeightSnapshot::Capture(model.get(), "job", 3);
+  auto pinned = WeightSnapshot::Capture(model.get(), "job", 3, flat->get());
   ASSERT_TRUE(per_tensor.ok() && pinned.ok());
   EXPECT_EQ((*pinned)->bytes(), (*flat)->bytes());
   auto a = WeightChunker::Create(*per_tensor, 1000);

@@ -22,6 +22,7 @@
 #include "model/transformer/decoder_model.h"
 #include "model/transformer/random_weights.h"
 #include "model/weights/flat_parameters.h"
+#include "tests/support/tiny_decoder.h"
 
 namespace kforge {
 namespace {
@@ -29,17 +30,11 @@ namespace {
 using ::testing::HasSubstr;
 
 std::unique_ptr<DecoderModel> NewModel(int device, uint64_t seed) {
-  const ModelConfig config = TinyDecoderConfig(Architecture::kQwen2);
-  auto model = DecoderModel::Create(config, TensorMapSource(*RandomDecoderWeights(config, seed)),
-                                    {at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)),
-                                     at::kBFloat16});
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *std::move(model) : nullptr;
+  return testing::TinyDecoder(Architecture::kQwen2, seed, at::kBFloat16,
+                              at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
 }
 
-at::Tensor Logits(const DecoderModel& model) {
-  return model.Forward(at::tensor({1, 5, 9, 3}, at::kLong).unsqueeze(0))->to(at::kFloat).cpu();
-}
+at::Tensor Logits(const DecoderModel& model) { return testing::TinyLogits(model); }
 
 // Why this machine cannot run a test needing `count` GPUs; "" if it can.
 std::string MissingGpus(int count) {

@@ -13,6 +13,7 @@
 
 #include "model/transformer/decoder_model.h"
 #include "model/transformer/random_weights.h"
+#include "tests/support/tiny_decoder.h"
 
 namespace kforge {
 namespace {
@@ -20,16 +21,10 @@ namespace {
 using ::testing::HasSubstr;
 
 std::unique_ptr<DecoderModel> NewModel(uint64_t seed, at::ScalarType dtype = at::kFloat) {
-  const ModelConfig config = TinyDecoderConfig(Architecture::kQwen2);
-  auto model = DecoderModel::Create(config, TensorMapSource(*RandomDecoderWeights(config, seed)),
-                                    {at::kCPU, dtype});
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *std::move(model) : nullptr;
+  return testing::TinyDecoder(Architecture::kQwen2, seed, dtype);
 }
 
-at::Tensor Logits(const DecoderModel& model) {
-  return model.Forward(at::tensor({1, 5, 9, 3}, at::kLong).unsqueeze(0))->to(at::kFloat);
-}
+at::Tensor Logits(const DecoderModel& model) { return testing::TinyLogits(model); }
 
 std::vector<v1::WeightChunk> Chunks(DecoderModel* model, int64_t version, int64_t max_bytes) {
   auto chunker = WeightChunker::Create(model, version, max_bytes);
