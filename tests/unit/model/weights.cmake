@@ -7,8 +7,9 @@ target_link_libraries(kforge_weights_tests PRIVATE kforge_weights GTest::gtest G
 target_compile_options(kforge_weights_tests PRIVATE ${KFORGE_TORCH_CXX_FLAGS})
 gtest_discover_tests(kforge_weights_tests DISCOVERY_TIMEOUT 60 PROPERTIES LABELS unit)
 
-add_executable(kforge_nccl_tests unit/model/weights/nccl_communicator_test.cc)
-target_link_libraries(kforge_nccl_tests PRIVATE kforge_weights GTest::gtest GTest::gmock
+add_executable(kforge_nccl_tests unit/model/weights/nccl_communicator_test.cc
+               unit/learner/weights/weight_broadcaster_gpu_test.cc)
+target_link_libraries(kforge_nccl_tests PRIVATE kforge_weights kforge_learner GTest::gtest GTest::gmock
                       GTest::gtest_main ${TORCH_LIBRARIES})
 target_compile_options(kforge_nccl_tests PRIVATE ${KFORGE_TORCH_CXX_FLAGS})
 gtest_discover_tests(kforge_nccl_tests DISCOVERY_TIMEOUT 60
