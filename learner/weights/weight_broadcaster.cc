@@ -38,6 +38,7 @@ std::string WeightBroadcaster::NotMemberReason() const {
 }
 
 void WeightBroadcaster::SetSource(FlatParameters* params) {
+  if (comm_ != nullptr) metrics_->ObserveBroadcastGroup(0, generation());
   EndGroup();
   source_ = params;
   layout_ = params != nullptr ? params->Layout() : "";
