@@ -207,6 +207,15 @@ def training():
     b.ts("Weight publish time", [(quantile(0.5, "kforge_learner_weight_publish_seconds"), "p50"),
                                  (quantile(0.9, "kforge_learner_weight_publish_seconds"), "p90")],
          unit="s")
+    b.ts("NCCL weight broadcasts / s by result",
+         [(f"sum by (result) ({rate('kforge_learner_weight_broadcasts_total')})", "{{result}}"),
+          (f"sum({rate('kforge_learner_weight_broadcast_bytes_total')}) / 1e9", "GB/s sent")],
+         description="failed: aborted after an NCCL error or broadcast_timeout_s; the group "
+                     "re-forms at the next update and workers fetch over gRPC meanwhile.")
+    b.ts("Weight-broadcast group",
+         [(f"max({sel('kforge_learner_broadcast_group_members')})", "members"),
+          (f"sum by (result) (increase({sel('kforge_learner_broadcast_group_forms_total')}[{RI}]))",
+           "forms {{result}}")])
     b.row("Data flow")
     b.ts("Samples and tokens trained / s",
          [(f"sum({rate('kforge_learner_samples_trained_total')})", "samples"),
@@ -320,6 +329,13 @@ def rollout():
     b.ts("Weight version by worker vs learner policy",
          [(f"max by (pod) ({sel('kforge_rollout_weight_version')})", "{{pod}}"),
           (f"max({sel('kforge_learner_policy_version')})", "learner policy")])
+    b.ts("Weight updates / s by path",
+         [(f"sum by (path) ({rate('kforge_rollout_weight_updates_total')})", "{{path}}")],
+         description="nccl: broadcast into the live parameters; grpc: GetWeights.")
+    b.ts("Workers in the NCCL broadcast group",
+         [(f"sum({sel('kforge_rollout_broadcast_member')})", "members"),
+          (f"sum(increase({sel('kforge_rollout_broadcast_failures_total')}[{RI}]))",
+           "join or receive failures")])
     b.ts("Version lag behind the learner",
          [(f"max({sel('kforge_learner_policy_version')}) - min({sel('kforge_rollout_weight_version')})",
            "max lag")])
