@@ -151,7 +151,8 @@ void RolloutEngine::Loop() {
     }
     std::vector<std::pair<v1::WorkItem, absl::Status>> dropped;
     for (v1::WorkItem& item : items) {
-      absl::StatusOr<GroupRequest> request = ToRequest(item);
+      absl::StatusOr<GroupRequest> request =
+          unusable_weights_.ok() ? ToRequest(item) : absl::StatusOr<GroupRequest>(unusable_weights_);
       std::vector<int32_t> prompt;
       if (request.ok()) prompt = request->prompt_tokens;
       absl::Status queued = request.ok() ? generator_->Enqueue(*std::move(request)) : request.status();
@@ -192,6 +193,7 @@ void RolloutEngine::DropRunning(const absl::Status& why) {
 }
 
 void RolloutEngine::DropAll(const absl::Status& why) {
+  unusable_weights_ = why;
   DropRunning(why);
   std::deque<v1::WorkItem> queued;
   {

@@ -78,11 +78,15 @@ class RolloutEngine {
   void RunBetweenSteps(std::function<void()> fn);
   // Only from the sampler thread (inside RunBetweenSteps): the version new
   // groups are stamped with.
-  void set_policy_version(int64_t version) { policy_version_ = version; }
+  void set_policy_version(int64_t version) {
+    policy_version_ = version;
+    unusable_weights_ = absl::OkStatus();
+  }
   // Only from the sampler thread (inside RunBetweenSteps): drops every
   // running and queued group through on_dropped, for when the weights can
   // no longer be trusted (a failed broadcast receive that could not be
-  // repaired).
+  // repaired), and every group submitted later too, until new weights are
+  // applied (set_policy_version).
   void DropAll(const absl::Status& why);
 
   int64_t groups_in_flight() const;
@@ -112,6 +116,7 @@ class RolloutEngine {
   const SampleCallback on_sample_;
   const DroppedCallback on_dropped_;
   int64_t policy_version_ = 0;  // sampler thread
+  absl::Status unusable_weights_;  // sampler thread; not OK after DropAll
   int64_t vocab_size_ = 0;
 
   mutable absl::Mutex mu_;

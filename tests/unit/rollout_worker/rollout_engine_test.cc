@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "model/checkpoint/tiny_model.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/transformer/checkpoint_loader.h"
@@ -119,6 +120,36 @@ TEST_F(RolloutEngineTest, AReissuedGroupReproducesItsCompletions) {
     EXPECT_EQ(s.completion_text(), first.at(id).completion_text()) << id;
     EXPECT_THAT(s.completion_tokens(), ::testing::ElementsAreArray(first.at(id).completion_tokens()));
   }
+}
+
+TEST_F(RolloutEngineTest, UnusableWeightsDropEveryGroupUntilNewWeightsAreApplied) {
+  // What a worker does when a broadcast receive failed and the gRPC repair
+  // failed too: its parameters are a mix of two versions.
+  std::unique_ptr<RolloutEngine> engine = NewEngine();
+  absl::Notification dropped_all;
+  engine->RunBetweenSteps([&] {
+    engine->DropAll(absl::UnavailableError("weights unusable"));
+    dropped_all.Notify();
+  });
+  ASSERT_TRUE(dropped_all.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(engine->Submit(Item("late", 2)).ok());
+  auto dropped = [&] {
+    absl::MutexLock lock(&mu_);
+    return dropped_.size();
+  };
+  for (int i = 0; i < 300 && dropped() < 1; ++i) absl::SleepFor(absl::Milliseconds(10));
+  {
+    absl::MutexLock lock(&mu_);
+    ASSERT_EQ(dropped_.size(), 1u);
+    EXPECT_EQ(dropped_[0], "late: weights unusable");
+  }
+  EXPECT_TRUE(Samples().empty());
+  EXPECT_EQ(engine->groups_in_flight(), 0);
+  // New weights applied: groups are sampled again, under the new version.
+  engine->RunBetweenSteps([&] { engine->set_policy_version(7); });
+  ASSERT_TRUE(engine->Submit(Item("after", 2)).ok());
+  ASSERT_TRUE(WaitForSamples(2));
+  for (const auto& [id, sample] : Samples()) EXPECT_EQ(sample.policy_version(), 7) << id;
 }
 
 TEST_F(RolloutEngineTest, BadWorkItemsAreRefusedByName) {
