@@ -6,7 +6,7 @@
 //   membership.PollStarted("w1", "bf16:3087467520", "gpu-uuid", now);   // each SyncBroadcast call
 //   membership.PollEnded("w1", now);
 //   membership.Suspect(group_members, now);   // the group failed: out until they poll again
-//   membership.Failed("w1", now);             // it said its join or receive failed: backed off
+//   membership.Failed("w1", now);             // it said its join failed: backed off
 //   std::vector<std::string> members = membership.Eligible(layout, learner_gpu, now);
 //
 // A worker counts as alive while one of its polls is open or for
@@ -15,7 +15,7 @@
 // a failed join or broadcast every member of that group is suspect: it is
 // left out of the next group until it polls again, so a dead member (which
 // never polls again) is not waited for twice, and a live one rejoins after
-// its own timeout. A worker that reports a failure of its own is left out
+// its own timeout. A worker that reports a failed join is left out
 // for a back-off that doubles with each failure in a row (until it is part
 // of a group that forms), so one that can never join costs the learner one
 // form timeout now and then, not one per update. NCCL needs one GPU per rank: a worker on the learner's GPU

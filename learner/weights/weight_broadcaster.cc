@@ -229,8 +229,10 @@ absl::Status WeightBroadcaster::Sync(const v1::SyncBroadcastRequest& request, ab
     log_.Warning("a rollout worker left the weight-broadcast group",
                  {{"worker", worker}, {"generation", request.failed_generation()},
                   {"error", request.error()}});
-    membership_.Failed(worker, absl::Now());
-    if (request.failed_generation() == generation_) refused_.insert(worker);
+    if (request.join_failed()) {
+      membership_.Failed(worker, absl::Now());
+      if (request.failed_generation() == generation_) refused_.insert(worker);
+    }
   }
   if (member && request.generation() == generation_) {
     received_[worker] = std::max(received_[worker], request.received_sequence());

@@ -65,6 +65,7 @@ void BroadcastReceiver::Loop() {
     request.set_wait_ms(absl::ToInt64Milliseconds(wait));
     request.set_error(error_);
     request.set_failed_generation(failed_generation_);
+    request.set_join_failed(join_failed_);
     v1::SyncBroadcastResponse response;
     grpc::ClientContext context;
     SetDeadline(context, wait + absl::Seconds(config_.rpc().deadline_s()));
@@ -92,6 +93,7 @@ void BroadcastReceiver::Loop() {
     backoff = absl::Seconds(config_.rpc().backoff_initial_s());
     error_.clear();
     failed_generation_ = 0;
+    join_failed_ = false;
     if (!response.not_member_reason().empty()) {
       if (response.not_member_reason() != said) {
         log_.Info("not in the weight-broadcast group; weights come over gRPC",
@@ -109,11 +111,12 @@ void BroadcastReceiver::Loop() {
   Leave("");
 }
 
-void BroadcastReceiver::Leave(const std::string& error) {
+void BroadcastReceiver::Leave(const std::string& error, bool join_failed) {
   if (comm_ == nullptr && generation_ == 0 && error.empty()) return;
   if (!error.empty()) {
     error_ = error;
     failed_generation_ = generation_;
+    join_failed_ = join_failed;
   }
   comm_.reset();
   generation_ = 0;
@@ -136,7 +139,8 @@ void BroadcastReceiver::Join(const v1::BroadcastGroup& group) {
   if (!comm.ok()) {
     if (stop_.HasBeenNotified()) return;
     generation_ = group.generation();  // the one the failure is reported for
-    Leave(absl::StrCat("joining generation ", group.generation(), ": ", comm.status().message()));
+    Leave(absl::StrCat("joining generation ", group.generation(), ": ", comm.status().message()),
+          /*join_failed=*/true);
     return;
   }
   comm_ = *std::move(comm);

@@ -68,7 +68,9 @@ class BroadcastReceiver {
   void Loop();
   void Join(const v1::BroadcastGroup& group);
   void Receive(const v1::WeightBroadcast& broadcast);
-  void Leave(const std::string& error);
+  // Leaves the group; a non-empty error is reported on the next call (a
+  // failed join as such).
+  void Leave(const std::string& error, bool join_failed = false);
   // Cancels the SyncBroadcast call in flight, if any (the destructor).
   void CancelCall();
 
@@ -89,6 +91,7 @@ class BroadcastReceiver {
   int64_t received_sequence_ = 0;
   std::string error_;              // to report on the next call
   int64_t failed_generation_ = 0;  // the generation it happened in
+  bool join_failed_ = false;
   std::thread thread_;
 };
 

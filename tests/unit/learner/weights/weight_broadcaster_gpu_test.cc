@@ -82,6 +82,7 @@ TEST_F(WeightBroadcasterGpuTest, AWorkerThatNeverJoinsCostsOneFormTimeoutAndIsTh
   v1::SyncBroadcastRequest failed = Poll("w1", "another-gpu");
   failed.set_error("joining: the group did not form");
   failed.set_failed_generation(first.group().generation());
+  failed.set_join_failed(true);
   v1::SyncBroadcastResponse second;
   ASSERT_TRUE(broadcaster.Sync(failed, absl::Milliseconds(300), [] { return false; }, &second).ok());
   EXPECT_FALSE(second.has_group());
