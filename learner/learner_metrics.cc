@@ -8,24 +8,22 @@
 namespace kforge {
 LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
     : jobs_submitted(NewCounter(registry, "kforge_learner_jobs_submitted_total",
-                             "Jobs accepted by SubmitJob.")),
+                                "Jobs accepted by SubmitJob.")),
       jobs_rejected(NewCounter(registry, "kforge_learner_jobs_rejected_total",
-                            "SubmitJob calls refused because the spec was invalid or the queue "
-                            "was full.")),
+                               "SubmitJob calls refused because the spec was invalid or the queue "
+                               "was full.")),
       workers_registered(NewGauge(registry, "kforge_learner_workers",
-                               "Rollout workers currently registered and alive.")),
+                                  "Rollout workers currently registered and alive.")),
       worker_heartbeats(NewCounter(registry, "kforge_learner_worker_heartbeats_total",
-                                "Heartbeats received from rollout workers.")),
+                                   "Heartbeats received from rollout workers.")),
       workers_expired(NewCounter(registry, "kforge_learner_workers_expired_total",
-                              "Rollout workers dropped after missing heartbeats.")),
+                                 "Rollout workers dropped after missing heartbeats.")),
       weight_streams(NewCounter(registry, "kforge_learner_weight_streams_total",
                                 "Whole weight versions streamed to rollout workers (GetWeights).")),
       checkpoints_written(NewCounter(registry, "kforge_learner_checkpoints_written_total",
                                      "Training checkpoints written.")),
-      jobs_by_state_(prometheus::BuildGauge()
-                         .Name("kforge_learner_jobs")
-                         .Help("Jobs known to the learner, by state.")
-                         .Register(registry)),
+      jobs_by_state_(
+          NewGaugeFamily(registry, "kforge_learner_jobs", "Jobs known to the learner, by state.")),
       sample_acks_(NewCounterFamily(registry, "kforge_learner_samples_total",
                                     "Scored samples delivered to the learner, by acknowledgement "
                                     "(accepted, duplicate, stale, orphaned, rejected).")),
@@ -33,11 +31,11 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                                "Sample groups by event: issued to a worker, completed, re-issued "
                                "after a timeout, a lost worker or a stale sample, dropped.")),
       groups_pending_(NewGauge(registry, "kforge_learner_groups_pending",
-                            "Groups waiting for a rollout worker to take them.")),
+                               "Groups waiting for a rollout worker to take them.")),
       groups_in_flight_(NewGauge(registry, "kforge_learner_groups_in_flight",
-                              "Groups issued to rollout workers and not yet complete.")),
+                                 "Groups issued to rollout workers and not yet complete.")),
       samples_buffered_(NewGauge(registry, "kforge_learner_samples_buffered",
-                              "Accepted samples waiting for the trainer.")),
+                                 "Accepted samples waiting for the trainer.")),
       jobs_finished_(NewCounterFamily(registry, "kforge_learner_jobs_finished_total",
                                       "Jobs that ended, by final state.")),
       job_step_(NewGauge(registry, "kforge_learner_job_step", "Steps the running job has taken.")),
@@ -49,14 +47,11 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                                "Unix time of the running job's last step.")),
       reward_mean_(NewGauge(registry, "kforge_learner_reward_mean",
                             "Mean reward of the last step's samples.")),
-      stage_pass_rate_(prometheus::BuildGauge()
-                           .Name("kforge_learner_stage_pass_rate")
-                           .Help("Share of the last step's samples that passed each stage.")
-                           .Register(registry)),
-      correct_rate_(prometheus::BuildGauge()
-                        .Name("kforge_learner_correct_rate")
-                        .Help("Share of the last step's samples that were correct, by level.")
-                        .Register(registry)),
+      stage_pass_rate_(NewGaugeFamily(registry, "kforge_learner_stage_pass_rate",
+                                      "Share of the last step's samples that passed each stage.")),
+      correct_rate_(
+          NewGaugeFamily(registry, "kforge_learner_correct_rate",
+                         "Share of the last step's samples that were correct, by level.")),
       policy_loss_(NewGauge(registry, "kforge_learner_policy_loss", "Loss of the last step.")),
       kl_(NewGauge(registry, "kforge_learner_kl",
                    "Mean k3 KL to the reference per token, last step (0 without a reference).")),
@@ -64,52 +59,40 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                         "Mean entropy of the policy per completion token, last step.")),
       grad_norm_(NewGauge(registry, "kforge_learner_grad_norm",
                           "Gradient norm before clipping, last step.")),
-      learning_rate_(NewGauge(registry, "kforge_learner_learning_rate", "Learning rate, last step.")),
+      learning_rate_(
+          NewGauge(registry, "kforge_learner_learning_rate", "Learning rate, last step.")),
       level2_share_(NewGauge(registry, "kforge_learner_level2_share",
                              "Share of level-2 (and higher) tasks the curriculum draws.")),
       steps_(NewCounter(registry, "kforge_learner_steps_total", "Training steps taken.")),
-      samples_trained_(NewCounter(registry, "kforge_learner_samples_trained_total",
-                                  "Sequences trained on.")),
+      samples_trained_(
+          NewCounter(registry, "kforge_learner_samples_trained_total", "Sequences trained on.")),
       tokens_trained_(NewCounter(registry, "kforge_learner_tokens_trained_total",
                                  "Completion tokens trained on.")),
-      step_duration_(prometheus::BuildHistogram()
-                         .Name("kforge_learner_step_duration_seconds")
-                         .Help("Wall time of one training step, waiting for samples included.")
-                         .Register(registry)
-                         .Add({}, prometheus::Histogram::BucketBoundaries{
-                                      0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800})),
-      speedup_(prometheus::BuildHistogram()
-                   .Name("kforge_learner_speedup")
-                   .Help("Speedup over eager PyTorch of correct, timed samples.")
-                   .Register(registry)
-                   .Add({}, prometheus::Histogram::BucketBoundaries{0.1, 0.25, 0.5, 0.8, 1, 1.25,
-                                                                    1.5, 2, 3, 5, 10})),
-      staleness_(prometheus::BuildHistogram()
-                     .Name("kforge_learner_sample_staleness_versions")
-                     .Help("Policy versions between a trained sample's policy and the "
-                           "trainer's.")
-                     .Register(registry)
-                     .Add({}, prometheus::Histogram::BucketBoundaries{0, 1, 2, 4, 8, 16})),
-      weight_publish_(prometheus::BuildHistogram()
-                          .Name("kforge_learner_weight_publish_seconds")
-                          .Help("Time to snapshot new weights for the rollout workers.")
-                          .Register(registry)
-                          .Add({}, prometheus::Histogram::BucketBoundaries{
-                                       0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30})),
+      step_duration_(NewHistogram(registry, "kforge_learner_step_duration_seconds",
+                                  "Wall time of one training step, waiting for samples included.",
+                                  {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800})),
+      speedup_(NewHistogram(registry, "kforge_learner_speedup",
+                            "Speedup over eager PyTorch of correct, timed samples.",
+                            {0.1, 0.25, 0.5, 0.8, 1, 1.25, 1.5, 2, 3, 5, 10})),
+      staleness_(NewHistogram(registry, "kforge_learner_sample_staleness_versions",
+                              "Policy versions between a trained sample's policy and the "
+                              "trainer's.",
+                              {0, 1, 2, 4, 8, 16})),
+      weight_publish_(NewHistogram(registry, "kforge_learner_weight_publish_seconds",
+                                   "Time to snapshot new weights for the rollout workers.",
+                                   {0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30})),
       broadcasts_(NewCounterFamily(registry, "kforge_learner_weight_broadcasts_total",
                                    "NCCL weight broadcasts to the rollout workers' group, by "
                                    "result (ok, failed: aborted after an error or its timeout).")),
-      broadcast_seconds_(prometheus::BuildHistogram()
-                             .Name("kforge_learner_weight_broadcast_seconds")
-                             .Help("Time of one NCCL weight broadcast, from its announcement "
-                                   "to its completion on the learner.")
-                             .Register(registry)
-                             .Add({}, prometheus::Histogram::BucketBoundaries{
-                                          0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 5, 30})),
+      broadcast_seconds_(NewHistogram(registry, "kforge_learner_weight_broadcast_seconds",
+                                      "Time of one NCCL weight broadcast, from its announcement "
+                                      "to its completion on the learner.",
+                                      {0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 5, 30})),
       broadcast_bytes_(NewCounter(registry, "kforge_learner_weight_broadcast_bytes_total",
                                   "Bytes of weights sent by completed NCCL broadcasts.")),
-      group_forms_(NewCounterFamily(registry, "kforge_learner_broadcast_group_forms_total",
-                                    "Attempts to (re-)form the weight-broadcast group, by result.")),
+      group_forms_(
+          NewCounterFamily(registry, "kforge_learner_broadcast_group_forms_total",
+                           "Attempts to (re-)form the weight-broadcast group, by result.")),
       group_members_(NewGauge(registry, "kforge_learner_broadcast_group_members",
                               "Rollout workers in the weight-broadcast group.")),
       group_generation_(NewGauge(registry, "kforge_learner_broadcast_group_generation",
@@ -117,11 +100,10 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                                  "it re-forms).")),
       eval_step_(NewGauge(registry, "kforge_learner_eval_step",
                           "Step of the running job's last held-out evaluation.")),
-      eval_correct_rate_(prometheus::BuildGauge()
-                             .Name("kforge_learner_eval_correct_rate")
-                             .Help("Correct rate on the held-out tasks at the last evaluation, by "
-                                   "level (\"all\": every level).")
-                             .Register(registry)) {
+      eval_correct_rate_(
+          NewGaugeFamily(registry, "kforge_learner_eval_correct_rate",
+                         "Correct rate on the held-out tasks at the last evaluation, by "
+                         "level (\"all\": every level).")) {
   for (int s = kforge::v1::JOB_SUCCEEDED; s <= kforge::v1::JOB_CANCELLED; ++s) {
     JobsFinished(static_cast<kforge::v1::JobState>(s));
   }

@@ -4,8 +4,9 @@
 
 namespace kforge {
 RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
-    : groups_dropped(NewCounter(registry, "kforge_rollout_groups_dropped_total",
-                                "Groups abandoned after a sampling failure (the learner re-issues them).")),
+    : groups_dropped(
+          NewCounter(registry, "kforge_rollout_groups_dropped_total",
+                     "Groups abandoned after a sampling failure (the learner re-issues them).")),
       groups_released(NewCounter(registry, "kforge_rollout_groups_released_total",
                                  "Groups given back to the learner (ReleaseWork) for an "
                                  "immediate re-issue.")),
@@ -24,12 +25,12 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                                    "Completion tokens sampled.")),
       prefill_tokens_(NewCounter(registry, "kforge_rollout_prefill_tokens_total",
                                  "Prompt tokens prefilled (once per group).")),
-      decode_steps_(NewCounter(registry, "kforge_rollout_decode_steps_total",
-                               "Batched decode steps run.")),
+      decode_steps_(
+          NewCounter(registry, "kforge_rollout_decode_steps_total", "Batched decode steps run.")),
       batch_occupancy_(NewGauge(registry, "kforge_rollout_batch_occupancy_ratio",
                                 "Running sequences over the generator's slots.")),
-      kv_cache_tokens_(NewGauge(registry, "kforge_rollout_kv_cache_tokens",
-                                "Tokens held in the KV cache.")),
+      kv_cache_tokens_(
+          NewGauge(registry, "kforge_rollout_kv_cache_tokens", "Tokens held in the KV cache.")),
       kv_cache_capacity_(NewGauge(registry, "kforge_rollout_kv_cache_capacity_tokens",
                                   "Tokens the KV cache can hold (slots x sequence length).")),
       waiting_groups_(NewGauge(registry, "kforge_rollout_waiting_groups",
@@ -41,22 +42,16 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                                              "CUDA graph) or eager.")),
       decode_graph_captures_(NewCounter(registry, "kforge_rollout_decode_graph_captures_total",
                                         "Decode steps captured as CUDA graphs.")),
-      decode_graphs_(NewGauge(registry, "kforge_rollout_decode_graphs",
-                              "CUDA graphs of decode steps held.")),
-      time_to_first_token_(prometheus::BuildHistogram()
-                               .Name("kforge_rollout_time_to_first_token_seconds")
-                               .Help("From a group's arrival at the generator to its first token.")
-                               .Register(registry)
-                               .Add({}, prometheus::Histogram::BucketBoundaries{
-                                            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
-                                            5, 10, 30, 60})),
-      weight_update_(prometheus::BuildHistogram()
-                         .Name("kforge_rollout_weight_update_seconds")
-                         .Help("From the start of a weight fetch to the new weights applied "
-                               "between two decode steps.")
-                         .Register(registry)
-                         .Add({}, prometheus::Histogram::BucketBoundaries{
-                                      0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})),
+      decode_graphs_(
+          NewGauge(registry, "kforge_rollout_decode_graphs", "CUDA graphs of decode steps held.")),
+      time_to_first_token_(
+          NewHistogram(registry, "kforge_rollout_time_to_first_token_seconds",
+                       "From a group's arrival at the generator to its first token.",
+                       {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60})),
+      weight_update_(NewHistogram(registry, "kforge_rollout_weight_update_seconds",
+                                  "From the start of a weight fetch to the new weights applied "
+                                  "between two decode steps.",
+                                  {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120})),
       weight_updates_(NewCounterFamily(registry, "kforge_rollout_weight_updates_total",
                                        "New weights applied, by how they came: nccl (broadcast "
                                        "into the live parameters) or grpc (GetWeights).")),
@@ -64,8 +59,9 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                                 "Samples by what happened to them on the way to the verifiers: "
                                 "submitted, sent (re-sends included), resent, answered, "
                                 "undeliverable.")),
-      samples_outstanding_(NewGauge(registry, "kforge_rollout_samples_outstanding",
-                                    "Samples sent or queued for verifiers without a verdict yet.")) {
+      samples_outstanding_(
+          NewGauge(registry, "kforge_rollout_samples_outstanding",
+                   "Samples sent or queued for verifiers without a verdict yet.")) {
   // Every series exists from the first scrape, at zero.
   for (const char* event : {"submitted", "sent", "resent", "answered", "undeliverable"}) {
     samples_.Add({{"event", event}});

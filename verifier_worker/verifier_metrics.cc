@@ -22,52 +22,29 @@ const prometheus::Histogram::BucketBoundaries& StageBuckets() {
 }  // namespace
 
 VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
-    : streams_cancelled(prometheus::BuildCounter()
-                            .Name("kforge_verifier_streams_cancelled_total")
-                            .Help("VerifyStream calls the client hung up on before it was done.")
-                            .Register(registry)
-                            .Add({})),
-      queue_depth(prometheus::BuildGauge()
-                      .Name("kforge_verifier_queue_depth")
-                      .Help("Candidates accepted and waiting for a verification slot.")
-                      .Register(registry)
-                      .Add({})),
-      in_flight(prometheus::BuildGauge()
-                    .Name("kforge_verifier_candidates_in_flight")
-                    .Help("Candidates being verified now.")
-                    .Register(registry)
-                    .Add({})),
-      zygote_up(prometheus::BuildGauge()
-                    .Name("kforge_verifier_zygote_up")
-                    .Help("1 while the candidate zygote is running.")
-                    .Register(registry)
-                    .Add({})),
-      spare_sandboxes(prometheus::BuildGauge()
-                          .Name("kforge_verifier_spare_sandboxes")
-                          .Help("Sandboxed candidate processes started (and warmed) ahead of "
-                                "their candidates, ready now.")
-                          .Register(registry)
-                          .Add({})),
+    : streams_cancelled(NewCounter(registry, "kforge_verifier_streams_cancelled_total",
+                                   "VerifyStream calls the client hung up on before it was done.")),
+      queue_depth(NewGauge(registry, "kforge_verifier_queue_depth",
+                           "Candidates accepted and waiting for a verification slot.")),
+      in_flight(NewGauge(registry, "kforge_verifier_candidates_in_flight",
+                         "Candidates being verified now.")),
+      zygote_up(NewGauge(registry, "kforge_verifier_zygote_up",
+                         "1 while the candidate zygote is running.")),
+      spare_sandboxes(NewGauge(registry, "kforge_verifier_spare_sandboxes",
+                               "Sandboxed candidate processes started (and warmed) ahead of "
+                               "their candidates, ready now.")),
       verdicts_(NewCounterFamily(registry, "kforge_verifier_verdicts_total",
                                  "Verdicts by the last stage reached and its outcome.")),
-      stage_seconds_(prometheus::BuildHistogram()
-                         .Name("kforge_verifier_stage_duration_seconds")
-                         .Help("Wall time of each funnel stage.")
-                         .Register(registry)),
+      stage_seconds_(NewHistogramFamily(registry, "kforge_verifier_stage_duration_seconds",
+                                        "Wall time of each funnel stage.")),
       hack_flags_(NewCounterFamily(registry, "kforge_verifier_hack_flags_total",
                                    "Reward-hacking patterns detected, by flag.")),
       kills_(NewCounterFamily(registry, "kforge_verifier_sandbox_kills_total",
                               "Candidate processes killed, by reason.")),
-      cache_hits_(prometheus::BuildCounter()
-                      .Name("kforge_verifier_cache_hits_total")
-                      .Help("Verdicts served from the cache.")
-                      .Register(registry)
-                      .Add({})),
-      cache_misses_(prometheus::BuildCounter()
-                        .Name("kforge_verifier_cache_misses_total")
-                        .Help("Verdict cache lookups that missed.")
-                        .Register(registry)
-                        .Add({})),
+      cache_hits_(NewCounter(registry, "kforge_verifier_cache_hits_total",
+                             "Verdicts served from the cache.")),
+      cache_misses_(NewCounter(registry, "kforge_verifier_cache_misses_total",
+                               "Verdict cache lookups that missed.")),
       sandboxes_(NewCounterFamily(registry, "kforge_verifier_sandboxes_total",
                                   "Candidate sandboxes used, by source: a spare made ahead, or "
                                   "started on demand.")),

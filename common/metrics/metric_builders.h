@@ -2,6 +2,7 @@
 // counters that follow a tally kept elsewhere.
 //
 //   prometheus::Counter& jobs = NewCounter(registry, "kforge_learner_jobs_submitted_total", "...");
+//   prometheus::Histogram& step = NewHistogram(registry, "kforge_..._seconds", "...", {0.1, 1, 10});
 //   IncrementToward(jobs, stats.jobs, last.jobs);   // adds what the tally gained
 #ifndef KFORGE_COMMON_METRICS_METRIC_BUILDERS_H_
 #define KFORGE_COMMON_METRICS_METRIC_BUILDERS_H_
@@ -11,6 +12,7 @@
 
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 namespace kforge {
@@ -30,6 +32,26 @@ inline prometheus::Family<prometheus::Counter>& NewCounterFamily(prometheus::Reg
 inline prometheus::Gauge& NewGauge(prometheus::Registry& registry, const std::string& name,
                                    const std::string& help) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+// A labelled gauge family: Add({{"label", "value"}}) gives each series.
+inline prometheus::Family<prometheus::Gauge>& NewGaugeFamily(prometheus::Registry& registry,
+                                                             const std::string& name,
+                                                             const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry);
+}
+
+// A histogram without labels, with these bucket upper bounds.
+inline prometheus::Histogram& NewHistogram(prometheus::Registry& registry, const std::string& name,
+                                           const std::string& help,
+                                           const prometheus::Histogram::BucketBoundaries& buckets) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
+}
+
+// A labelled histogram family: Add({{"label", "value"}}, buckets) gives each series.
+inline prometheus::Family<prometheus::Histogram>& NewHistogramFamily(
+    prometheus::Registry& registry, const std::string& name, const std::string& help) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry);
 }
 
 // Adds now - before when the tally grew (counters never go down).
