@@ -41,11 +41,9 @@ void WeightBroadcaster::SetSource(FlatParameters* params) {
   if (comm_ != nullptr) metrics_->ObserveBroadcastGroup(0, generation());
   EndGroup();
   source_ = params;
-  layout_ = params != nullptr ? params->Layout() : "";
-  device_uuid_ = params != nullptr ? NcclCommunicator::DeviceUuid(params->device_index()) : "";
   absl::MutexLock lock(&mu_);
-  source_layout_ = layout_;
-  source_device_ = device_uuid_;
+  source_layout_ = params != nullptr ? params->Layout() : "";
+  source_device_ = params != nullptr ? NcclCommunicator::DeviceUuid(params->device_index()) : "";
   source_reason_ =
       params != nullptr && params->device_index() < 0 ? "the learner trains on the CPU" : "";
   needs_reform_ = true;
@@ -68,7 +66,7 @@ absl::Status WeightBroadcaster::Broadcast(const std::string& job_id, int64_t ver
   {
     absl::MutexLock lock(&mu_);
     if (!source_reason_.empty()) return absl::OkStatus();
-    eligible = membership_.Eligible(layout_, device_uuid_, absl::Now());
+    eligible = membership_.Eligible(source_layout_, source_device_, absl::Now());
     reform = needs_reform_ || comm_ == nullptr || eligible != members_;
   }
   if (eligible.empty()) {
@@ -224,7 +222,7 @@ absl::Status WeightBroadcaster::Sync(const v1::SyncBroadcastRequest& request, ab
   const absl::Time end = absl::Now() + wait;
   absl::MutexLock lock(&mu_);
   membership_.PollStarted(worker, request.layout(), request.device_uuid(), absl::Now());
-  const bool member = std::find(members_.begin(), members_.end(), worker) != members_.end();
+  const bool member = IsMember(worker);
   if (!request.error().empty()) {
     log_.Warning("a rollout worker left the weight-broadcast group",
                  {{"worker", worker}, {"generation", request.failed_generation()},
@@ -257,7 +255,11 @@ absl::Status WeightBroadcaster::Sync(const v1::SyncBroadcastRequest& request, ab
 void WeightBroadcaster::Remove(const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
   membership_.Remove(worker_id);
-  if (std::find(members_.begin(), members_.end(), worker_id) != members_.end()) needs_reform_ = true;
+  if (IsMember(worker_id)) needs_reform_ = true;
+}
+
+bool WeightBroadcaster::IsMember(const std::string& worker_id) const {
+  return std::find(members_.begin(), members_.end(), worker_id) != members_.end();
 }
 
 int64_t WeightBroadcaster::generation() const {

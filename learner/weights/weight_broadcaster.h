@@ -88,6 +88,7 @@ class WeightBroadcaster {
   // What a worker's open poll should be told now, if anything (under mu_).
   bool News(const v1::SyncBroadcastRequest& request, v1::SyncBroadcastResponse* response) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsMember(const std::string& worker_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const v1::LearnerConfig config_;
   LearnerMetrics* const metrics_;
@@ -95,15 +96,14 @@ class WeightBroadcaster {
 
   // Trainer thread only.
   FlatParameters* source_ = nullptr;
-  std::string layout_;
-  std::string device_uuid_;
   std::unique_ptr<NcclCommunicator> comm_;
 
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // a group formed, a broadcast announced, or shutdown
   BroadcastMembership membership_ ABSL_GUARDED_BY(mu_);
-  std::string source_layout_ ABSL_GUARDED_BY(mu_);  // empty: no source
-  std::string source_device_ ABSL_GUARDED_BY(mu_);  // the learner GPU's UUID
+  // The source's layout (empty: no source) and its GPU's UUID.
+  std::string source_layout_ ABSL_GUARDED_BY(mu_);
+  std::string source_device_ ABSL_GUARDED_BY(mu_);
   std::string source_reason_ ABSL_GUARDED_BY(mu_);   // why the source cannot be sent
   // Starts from the clock, so a restarted learner's generations differ from
   // the ones its workers still hold.

@@ -50,24 +50,34 @@ absl::Status NcclStatus(absl::string_view what, ncclResult_t result, ncclComm_t 
   }
 }
 
-// Waits until a non-blocking communicator has finished its last call (an
-// initialisation, or the enqueueing of a collective).
-absl::Status WaitIdle(ncclComm_t comm, absl::Time deadline, absl::string_view what,
-                      const std::function<bool()>& cancelled) {
+// Polls a non-blocking communicator until `done(state)` holds (state: its
+// async status), failing on an NCCL error, at the deadline, or when
+// `cancelled` (may be null) says so.
+absl::Status PollComm(ncclComm_t comm, absl::Time deadline, absl::string_view what,
+                      const std::function<bool()>& cancelled,
+                      const std::function<bool(ncclResult_t)>& done) {
   const absl::Time started = absl::Now();
   while (true) {
     ncclResult_t state = ncclSuccess;
     if (ncclResult_t r = ncclCommGetAsyncError(comm, &state); r != ncclSuccess) {
       return NcclStatus(what, r, comm);
     }
-    if (state == ncclSuccess) return absl::OkStatus();
-    if (state != ncclInProgress) return NcclStatus(what, state, comm);
+    if (done(state)) return absl::OkStatus();
+    if (state != ncclSuccess && state != ncclInProgress) return NcclStatus(what, state, comm);
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(what, ": not done by its deadline"));
     }
     if (cancelled && cancelled()) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
     absl::SleepFor(PollInterval(started));
   }
+}
+
+// Waits until the communicator has finished its last call (an
+// initialisation, or the enqueueing of a collective).
+absl::Status WaitIdle(ncclComm_t comm, absl::Time deadline, absl::string_view what,
+                      const std::function<bool()>& cancelled) {
+  return PollComm(comm, deadline, what, cancelled,
+                  [](ncclResult_t state) { return state == ncclSuccess; });
 }
 
 }  // namespace
@@ -194,21 +204,13 @@ absl::Status NcclCommunicator::BroadcastSpans(const std::vector<std::pair<void*,
     }
     at::cuda::CUDAEvent finished;
     finished.record(stream);
-    const absl::Time enqueued = absl::Now();
-    while (!finished.query()) {
-      ncclResult_t state = ncclSuccess;
-      if (ncclResult_t r = ncclCommGetAsyncError(comm, &state); r != ncclSuccess) {
-        return NcclStatus("NCCL broadcast", r, comm);
-      }
-      if (state != ncclSuccess && state != ncclInProgress) {
-        return NcclStatus("NCCL broadcast", state, comm);
-      }
-      if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "NCCL broadcast: not complete within ", absl::FormatDuration(timeout),
-            " (a member is gone or stuck)"));
-      }
-      absl::SleepFor(PollInterval(enqueued));
+    if (absl::Status s = PollComm(comm, deadline, "NCCL broadcast", nullptr,
+                                  [&](ncclResult_t) { return finished.query(); });
+        !s.ok()) {
+      if (!absl::IsDeadlineExceeded(s)) return s;
+      return absl::DeadlineExceededError(absl::StrCat("NCCL broadcast: not complete within ",
+                                                      absl::FormatDuration(timeout),
+                                                      " (a member is gone or stuck)"));
     }
     // Later work on the current stream (the next step) follows the broadcast.
     finished.block(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_index_)));
