@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <memory>
 #include <optional>
 
 #include <utility>
@@ -104,6 +105,21 @@ absl::Status RolloutEngine::Submit(v1::WorkItem item) {
 void RolloutEngine::RunBetweenSteps(std::function<void()> fn) {
   absl::MutexLock lock(&mu_);
   between_steps_.push_back(std::move(fn));
+}
+
+bool RolloutEngine::RunBetweenStepsAndWait(std::function<void()> fn,
+                                           const absl::Notification& stop) {
+  auto ran = std::make_shared<absl::Notification>();
+  RunBetweenSteps([fn = std::move(fn), ran] {
+    fn();
+    ran->Notify();
+  });
+  // In slices, so a stopping caller does not wait for a sampler that may be
+  // blocked (a full dispatcher) until the engine goes.
+  while (!ran->WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+    if (stop.HasBeenNotified()) return false;
+  }
+  return true;
 }
 
 int64_t RolloutEngine::groups_in_flight() const {

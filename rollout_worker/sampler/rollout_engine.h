@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "kforge/v1/learner_service.pb.h"
 #include "kforge/v1/sample.pb.h"
 #include "model/generation/generator.h"
@@ -76,6 +77,9 @@ class RolloutEngine {
   absl::Status Submit(v1::WorkItem item);
   // Runs `fn` on the sampler thread before the next decode step.
   void RunBetweenSteps(std::function<void()> fn);
+  // The same, and waits until `fn` has run: false when `stop` was notified
+  // first. `fn` may then still run later, so it must own what it uses.
+  bool RunBetweenStepsAndWait(std::function<void()> fn, const absl::Notification& stop);
   // Only from the sampler thread (inside RunBetweenSteps): the version new
   // groups are stamped with.
   void set_policy_version(int64_t version) {

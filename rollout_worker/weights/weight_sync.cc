@@ -115,19 +115,17 @@ absl::Status WeightSync::Fetch(const std::string& job_id, int64_t learner_versio
   const absl::Time started = absl::Now();
   KF_ASSIGN_OR_RETURN(std::unique_ptr<WeightAssembler> assembler, Download(job_id));
   // Applied on the sampler thread, between two decode steps.
-  auto applied = std::make_shared<absl::Notification>();
   auto result = std::make_shared<absl::Status>(absl::UnknownError("weights not applied"));
   std::shared_ptr<WeightAssembler> staged = std::move(assembler);
-  engine_->RunBetweenSteps([this, applied, result, staged, learner_version] {
-    // A broadcast may have brought a newer version meanwhile: keep it.
-    *result = Superseded(staged->job_id(), staged->version(), learner_version)
-                  ? absl::OkStatus()
-                  : Apply(*staged);
-    applied->Notify();
-  });
-  while (!applied->WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
-    if (stop_->HasBeenNotified()) return absl::CancelledError("worker stopping");
-  }
+  const bool ran = engine_->RunBetweenStepsAndWait(
+      [this, result, staged, learner_version] {
+        // A broadcast may have brought a newer version meanwhile: keep it.
+        *result = Superseded(staged->job_id(), staged->version(), learner_version)
+                      ? absl::OkStatus()
+                      : Apply(*staged);
+      },
+      *stop_);
+  if (!ran) return absl::CancelledError("worker stopping");
   KF_RETURN_IF_ERROR(*result);
   const absl::Duration took = absl::Now() - started;
   metrics_->ObserveWeightUpdate(took, "grpc");
