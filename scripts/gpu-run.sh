@@ -33,6 +33,16 @@ eval "$(scripts/gpu-deps.sh)"
 export KFORGE_KERNELBENCH_DIR="$PWD/.gpu-work/kernelbench"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 
+# Configures build/ with the cuda preset unless this (warm) machine already
+# has, and says what the configure step enabled.
+configure() {
+  if [ ! -f build/build.ninja ]; then
+    cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" > "$out/configure.log" 2>&1 \
+      || { tail -40 "$out/configure.log"; exit 1; }
+  fi
+  if [ -f "$out/configure.log" ]; then grep -E "kforge:" "$out/configure.log"; fi
+}
+
 if [ "$what" = build ] || [ "$what" = all ]; then
   start=$(date +%s)
   cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" > "$out/configure.log" 2>&1 \
@@ -56,9 +66,7 @@ fi
 
 if [ "$what" = model ]; then
   start=$(date +%s)
-  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
-    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
-  grep -E "kforge:" "$out/configure.log"
+  configure
   cmake --build build -j "$(nproc)" --target kforge_transformer_tests kforge_generation_tests \
     kforge_sampling_tests kforge_rollout_bench > "$out/build.log" 2>&1 \
     || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
@@ -76,9 +84,7 @@ if [ "$what" = train ]; then
   # Triton solutions through the funnel, a short `kforge local` job with
   # Triton candidates, and the training benchmark against PyTorch.
   start=$(date +%s)
-  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
-    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
-  grep -E "kforge:" "$out/configure.log"
+  configure
   cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
     kforge_training_tests kforge_verifier_gpu_tests kforge_train_bench kforge_verifier_bench \
     > "$out/build.log" 2>&1 \
@@ -114,9 +120,7 @@ fi
 if [ "$what" = weights ]; then
   export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off (../shared/device/NOTES.md)
   start=$(date +%s)
-  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
-    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
-  grep -E "kforge:" "$out/configure.log"
+  configure
   cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
     kforge_unit_tests kforge_weights_tests kforge_nccl_tests kforge_weight_broadcast_bench \
     > "$out/build.log" 2>&1 || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
@@ -153,8 +157,7 @@ if [ "$what" = rollout ]; then
   # at every batch size and, side by side in the same run, eager steps and
   # transformers' generate() at ROLLOUT_COMPARE_BATCH.
   start=$(date +%s)
-  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
-    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+  configure
   cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
     kforge_unit_tests kforge_generation_tests kforge_rollout_bench > "$out/build.log" 2>&1 \
     || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
@@ -199,8 +202,7 @@ fi
 
 if [ "$what" = verifier ]; then
   start=$(date +%s)
-  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
-    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+  configure
   cmake --build build -j "$(nproc)" --target kforge-verifier kforge_verifier_gpu_tests \
     kforge_verifier_bench > "$out/build.log" 2>&1 \
     || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
@@ -215,8 +217,7 @@ fi
 
 if [ "$what" = mesh ]; then
   start=$(date +%s)
-  [ -f build/build.ninja ] || cmake --preset cuda -DKFORGE_PYTHON="$(command -v python3)" \
-    > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+  configure
   cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
     > "$out/build.log" 2>&1 || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
   echo "mesh build: $(( $(date +%s) - start )) s"
