@@ -80,6 +80,7 @@ void BroadcastReceiver::Loop() {
       call_ = nullptr;
     }
     if (!called.ok()) {
+      if (stop_.HasBeenNotified()) break;  // the destructor cancelled the call
       // The group is kept: a learner that is still there broadcasts to it
       // (one that restarted forms a new one, which replaces it).
       const std::string reason = absl::StrCat("SyncBroadcast: ", called.message());
@@ -155,48 +156,41 @@ void BroadcastReceiver::Join(const v1::BroadcastGroup& group) {
 
 void BroadcastReceiver::Receive(const v1::WeightBroadcast& broadcast) {
   if (comm_ == nullptr || broadcast.generation() != generation_) return;
-  // What the sampler-thread closure needs, kept alive by it: the receiver
-  // may stop before the closure runs.
-  struct Outcome {
-    absl::Notification done;
-    absl::Status received;
-  };
-  auto outcome = std::make_shared<Outcome>();
+  // Kept alive by the sampler-thread closure: the receiver may stop before
+  // it runs.
+  auto received = std::make_shared<absl::Status>();
   const absl::Time started = absl::Now();
   // The learner gives up timeout_ms after it announced the broadcast: so
   // does the worker (plus its grace), however long the sampler took to
   // reach the closure.
   const absl::Time deadline = started + absl::Milliseconds(broadcast.timeout_ms()) +
                               absl::Seconds(config_.broadcast_grace_s());
-  deps_.engine->RunBetweenSteps([comm = comm_, outcome, broadcast, deadline,
-                                 bucket_bytes = bucket_bytes_, deps = deps_,
-                                 stopping = stopping_] {
-    if (stopping->load()) {
-      outcome->received = absl::CancelledError("the worker is stopping");
-      outcome->done.Notify();
-      return;
-    }
-    const absl::Duration left = deadline - absl::Now();
-    outcome->received =
-        left <= absl::ZeroDuration()
-            ? absl::DeadlineExceededError("the sampler reached the broadcast after its deadline")
-            : comm->Broadcast(*deps.params, /*root=*/0, bucket_bytes, left);
-    if (outcome->received.ok()) {
-      deps.engine->set_policy_version(broadcast.version());
-      deps.sync->NoteApplied(broadcast.job_id(), broadcast.version());
-    } else if (!absl::IsDeadlineExceeded(outcome->received) || comm->broken()) {
-      // Parts of the parameters may hold the new version, parts the old one.
-      deps.sync->RefetchOnSampler(broadcast.job_id()).IgnoreError();
-    }
-    outcome->done.Notify();
-  });
-  while (!outcome->done.WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
-    if (stop_.HasBeenNotified()) return;
-  }
-  if (!outcome->received.ok()) {
+  const bool ran = deps_.engine->RunBetweenStepsAndWait(
+      [comm = comm_, received, broadcast, deadline, bucket_bytes = bucket_bytes_, deps = deps_,
+       stopping = stopping_] {
+        if (stopping->load()) {
+          *received = absl::CancelledError("the worker is stopping");
+          return;
+        }
+        const absl::Duration left = deadline - absl::Now();
+        *received =
+            left <= absl::ZeroDuration()
+                ? absl::DeadlineExceededError("the sampler reached the broadcast after its deadline")
+                : comm->Broadcast(*deps.params, /*root=*/0, bucket_bytes, left);
+        if (received->ok()) {
+          deps.engine->set_policy_version(broadcast.version());
+          deps.sync->NoteApplied(broadcast.job_id(), broadcast.version());
+        } else if (!absl::IsDeadlineExceeded(*received) || comm->broken()) {
+          // Parts of the parameters may hold the new version, parts the old one.
+          deps.sync->RefetchOnSampler(broadcast.job_id()).IgnoreError();
+        }
+      },
+      stop_);
+  if (!ran) return;
+  if (!received->ok()) {
     if (stop_.HasBeenNotified()) return;
     Leave(absl::StrCat("receiving version ", broadcast.version(), " of job ", broadcast.job_id(),
-                       " (generation ", generation_, "): ", outcome->received.message()));
+                       " (generation ", generation_, "): ", received->message()));
     return;
   }
   received_sequence_ = broadcast.sequence();
