@@ -20,7 +20,7 @@ fi
 lib="$prefix/usr/lib/x86_64-linux-gnu"
 cat <<ENV
 export KFORGE_DEPS_PREFIX='$prefix'
-export PATH='$prefix/usr/bin':"\$PATH"
+export PATH='$prefix/usr/bin':"\$PATH"$( [ -x /usr/local/cuda/bin/nvcc ] && echo ":/usr/local/cuda/bin")
 export LD_LIBRARY_PATH='$lib':"\${LD_LIBRARY_PATH:-}"
 export CMAKE_PREFIX_PATH='$prefix/usr:$lib/cmake'
 export PKG_CONFIG_PATH='$lib/pkgconfig:$prefix/usr/share/pkgconfig'

@@ -21,6 +21,11 @@
 # `kforge local` job (on two GPUs its rollout worker is on cuda:1 and in the
 # learner's group; on one it shares the learner's GPU and is told it stays
 # out), and with two GPUs kforge_weight_broadcast_bench (BROADCAST_SHAPES).
+# decode: the sampling path's kernels and the decode step: builds the model
+# tests and the rollout benchmark, runs the kernel, transformer (against
+# transformers' logits), generation and sampling tests on the GPU, then
+# kforge_rollout_bench at ROLLOUT_BATCHES (default 1,64) and, with
+# DECODE_PROFILE=1, an nsys kernel summary of batch 64 (decode-kernels.csv).
 # train: the learner on the GPU (trainer tests, the built-in Triton
 # solutions, a short `kforge local` job with Triton candidates) and
 # kforge_train_bench against bench/train_bench_torch.py.
@@ -77,6 +82,39 @@ if [ "$what" = model ]; then
     echo "kforge_${t}_tests: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "$out/$t-tests.log" | tr '\n' ' ')"
     grep -E '^\[  FAILED|SKIPPED \]' "$out/$t-tests.log" | head -10
   done
+fi
+
+if [ "$what" = decode ]; then
+  start=$(date +%s)
+  configure
+  cmake --build build -j "$(nproc)" --target kforge_kernel_tests kforge_transformer_tests \
+    kforge_generation_tests kforge_sampling_tests kforge_rollout_bench > "$out/build.log" 2>&1 \
+    || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
+  echo "decode build: $(( $(date +%s) - start )) s"
+  python3 scripts/hf_reference_logits.py --suite /tmp/hfref > "$out/hfref.log" 2>&1 || tail -20 "$out/hfref.log"
+  for t in kernel transformer generation sampling; do
+    KFORGE_HF_REFERENCE_DIR=/tmp/hfref build/bin/kforge_${t}_tests > "$out/$t-tests.log" 2>&1
+    echo "kforge_${t}_tests: exit $?; $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/$t-tests.log" | tr '\n' ' ')"
+    grep -E '^\[  FAILED|SKIPPED \]' "$out/$t-tests.log" | head -10
+    grep -B2 -A10 "Failure" "$out/$t-tests.log" | head -30
+  done
+  ckpt=/tmp/models/qwen2.5-coder-1.5b
+  [ -d "$ckpt" ] || python3 bench/hf_generate_bench.py --make qwen2.5-coder-1.5b "$ckpt" 2>&1 | tail -1
+  build/bin/kforge_rollout_bench --checkpoint "$ckpt" --tokenizer tests/data/tokenizer/gpt2/tokenizer.json \
+    --batches "${ROLLOUT_BATCHES:-1,64}" 2>&1 | tee -a "$out/rollout-bench.txt"
+  if [ -n "${DECODE_PROFILE:-}" ]; then
+    # Nsight Systems ships inside Nsight Compute there; its importer needs
+    # libdw1 and libelf1 (.prof-debs, Debian packages carried along).
+    nsys=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys | head -1)
+    mkdir -p /tmp/dw && for deb in .prof-debs/*.deb; do dpkg -x "$deb" /tmp/dw; done
+    LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH "$nsys" profile \
+      --cuda-graph-trace=node -o /tmp/decode -f true build/bin/kforge_rollout_bench \
+      --checkpoint "$ckpt" --tokenizer tests/data/tokenizer/gpt2/tokenizer.json --batches 64 \
+      --new_tokens 128 > "$out/nsys.log" 2>&1 || tail -5 "$out/nsys.log"
+    LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH "$nsys" stats \
+      --report cuda_gpu_kern_sum --format csv -o /tmp/decode-kern /tmp/decode.nsys-rep > /dev/null 2>&1
+    cp /tmp/decode-kern*.csv "$out/decode-kernels.csv" 2>/dev/null && head -30 "$out/decode-kernels.csv" | cut -c1-220
+  fi
 fi
 
 if [ "$what" = train ]; then

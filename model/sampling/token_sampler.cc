@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/kernels/fused_kernels.h"
 
 namespace kforge {
 namespace {
@@ -113,8 +114,9 @@ at::Tensor KeepMask(const at::Tensor& logits, const at::Tensor& probs, const Bat
   return at::zeros_like(keep).scatter_(1, order, keep);
 }
 
-// Every row is sampled; the caller overwrites the greedy ones.
-SampledTokens SampleRows(const at::Tensor& logits, const BatchPlan& plan, bool untruncated) {
+// Every row is sampled with LibTorch ops: fp64 cumulative sums and a batched
+// binary search, after the top-k/top-p mask where a row truncates.
+SampledTokens SampleRowsWithTensorOps(const at::Tensor& logits, const BatchPlan& plan, bool untruncated) {
   const int64_t vocab = logits.size(1);
   at::Tensor z = logits.to(at::kFloat);
   at::Tensor log_probs = at::log_softmax(z / Column(plan, kTemperature).to(at::kFloat), 1);
@@ -137,6 +139,34 @@ SampledTokens SampleRows(const at::Tensor& logits, const BatchPlan& plan, bool u
   at::Tensor log_mass = total.squeeze(1).log().masked_fill(plan.truncates.logical_not(), 0.0);
   out.logprobs = (chosen.to(at::kDouble) - log_mass).to(at::kFloat);
   if (untruncated) out.untruncated_logprobs = chosen;
+  return out;
+}
+
+// Every row is sampled; the caller overwrites the greedy ones.
+SampledTokens SampleRows(const at::Tensor& logits, const BatchPlan& plan, bool untruncated) {
+  // On CUDA with kforge's kernels the rows that keep every token are drawn by
+  // one kernel, whatever the other rows do, so a row's draw never depends on
+  // its batch (token_sampler.h).
+  FusedDraws fused;
+  if (UseFusedKernels(logits)) {
+    fused = FusedTemperedSample(logits.to(at::kFloat), plan.rows.select(1, kTemperature),
+                                plan.rows.select(1, kUniform));
+    if (!plan.any_truncates) {
+      SampledTokens out;
+      out.token_ids = std::move(fused.tokens);
+      out.logprobs = std::move(fused.logprobs);
+      if (untruncated) out.untruncated_logprobs = out.logprobs.clone();
+      return out;
+    }
+  }
+  SampledTokens out = SampleRowsWithTensorOps(logits, plan, untruncated);
+  if (fused.tokens.defined()) {
+    out.token_ids = at::where(plan.truncates, out.token_ids, fused.tokens);
+    out.logprobs = at::where(plan.truncates, out.logprobs, fused.logprobs);
+    if (untruncated) {
+      out.untruncated_logprobs = at::where(plan.truncates, out.untruncated_logprobs, fused.logprobs);
+    }
+  }
   return out;
 }
 

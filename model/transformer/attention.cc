@@ -46,8 +46,10 @@ at::Tensor AttendUngroupedMath(const at::Tensor& q, const at::Tensor& k, const a
   if (mask.causal) {
     allowed = at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).tril();
   }
-  if (allowed.defined()) {
+  if (allowed.defined() && allowed.scalar_type() == at::kBool) {
     scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+  } else if (allowed.defined()) {
+    scores = scores + allowed;
   }
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
   return at::matmul(probs, v);
@@ -102,6 +104,11 @@ at::Tensor OffsetCausalMask(int64_t start, int64_t count, const at::Device& devi
 at::Tensor RaggedDecodeMask(const at::Tensor& positions, int64_t span) {
   const at::Tensor key_pos = at::arange(span, positions.options().dtype(at::kLong));
   return key_pos.unsqueeze(0).le(positions.unsqueeze(1)).view({positions.size(0), 1, 1, span});
+}
+
+at::Tensor AdditiveMask(const at::Tensor& allowed, at::ScalarType dtype) {
+  return at::zeros(allowed.sizes(), allowed.options().dtype(dtype))
+      .masked_fill_(allowed.logical_not(), -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace kforge

@@ -22,8 +22,9 @@ namespace kforge {
 struct AttentionMask {
   // Query i attends keys 0..i; needs T == S.
   static AttentionMask Causal() { return AttentionMask{true, at::Tensor()}; }
-  // bool, broadcastable to [B, H, T, S]; true = may attend. Every query row
-  // must allow at least one key.
+  // Broadcastable to [B, H, T, S]: bool (true = may attend), or of q's
+  // dtype and added to the scores (0 or -inf; see AdditiveMask). Every query
+  // row must allow at least one key.
   static AttentionMask Explicit(at::Tensor allowed) {
     return AttentionMask{false, std::move(allowed)};
   }
@@ -48,6 +49,10 @@ at::Tensor OffsetCausalMask(int64_t start, int64_t count, const at::Device& devi
 // One query per row at positions[i] over keys 0..span-1, key j allowed when
 // j <= positions[i]: [N, 1, 1, span].
 at::Tensor RaggedDecodeMask(const at::Tensor& positions, int64_t span);
+// A bool mask as the additive one fused attention takes (0 where allowed,
+// -inf elsewhere) in `dtype`. Built once per decode step: given a bool mask,
+// scaled_dot_product_attention converts it on every call, in every layer.
+at::Tensor AdditiveMask(const at::Tensor& allowed, at::ScalarType dtype);
 
 }  // namespace kforge
 

@@ -18,7 +18,10 @@
 
 namespace kforge {
 
-// q [B, H, T, D]; k, v [B, KVH, T, D], RoPE applied. Returns [B, H, T, D].
+// q [B, H, T, D]; k, v [B, KVH, T, D], RoPE applied unless the layer's
+// RopeTables are `deferred`: then q and k come unrotated and the function
+// rotates them (KvCache::AttendDecode, one kernel with the cache write).
+// Returns [B, H, T, D].
 using AttendFn = std::function<at::Tensor(int64_t layer, const at::Tensor& q,
                                           const at::Tensor& k, const at::Tensor& v)>;
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/kernels/fused_kernels.h"
 #include "model/transformer/attention.h"
 #include "model/transformer/int64_tensor.h"
 #include "model/transformer/rope.h"
@@ -48,8 +49,9 @@ DecoderModel::DecoderModel(ModelConfig config, DecoderOptions options, DecoderWe
       inv_freq_(std::move(inv_freq)) {}
 
 at::Tensor DecoderModel::RunLayers(const at::Tensor& ids, const at::Tensor& positions,
-                                   const AttendFn& attend) const {
-  const RopeTables rope = MakeRopeTables(inv_freq_, positions, options_.dtype);
+                                   const AttendFn& attend, bool defer_rope) const {
+  const RopeTables rope = defer_rope ? RopeTables{.deferred = true}
+                                     : MakeRopeTables(inv_freq_, positions, options_.dtype);
   at::Tensor hidden = at::embedding(weights_.embed_tokens, ids);
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     hidden = DecoderLayerForward(config_, weights_.layers[i], static_cast<int64_t>(i),
@@ -170,16 +172,21 @@ absl::StatusOr<at::Tensor> DecoderModel::DecodeStep(KvCache* cache,
 
 at::Tensor DecoderModel::DecodeDense(KvCache* cache, const at::Tensor& ids,
                                      const at::Tensor& positions, int64_t span) const {
-  return DecodeLogits(cache, KvCache::DenseDecodeBatch(positions, span), ids);
+  return DecodeLogits(cache, cache->DenseDecodeBatch(positions, span), ids);
 }
 
 at::Tensor DecoderModel::DecodeLogits(KvCache* cache, const KvCache::DecodeBatch& batch,
                                       const at::Tensor& ids) const {
+  // On CUDA with kforge's kernels, each layer's RoPE and cache write are one
+  // kernel inside AttendDecode (model/kernels/fused_kernels.h).
+  const bool fused = UseFusedKernels(ids) && !at::GradMode::is_enabled();
+  const at::Tensor rope_inv_freq = fused ? inv_freq_ : at::Tensor();
   const AttendFn attend = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
                               const at::Tensor& v) {
-    return cache->AttendDecode(layer, batch, q, k, v);
+    return cache->AttendDecode(layer, batch, q, k, v, rope_inv_freq);
   };
-  const at::Tensor hidden = RunLayers(ids.unsqueeze(1), batch.positions.unsqueeze(1), attend);
+  const at::Tensor hidden =
+      RunLayers(ids.unsqueeze(1), batch.positions.unsqueeze(1), attend, /*defer_rope=*/fused);
   return at::linear(hidden.squeeze(1), weights_.lm_head).to(at::kFloat);
 }
 

@@ -107,8 +107,9 @@ class DecoderModel {
   at::Tensor DecodeLogits(KvCache* cache, const KvCache::DecodeBatch& batch,
                           const at::Tensor& ids) const;
   // ids and positions int64 [B, T] on the device -> final-normed hidden [B, T, C].
-  at::Tensor RunLayers(const at::Tensor& ids, const at::Tensor& positions,
-                       const AttendFn& attend) const;
+  // defer_rope: q and k reach `attend` unrotated (see RopeTables::deferred).
+  at::Tensor RunLayers(const at::Tensor& ids, const at::Tensor& positions, const AttendFn& attend,
+                       bool defer_rope = false) const;
 
   ModelConfig config_;
   DecoderOptions options_;

@@ -83,6 +83,25 @@ absl::Status CheckPresentWithShape(const WeightBinding& binding, const WeightSou
   return absl::OkStatus();
 }
 
+// The parts re-homed, in order, into one new storage, back to back: the
+// decode step then runs one GEMM over q/k/v (and over gate/up) through a
+// view of the stack (decoder_layer.cc), with no second copy of the weights.
+// Each part stays a tensor of its own (not a view), so training, optimisers
+// and checkpoints see the same named parameters as before.
+void PackRows(std::initializer_list<at::Tensor*> parts) {
+  std::vector<at::Tensor> tensors;
+  for (at::Tensor* part : parts) tensors.push_back(part->contiguous());
+  const at::Tensor packed = at::cat(tensors, 0);
+  int64_t offset = packed.storage_offset();
+  for (at::Tensor* part : parts) {
+    const std::vector<int64_t> sizes = part->sizes().vec();
+    at::Tensor placed = at::empty({0}, packed.options());
+    placed.set_(packed.storage(), offset, sizes);
+    offset += part->numel();
+    *part = std::move(placed);
+  }
+}
+
 }  // namespace
 
 DecoderVariant VariantOf(const ModelConfig& config) {
@@ -170,6 +189,15 @@ absl::StatusOr<DecoderWeights> LoadDecoderWeights(const ModelConfig& raw_config,
     KF_ASSIGN_OR_RETURN(*binding.tensor, source.Load(binding.name, options));
   }
   if (config.tie_word_embeddings) weights.lm_head = weights.embed_tokens;
+  KF_RETURN_IF_ERROR(TorchCall("packing q/k/v and gate/up", [&] {
+    for (LayerWeights& layer : weights.layers) {
+      AttentionWeights& a = layer.attention;
+      PackRows({&a.q_proj, &a.k_proj, &a.v_proj});
+      if (a.q_bias.defined()) PackRows({&a.q_bias, &a.k_bias, &a.v_bias});
+      PackRows({&layer.gate_proj, &layer.up_proj});
+    }
+    return absl::OkStatus();
+  }));
   return weights;
 }
 

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/kernels/fused_kernels.h"
 #include "model/transformer/attention.h"
 #include "model/transformer/int64_tensor.h"
 #include "model/transformer/torch_status.h"
@@ -208,29 +209,36 @@ absl::StatusOr<KvCache::DecodeBatch> KvCache::MakeDecodeBatch(
     batch.slots = Int64Tensor(slots, device);
     batch.positions = Int64Tensor(positions, device);
     batch.span = longest + 1;
-    batch.mask = RaggedDecodeMask(batch.positions, batch.span);
+    batch.mask = AdditiveMask(RaggedDecodeMask(batch.positions, batch.span), storage_.scalar_type());
     batch.first = ContiguousStart(slots);
     return batch;
   });
 }
 
-KvCache::DecodeBatch KvCache::DenseDecodeBatch(const at::Tensor& positions, int64_t span) {
+KvCache::DecodeBatch KvCache::DenseDecodeBatch(const at::Tensor& positions,
+                                               int64_t span) const {
   DecodeBatch batch;
   batch.slots = at::arange(positions.size(0), positions.options().dtype(at::kLong));
   batch.positions = positions;
   batch.span = span;
-  batch.mask = RaggedDecodeMask(positions, span);
+  batch.mask = AdditiveMask(RaggedDecodeMask(positions, span), storage_.scalar_type());
   batch.first = 0;
   return batch;
 }
 
 at::Tensor KvCache::AttendDecode(int64_t layer, const DecodeBatch& batch, const at::Tensor& q,
-                                 const at::Tensor& k, const at::Tensor& v) {
+                                 const at::Tensor& k, const at::Tensor& v,
+                                 const at::Tensor& rope_inv_freq) {
   at::Tensor& keys = keys_[static_cast<size_t>(layer)];
   at::Tensor& values = values_[static_cast<size_t>(layer)];
-  // Advanced indices on dims 0 and 2 put N first: the target is [N, KVH, D].
-  keys.index_put_({batch.slots, Slice(), batch.positions}, k.squeeze(2));
-  values.index_put_({batch.slots, Slice(), batch.positions}, v.squeeze(2));
+  at::Tensor query = q;
+  if (rope_inv_freq.defined()) {
+    query = FusedRopeStore(q, k, v, rope_inv_freq, batch.positions, batch.slots, keys, values);
+  } else {
+    // Advanced indices on dims 0 and 2 put N first: the target is [N, KVH, D].
+    keys.index_put_({batch.slots, Slice(), batch.positions}, k.squeeze(2));
+    values.index_put_({batch.slots, Slice(), batch.positions}, v.squeeze(2));
+  }
   const int64_t n = batch.slots.size(0);
   at::Tensor read_keys, read_values;
   if (batch.first >= 0) {
@@ -240,7 +248,7 @@ at::Tensor KvCache::AttendDecode(int64_t layer, const DecodeBatch& batch, const 
     read_keys = keys.narrow(2, 0, batch.span).index_select(0, batch.slots);
     read_values = values.narrow(2, 0, batch.span).index_select(0, batch.slots);
   }
-  return Attend(q, read_keys, read_values, AttentionMask::Explicit(batch.mask));
+  return Attend(query, read_keys, read_values, AttentionMask::Explicit(batch.mask));
 }
 
 void KvCache::Advance(absl::Span<const int64_t> slots, int64_t added) {

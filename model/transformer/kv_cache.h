@@ -80,7 +80,7 @@ class KvCache {
   struct DecodeBatch {
     at::Tensor slots;      // int64 [N] on the device
     at::Tensor positions;  // int64 [N]: each slot's length
-    at::Tensor mask;       // bool [N, 1, 1, span]
+    at::Tensor mask;       // additive, the cache's dtype [N, 1, 1, span]: 0 or -inf
     int64_t span = 0;      // longest length + 1: the key positions read
     int64_t first = -1;    // >= 0 when the slots are first..first+N-1 in order
   };
@@ -92,10 +92,14 @@ class KvCache {
   // keys 0..span-1 read. Device ops only, no host synchronisation: safe to
   // capture in a CUDA graph. Rows of free slots may be included as padding
   // (position 0): they write into a slot whose contents are forgotten.
-  static DecodeBatch DenseDecodeBatch(const at::Tensor& positions, int64_t span);
+  DecodeBatch DenseDecodeBatch(const at::Tensor& positions, int64_t span) const;
   // Stores k, v [N, KVH, 1, D] at each slot's position; attends q [N, H, 1, D].
+  // With rope_inv_freq (float32 [D / 2], on a CUDA cache with kforge's
+  // kernels) q and k come unrotated and one kernel rotates them and stores
+  // k and v (FusedRopeStore).
   at::Tensor AttendDecode(int64_t layer, const DecodeBatch& batch, const at::Tensor& q,
-                          const at::Tensor& k, const at::Tensor& v);
+                          const at::Tensor& k, const at::Tensor& v,
+                          const at::Tensor& rope_inv_freq = at::Tensor());
   // After every layer stored its keys: the slots' lengths grow by `added`.
   void Advance(absl::Span<const int64_t> slots, int64_t added);
 

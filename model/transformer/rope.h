@@ -28,6 +28,9 @@ struct RopeTables {
   // roll(x, D/2) * sin_signed, and RoPE takes three kernels instead of five
   // (a decode step runs it twice per layer).
   at::Tensor sin_signed;
+  // No tables: the attend function rotates q and k itself (a decode step
+  // on CUDA with kforge's kernels, model/kernels/fused_kernels.h).
+  bool deferred = false;
 };
 
 // positions: int64 [B, T] on the device of inv_freq (move inv_freq first).

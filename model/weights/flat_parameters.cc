@@ -74,8 +74,15 @@ absl::StatusOr<std::unique_ptr<FlatParameters>> FlatParameters::Create(DecoderMo
       groups.push_back({.dtype = tensor.scalar_type(), .name = std::move(dtype)});
       group = groups.end() - 1;
     }
+    // A tensor that followed the previous one in memory still does (the
+    // decoder's stacked q/k/v and gate/up, decoder_layer.cc); any other
+    // starts on an aligned boundary.
+    const at::Tensor* previous = group->tensors.empty() ? nullptr : &group->tensors.back();
+    const bool follows = previous != nullptr &&
+                         tensor.storage().is_alias_of(previous->storage()) &&
+                         tensor.storage_offset() == previous->storage_offset() + previous->numel();
     const int64_t align = kAlignBytes / static_cast<int64_t>(tensor.element_size());
-    group->elements = AlignUp(group->elements, align);
+    if (!follows) group->elements = AlignUp(group->elements, align);
     group->offsets.push_back(group->elements);
     HashInto(&places_hash, absl::StrCat(name, ":", group->name, c10::str(tensor.sizes()), "@",
                                         group->elements, ";"));

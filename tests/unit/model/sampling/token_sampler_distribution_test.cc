@@ -7,16 +7,20 @@
 // computed here in double. Thresholds are 5 binomial standard errors per
 // token and a 5-sigma chi-square bound, so a correct sampler passes (the
 // seeds are fixed, so the test is deterministic) while a sampler whose law
-// differs by more than ~0.5% absolute on any token fails.
+// differs by more than ~0.5% absolute on any token fails. Each configuration
+// also runs with the logits on a GPU where there is one: rows that keep every
+// token then go through the fused sampling kernel (model/kernels).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <ostream>
+#include <tuple>
 #include <vector>
 
 #include <ATen/ATen.h>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/sampling/token_sampler.h"
 
@@ -85,9 +89,10 @@ struct Draws {
 
 // kDraws rows of the same logits; row i has seed base + i % 1000 and step
 // i / 1000, so both the seed and the step counter feed the randomness.
-Draws Draw(const Config& c, uint64_t base_seed) {
+Draws Draw(const Config& c, uint64_t base_seed, bool cuda) {
   const int64_t vocab = static_cast<int64_t>(kLogits.size());
   at::Tensor logits = at::tensor(kLogits).unsqueeze(0).expand({kDraws, vocab});
+  if (cuda) logits = logits.to(at::kCUDA);
   std::vector<RowSamplingParams> params(kDraws);
   std::vector<uint64_t> steps(kDraws);
   for (int64_t i = 0; i < kDraws; ++i) {
@@ -100,7 +105,7 @@ Draws Draw(const Config& c, uint64_t base_seed) {
   if (!out.ok()) return {};
   auto to_vector = [](const at::Tensor& t, auto zero) {
     using T = decltype(zero);
-    at::Tensor c = t.contiguous();
+    at::Tensor c = t.cpu().contiguous();
     return std::vector<T>(c.data_ptr<T>(), c.data_ptr<T>() + c.numel());
   };
   return {to_vector(out->token_ids, int64_t{0}), to_vector(out->logprobs, 0.0f),
@@ -114,12 +119,20 @@ double ChiSquareBound(int dof) {
   return dof * std::pow(1 - a + kSigmas * std::sqrt(a), 3);
 }
 
-class DistributionTest : public ::testing::TestWithParam<Config> {};
+// (configuration, logits on a CUDA device)
+class DistributionTest : public ::testing::TestWithParam<std::tuple<Config, bool>> {
+ protected:
+  void SetUp() override {
+    if (cuda() && !at::hasCUDA()) GTEST_SKIP() << "no CUDA device in this LibTorch build or machine";
+  }
+  Config config() const { return std::get<0>(GetParam()); }
+  bool cuda() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(DistributionTest, EmpiricalFrequenciesMatchTheTruncatedRenormalisedSoftmax) {
-  const Config c = GetParam();
+  const Config c = config();
   const std::vector<double> q = Target(c);
-  const Draws draws = Draw(c, /*base_seed=*/1000);
+  const Draws draws = Draw(c, /*base_seed=*/1000, cuda());
   ASSERT_EQ(draws.tokens.size(), static_cast<size_t>(kDraws));
   std::vector<int64_t> counts(q.size(), 0);
   for (int64_t t : draws.tokens) {
@@ -147,10 +160,10 @@ TEST_P(DistributionTest, EmpiricalFrequenciesMatchTheTruncatedRenormalisedSoftma
 }
 
 TEST_P(DistributionTest, LogprobIsLogOfTheTargetProbabilityOfTheSampledToken) {
-  const Config c = GetParam();
+  const Config c = config();
   const std::vector<double> q = Target(c);
   const std::vector<double> p = TemperedSoftmax(c.temperature);
-  const Draws draws = Draw(c, /*base_seed=*/77);
+  const Draws draws = Draw(c, /*base_seed=*/77, cuda());
   ASSERT_EQ(draws.tokens.size(), static_cast<size_t>(kDraws));
   for (size_t i = 0; i < draws.tokens.size(); ++i) {
     const int64_t t = draws.tokens[i];
@@ -163,9 +176,14 @@ TEST_P(DistributionTest, LogprobIsLogOfTheTargetProbabilityOfTheSampledToken) {
 // after top-p (1.3/0.8, 0.5/0.9, 2/0.7/5, 1.5/0.95), so that mistake fails.
 INSTANTIATE_TEST_SUITE_P(
     Configs, DistributionTest,
-    ::testing::Values(Config{1.0, 1.0, 0}, Config{0.7, 1.0, 0}, Config{1.0, 1.0, 4},
-                      Config{1.3, 0.8, 0}, Config{0.5, 0.9, 0}, Config{2.0, 0.7, 5},
-                      Config{0.6, 0.75, 3}, Config{1.5, 0.95, 0}, Config{1.0, 1.0, 100}));
+    ::testing::Combine(
+        ::testing::Values(Config{1.0, 1.0, 0}, Config{0.7, 1.0, 0}, Config{1.0, 1.0, 4},
+                          Config{1.3, 0.8, 0}, Config{0.5, 0.9, 0}, Config{2.0, 0.7, 5},
+                          Config{0.6, 0.75, 3}, Config{1.5, 0.95, 0}, Config{1.0, 1.0, 100}),
+        ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<Config, bool>>& info) {
+      return absl::StrCat("Case", info.index, std::get<1>(info.param) ? "Cuda" : "Cpu");
+    });
 
 }  // namespace
 }  // namespace kforge

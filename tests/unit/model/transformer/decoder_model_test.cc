@@ -6,10 +6,12 @@
 #include "model/transformer/decoder_model.h"
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -213,6 +215,45 @@ TEST(DecoderModelTest, NamedParametersAliasTheModelWeights) {
     if (name == "model.norm.weight") tensor.mul_(2.0);
   }
   EXPECT_GT(MaxDifference(before, ForwardLogits(*model, ids)), 1e-3);
+}
+
+// Without autograd q/k/v and gate/up run as one GEMM each over the weights
+// the loader packs back to back (decoder_layer.cc); with autograd, or for a
+// layer one of whose parts was re-homed, as one GEMM per part. Same logits.
+TEST(DecoderModelTest, StackedProjectionsWithoutAutogradComputeWhatSeparateOnesDo) {
+  for (Architecture architecture :
+       {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3}) {
+    const ModelConfig config = TinyDecoderConfig(architecture);
+    std::unique_ptr<DecoderModel> model = MakeModel(config, *RandomDecoderWeights(config, 6));
+    ASSERT_NE(model, nullptr);
+    std::map<std::string, at::Tensor> named;
+    for (auto& [name, tensor] : model->NamedParameters()) named[name] = tensor;
+    const std::string p = "model.layers.0.";
+    auto follows = [&](const std::string& second, const std::string& first) {
+      const at::Tensor& a = named.at(p + first);
+      return named.at(p + second).data_ptr<float>() == a.data_ptr<float>() + a.numel();
+    };
+    EXPECT_TRUE(follows("self_attn.k_proj.weight", "self_attn.q_proj.weight"));
+    EXPECT_TRUE(follows("self_attn.v_proj.weight", "self_attn.k_proj.weight"));
+    EXPECT_TRUE(follows("mlp.up_proj.weight", "mlp.gate_proj.weight"));
+    if (architecture == Architecture::kQwen2) {
+      EXPECT_TRUE(follows("self_attn.v_proj.bias", "self_attn.k_proj.bias"));
+    }
+    const at::Tensor ids = Row({3, 14, 15, 9, 26, 5});
+    const at::Tensor separate = ForwardLogits(*model, ids);  // autograd on
+    auto without_autograd = [&] {
+      c10::NoGradGuard no_grad;
+      return ForwardLogits(*model, ids);
+    };
+    EXPECT_LT(MaxDifference(without_autograd(), separate), 1e-5);
+    {
+      c10::NoGradGuard no_grad;
+      named.at(p + "self_attn.k_proj.weight").set_data(named.at(p + "self_attn.k_proj.weight").clone());
+      named.at(p + "mlp.up_proj.weight").set_data(named.at(p + "mlp.up_proj.weight").clone());
+    }
+    EXPECT_FALSE(follows("self_attn.k_proj.weight", "self_attn.q_proj.weight"));
+    EXPECT_LT(MaxDifference(without_autograd(), separate), 1e-5);
+  }
 }
 
 TEST(DecoderModelTest, ForwardRejectsBadInput) {

@@ -1,10 +1,14 @@
 // The cached path (Prefill, DecodeStep, Fork) against the uncached Forward on
 // the same tokens: slots at ragged lengths, arbitrary subsets and orders of
 // slots per step, groups sharing a prompt; and the slot bookkeeping errors.
+// Each case also runs on a GPU where there is one (float32): there a decode
+// step rotates and stores keys with kforge's fused kernel while Forward
+// rotates with LibTorch ops, so the two paths check each other.
 #include "model/transformer/kv_cache.h"
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -18,12 +22,18 @@ namespace {
 
 constexpr double kTolerance = 1e-4;
 
-class KvCacheTest : public ::testing::TestWithParam<Architecture> {
+// (architecture, on a CUDA device)
+class KvCacheTest : public ::testing::TestWithParam<std::tuple<Architecture, bool>> {
  protected:
   void SetUp() override {
-    config_ = TinyDecoderConfig(GetParam());
-    absl::StatusOr<std::unique_ptr<DecoderModel>> model = DecoderModel::Create(
-        config_, TensorMapSource(*RandomDecoderWeights(config_, 21)), DecoderOptions());
+    if (std::get<1>(GetParam())) {
+      if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device in this LibTorch build or machine";
+      device_ = at::Device("cuda:0");
+    }
+    config_ = TinyDecoderConfig(std::get<0>(GetParam()));
+    absl::StatusOr<std::unique_ptr<DecoderModel>> model =
+        DecoderModel::Create(config_, TensorMapSource(*RandomDecoderWeights(config_, 21)),
+                             DecoderOptions{.device = device_});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
   }
@@ -54,6 +64,12 @@ class KvCacheTest : public ::testing::TestWithParam<Architecture> {
     return logits.ok() ? *logits : at::Tensor();
   }
 
+  // int64 on the model's device.
+  at::Tensor OnDevice(const std::vector<int64_t>& values) const {
+    return at::tensor(values, at::kLong).to(device_);
+  }
+
+  at::Device device_ = at::kCPU;
   ModelConfig config_;
   std::unique_ptr<DecoderModel> model_;
 };
@@ -202,8 +218,7 @@ TEST_P(KvCacheTest, DenseDecodeOfSlotsFromZeroMatchesTheDecodeStep) {
   // A span longer than the longest row reads masked keys only beyond it; a
   // fourth row is padding for free slot 3 (token 0 at position 0).
   const at::Tensor got =
-      model_->DecodeDense(dense.get(), at::tensor(std::vector<int64_t>{11, 12, 13, 0}, at::kLong),
-                          at::tensor(std::vector<int64_t>{3, 6, 1, 0}, at::kLong), 12);
+      model_->DecodeDense(dense.get(), OnDevice({11, 12, 13, 0}), OnDevice({3, 6, 1, 0}), 12);
   EXPECT_LT(MaxDifference(got.narrow(0, 0, 3), expected), kTolerance);
   // What the padding row wrote into the free slot is forgotten once the slot
   // is allocated and filled.
@@ -212,17 +227,22 @@ TEST_P(KvCacheTest, DenseDecodeOfSlotsFromZeroMatchesTheDecodeStep) {
   EXPECT_LT(MaxDifference(Decode(dense.get(), {3}, {9})[0], ExpectedNext({7, 8, 9})), kTolerance);
 }
 
+std::string CaseName(const ::testing::TestParamInfo<std::tuple<Architecture, bool>>& info) {
+  const std::string device = std::get<1>(info.param) ? "Cuda" : "Cpu";
+  switch (std::get<0>(info.param)) {
+    case Architecture::kLlama: return "Llama" + device;
+    case Architecture::kQwen2: return "Qwen2" + device;
+    case Architecture::kQwen3: return "Qwen3" + device;
+  }
+  return "Unknown" + device;
+}
+
 INSTANTIATE_TEST_SUITE_P(Architectures, KvCacheTest,
-                         ::testing::Values(Architecture::kLlama, Architecture::kQwen2,
-                                           Architecture::kQwen3),
-                         [](const auto& info) {
-                           switch (info.param) {
-                             case Architecture::kLlama: return std::string("Llama");
-                             case Architecture::kQwen2: return std::string("Qwen2");
-                             case Architecture::kQwen3: return std::string("Qwen3");
-                           }
-                           return std::string("Unknown");
-                         });
+                         ::testing::Combine(::testing::Values(Architecture::kLlama,
+                                                              Architecture::kQwen2,
+                                                              Architecture::kQwen3),
+                                            ::testing::Bool()),
+                         CaseName);
 
 class KvCacheSlotsTest : public KvCacheTest {};
 
@@ -268,7 +288,8 @@ TEST_P(KvCacheSlotsTest, CacheOfAnotherShapeIsRejected) {
             absl::StatusCode::kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Llama, KvCacheSlotsTest, ::testing::Values(Architecture::kLlama));
+INSTANTIATE_TEST_SUITE_P(Llama, KvCacheSlotsTest,
+                         ::testing::Values(std::tuple{Architecture::kLlama, false}), CaseName);
 
 }  // namespace
 }  // namespace kforge

@@ -1,0 +1,213 @@
+#include "model/kernels/fused_kernels.h"
+
+#if KFORGE_WITH_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "model/kernels/kernel_launchers.h"
+#endif
+
+namespace kforge {
+
+bool FusedKernelsAvailable() { return KFORGE_WITH_CUDA_KERNELS != 0; }
+
+bool UseFusedKernels(const at::Tensor& t) {
+  return FusedKernelsAvailable() && t.defined() && t.is_cuda() && !t.requires_grad();
+}
+
+#if KFORGE_WITH_CUDA_KERNELS
+namespace {
+
+namespace ck = cuda_kernels;
+
+ck::ElementType ElementTypeOf(const at::Tensor& t, const char* what) {
+  switch (t.scalar_type()) {
+    case at::kFloat:
+      return ck::ElementType::kFloat32;
+    case at::kBFloat16:
+      return ck::ElementType::kBFloat16;
+    case at::kHalf:
+      return ck::ElementType::kFloat16;
+    default:
+      TORCH_CHECK(false, what, ": dtype ", t.scalar_type(), " is not float32, bfloat16 or float16");
+  }
+}
+
+void CheckOn(const at::Tensor& t, const at::Device& device, const char* what) {
+  TORCH_CHECK(t.defined(), what, " is an undefined tensor");
+  TORCH_CHECK(t.device() == device, what, " must be on ", device, ", not on ", t.device());
+}
+
+// The device of the first input, checked to be a CUDA one.
+at::Device CudaDeviceOf(const at::Tensor& t, const char* op, const char* what) {
+  TORCH_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
+  TORCH_CHECK(t.is_cuda(), op, ": ", what, " is on ", t.device(), ", not a CUDA device");
+  return t.device();
+}
+
+void CheckLaunch(cudaError_t error, const char* kernel) {
+  TORCH_CHECK(error == cudaSuccess, kernel, " launch failed: ", cudaGetErrorString(error));
+}
+
+// [N, heads, 1, D] with D contiguous: the row and head strides.
+void CheckTokens(const at::Tensor& t, int64_t rows, int64_t head_dim, const char* what) {
+  TORCH_CHECK(t.dim() == 4 && t.size(0) == rows && t.size(2) == 1 && t.size(3) == head_dim &&
+                  t.stride(3) == 1,
+              what, " must be [", rows, ", heads, 1, ", head_dim,
+              "] with head_dim contiguous, got sizes ", t.sizes(), " strides ", t.strides());
+}
+
+}  // namespace
+
+at::Tensor FusedRopeStore(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const at::Tensor& inv_freq, const at::Tensor& positions,
+                          const at::Tensor& slots, const at::Tensor& keys,
+                          const at::Tensor& values) {
+  const at::Device device = CudaDeviceOf(q, "FusedRopeStore", "q");
+  const std::pair<const at::Tensor*, const char*> inputs[] = {
+      {&k, "k"},         {&v, "v"},         {&inv_freq, "inv_freq"}, {&positions, "positions"},
+      {&slots, "slots"}, {&keys, "keys"}, {&values, "values"}};
+  for (const auto& [t, what] : inputs) CheckOn(*t, device, what);
+  const int64_t rows = q.size(0), head_dim = q.dim() == 4 ? q.size(3) : -1;
+  CheckTokens(q, rows, head_dim, "q");
+  CheckTokens(k, rows, head_dim, "k");
+  CheckTokens(v, rows, head_dim, "v");
+  const int64_t kv_heads = k.size(1);
+  TORCH_CHECK(v.size(1) == kv_heads && head_dim % 2 == 0, "k and v must have the same heads and ",
+              "head_dim must be even, got ", k.sizes(), ", ", v.sizes());
+  TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
+                  keys.scalar_type() == q.scalar_type() && values.scalar_type() == q.scalar_type(),
+              "q, k, v and the cache must share one dtype");
+  TORCH_CHECK(inv_freq.scalar_type() == at::kFloat && inv_freq.is_contiguous() &&
+                  inv_freq.numel() == head_dim / 2,
+              "inv_freq must be contiguous float32 [", head_dim / 2, "], got ",
+              inv_freq.scalar_type(), " ", inv_freq.sizes());
+  for (const at::Tensor* index : {&positions, &slots}) {
+    TORCH_CHECK(index->scalar_type() == at::kLong && index->is_contiguous() &&
+                    index->dim() == 1 && index->size(0) == rows,
+                "positions and slots must be contiguous int64 [", rows, "]");
+  }
+  TORCH_CHECK(keys.dim() == 4 && keys.sizes() == values.sizes() &&
+                  keys.strides() == values.strides() && keys.size(1) == kv_heads &&
+                  keys.size(3) == head_dim && keys.stride(3) == 1,
+              "keys and values must be one layout [slots, ", kv_heads, ", max_len, ", head_dim,
+              "], got ", keys.sizes(), " and ", values.sizes());
+  const c10::cuda::CUDAGuard guard(device);
+  at::Tensor q_out = at::empty(q.sizes(), q.options().memory_format(at::MemoryFormat::Contiguous));
+  ck::RopeStoreArgs args;
+  args.type = ElementTypeOf(q, "FusedRopeStore");
+  args.rows = static_cast<int>(rows);
+  args.heads = static_cast<int>(q.size(1));
+  args.kv_heads = static_cast<int>(kv_heads);
+  args.head_dim = static_cast<int>(head_dim);
+  args.q = q.data_ptr();
+  args.q_row = q.stride(0);
+  args.q_head = q.stride(1);
+  args.k = k.data_ptr();
+  args.k_row = k.stride(0);
+  args.k_head = k.stride(1);
+  args.v = v.data_ptr();
+  args.v_row = v.stride(0);
+  args.v_head = v.stride(1);
+  args.inv_freq = inv_freq.data_ptr<float>();
+  args.positions = positions.data_ptr<int64_t>();
+  args.slots = slots.data_ptr<int64_t>();
+  args.q_out = q_out.data_ptr();
+  args.keys = keys.data_ptr();
+  args.values = values.data_ptr();
+  args.cache_slot = keys.stride(0);
+  args.cache_head = keys.stride(1);
+  args.cache_pos = keys.stride(2);
+  CheckLaunch(ck::LaunchRopeStore(args, at::cuda::getCurrentCUDAStream(device.index())),
+              "FusedRopeStore");
+  return q_out;
+}
+
+at::Tensor FusedSiluMul(const at::Tensor& gate, const at::Tensor& up) {
+  CheckOn(up, CudaDeviceOf(gate, "FusedSiluMul", "gate"), "up");
+  TORCH_CHECK(gate.sizes() == up.sizes() && gate.scalar_type() == up.scalar_type() &&
+                  gate.dim() >= 1,
+              "gate and up must share shape and dtype, got ", gate.sizes(), " ",
+              gate.scalar_type(), " and ", up.sizes(), " ", up.scalar_type());
+  const int64_t width = gate.size(-1);
+  // Rows evenly strided with the last dim contiguous: a 2-d view without a copy.
+  const at::Tensor gate_rows = gate.reshape({-1, width});
+  const at::Tensor up_rows = up.reshape({-1, width});
+  TORCH_CHECK(gate_rows.stride(1) == 1 && up_rows.stride(1) == 1,
+              "gate and up must have their last dim contiguous");
+  const c10::cuda::CUDAGuard guard(gate.device());
+  at::Tensor out = at::empty(gate.sizes(), gate.options().memory_format(at::MemoryFormat::Contiguous));
+  ck::SiluMulArgs args;
+  args.type = ElementTypeOf(gate, "FusedSiluMul");
+  args.rows = gate_rows.size(0);
+  args.width = width;
+  args.gate = gate_rows.data_ptr();
+  args.gate_row = gate_rows.stride(0);
+  args.up = up_rows.data_ptr();
+  args.up_row = up_rows.stride(0);
+  args.out = out.data_ptr();
+  CheckLaunch(ck::LaunchSiluMul(args, at::cuda::getCurrentCUDAStream(gate.device().index())),
+              "FusedSiluMul");
+  return out;
+}
+
+FusedDraws FusedTemperedSample(const at::Tensor& logits, const at::Tensor& temperature,
+                               const at::Tensor& uniform) {
+  const at::Device device = CudaDeviceOf(logits, "FusedTemperedSample", "logits");
+  CheckOn(temperature, device, "temperature");
+  CheckOn(uniform, device, "uniform");
+  TORCH_CHECK(logits.dim() == 2 && logits.size(0) >= 1 && logits.size(1) >= 1 &&
+                  logits.scalar_type() == at::kFloat && logits.stride(1) == 1,
+              "logits must be float32 [B, V] with V contiguous, got ", logits.scalar_type(), " ",
+              logits.sizes(), " strides ", logits.strides());
+  const int64_t rows = logits.size(0);
+  for (const at::Tensor* column : {&temperature, &uniform}) {
+    TORCH_CHECK(column->scalar_type() == at::kDouble && column->dim() == 1 &&
+                    column->size(0) == rows,
+                "temperature and uniform must be float64 [", rows, "], got ",
+                column->scalar_type(), " ", column->sizes());
+  }
+  const c10::cuda::CUDAGuard guard(logits.device());
+  FusedDraws draws;
+  draws.tokens = at::empty({rows}, logits.options().dtype(at::kLong));
+  draws.logprobs = at::empty({rows}, logits.options());
+  ck::TemperedSampleArgs args;
+  args.rows = rows;
+  args.vocab = logits.size(1);
+  args.logits = logits.data_ptr<float>();
+  args.logits_row = logits.stride(0);
+  args.temperature = temperature.data_ptr<double>();
+  args.temperature_stride = temperature.stride(0);
+  args.uniform = uniform.data_ptr<double>();
+  args.uniform_stride = uniform.stride(0);
+  args.tokens = draws.tokens.data_ptr<int64_t>();
+  args.logprobs = draws.logprobs.data_ptr<float>();
+  CheckLaunch(
+      ck::LaunchTemperedSample(args, at::cuda::getCurrentCUDAStream(logits.device().index())),
+      "FusedTemperedSample");
+  return draws;
+}
+
+#else  // !KFORGE_WITH_CUDA_KERNELS
+
+namespace {
+[[noreturn]] void NotBuilt(const char* what) {
+  TORCH_CHECK(false, what,
+              ": this build has no kforge CUDA kernels (they need a CUDA LibTorch and nvcc; "
+              "see KFORGE_CUDA_KERNELS in CMakeLists.txt)");
+}
+}  // namespace
+
+at::Tensor FusedRopeStore(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                          const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                          const at::Tensor&, const at::Tensor&) {
+  NotBuilt("FusedRopeStore");
+}
+at::Tensor FusedSiluMul(const at::Tensor&, const at::Tensor&) { NotBuilt("FusedSiluMul"); }
+FusedDraws FusedTemperedSample(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+  NotBuilt("FusedTemperedSample");
+}
+
+#endif  // KFORGE_WITH_CUDA_KERNELS
+
+}  // namespace kforge

@@ -1,0 +1,55 @@
+// kforge's own CUDA kernels for the sampling path, as tensor operations:
+// the decode step's RoPE plus KV-cache write, SwiGLU's silu * up, and
+// temperature sampling. Each replaces several LibTorch kernels whose fixed
+// cost (microseconds each) dominates a decode step at batch sizes where the
+// data is kilobytes (bench/RESULTS.md).
+//
+//   if (UseFusedKernels(x)) out = FusedSiluMul(gate, up);   // else at::silu(gate) * up
+//
+// They exist in builds with a CUDA LibTorch and nvcc (KFORGE_CUDA_KERNELS);
+// elsewhere FusedKernelsAvailable() is false and each function throws. They
+// have no autograd: callers use them without gradients only. Misuse (a
+// device, dtype or shape they do not take) throws c10::Error naming the
+// problem, as a LibTorch op would; so does a failed launch.
+#ifndef KFORGE_MODEL_KERNELS_FUSED_KERNELS_H_
+#define KFORGE_MODEL_KERNELS_FUSED_KERNELS_H_
+
+#include <ATen/ATen.h>
+
+namespace kforge {
+
+// Whether this build has the kernels.
+bool FusedKernelsAvailable();
+// Whether work on `t` should use them: available, `t` on a CUDA device and
+// not needing a gradient (the kernels have no backward).
+bool UseFusedKernels(const at::Tensor& t);
+
+// One decode token per row. q [N, H, 1, D] and k, v [N, KVH, 1, D] (views
+// are fine: head_dim contiguous, any row and head strides) before RoPE;
+// inv_freq float32 [D / 2]; positions, slots int64 [N]; keys, values one
+// layer's cache [slots, KVH, max_len, D]. Rotates k and stores it and v at
+// (slots[i], positions[i]); returns q rotated, [N, H, 1, D] contiguous.
+at::Tensor FusedRopeStore(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          const at::Tensor& inv_freq, const at::Tensor& positions,
+                          const at::Tensor& slots, const at::Tensor& keys,
+                          const at::Tensor& values);
+
+// silu(gate) * up for gate, up [..., W] of one shape (views whose rows are
+// evenly strided, such as the two halves of a fused gate/up projection).
+// Returns a contiguous tensor of that shape.
+at::Tensor FusedSiluMul(const at::Tensor& gate, const at::Tensor& up);
+
+struct FusedDraws {
+  at::Tensor tokens;    // int64 [B]
+  at::Tensor logprobs;  // float32 [B]: log softmax(logits / T) at the token
+};
+// logits float32 [B, V] (rows may be strided, even stride 0); temperature
+// and uniform float64 [B] (any stride), temperature > 0 and uniform in
+// [0, 1). The token is the first whose cumulative probability exceeds
+// uniform times the total.
+FusedDraws FusedTemperedSample(const at::Tensor& logits, const at::Tensor& temperature,
+                               const at::Tensor& uniform);
+
+}  // namespace kforge
+
+#endif  // KFORGE_MODEL_KERNELS_FUSED_KERNELS_H_

@@ -1,0 +1,71 @@
+// The plain C++ entry points of kforge's CUDA kernels (the .cu files beside
+// this header): raw pointers, element strides and a stream. No LibTorch type
+// appears here, so nvcc never compiles LibTorch's headers; fused_kernels.h is
+// the tensor-level API over these, with the checks.
+#ifndef KFORGE_MODEL_KERNELS_KERNEL_LAUNCHERS_H_
+#define KFORGE_MODEL_KERNELS_KERNEL_LAUNCHERS_H_
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace kforge::cuda_kernels {
+
+enum class ElementType { kFloat32, kBFloat16, kFloat16 };
+
+// One decode token per row: q and k rotated (RoPE, rotate-half layout), k and
+// v stored in the cache at the row's slot and position, q written out.
+struct RopeStoreArgs {
+  ElementType type = ElementType::kFloat32;
+  int rows = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  // q [rows, heads, head_dim], k and v [rows, kv_heads, head_dim]: element
+  // strides between rows and between heads; head_dim is contiguous.
+  const void* q = nullptr;
+  int64_t q_row = 0, q_head = 0;
+  const void* k = nullptr;
+  int64_t k_row = 0, k_head = 0;
+  const void* v = nullptr;
+  int64_t v_row = 0, v_head = 0;
+  const float* inv_freq = nullptr;   // [head_dim / 2]
+  const int64_t* positions = nullptr;  // [rows]
+  const int64_t* slots = nullptr;      // [rows]
+  void* q_out = nullptr;               // [rows, heads, head_dim], contiguous
+  // One layer's cache, [slots, kv_heads, max_len, head_dim] with these
+  // element strides (keys and values alike).
+  void* keys = nullptr;
+  void* values = nullptr;
+  int64_t cache_slot = 0, cache_head = 0, cache_pos = 0;
+};
+cudaError_t LaunchRopeStore(const RopeStoreArgs& args, cudaStream_t stream);
+
+// out = silu(gate) * up, rounded to the element type after the silu as two
+// LibTorch ops would.
+struct SiluMulArgs {
+  ElementType type = ElementType::kFloat32;
+  int64_t rows = 0, width = 0;
+  const void* gate = nullptr;  // [rows, width], row stride gate_row
+  int64_t gate_row = 0;
+  const void* up = nullptr;  // [rows, width], row stride up_row
+  int64_t up_row = 0;
+  void* out = nullptr;  // [rows, width], contiguous
+};
+cudaError_t LaunchSiluMul(const SiluMulArgs& args, cudaStream_t stream);
+
+// One token per row from softmax(logits / T), by inverse CDF at the row's
+// uniform draw; its log-probability under that distribution.
+struct TemperedSampleArgs {
+  int64_t rows = 0, vocab = 0;
+  const float* logits = nullptr;  // [rows, vocab], row stride logits_row (0: one row for all)
+  int64_t logits_row = 0;
+  const double* temperature = nullptr;  // [rows], stride temperature_stride
+  int64_t temperature_stride = 1;
+  const double* uniform = nullptr;  // [rows] in [0, 1), stride uniform_stride
+  int64_t uniform_stride = 1;
+  int64_t* tokens = nullptr;  // [rows]
+  float* logprobs = nullptr;  // [rows]
+};
+cudaError_t LaunchTemperedSample(const TemperedSampleArgs& args, cudaStream_t stream);
+
+}  // namespace kforge::cuda_kernels
+
+#endif  // KFORGE_MODEL_KERNELS_KERNEL_LAUNCHERS_H_
