@@ -5,6 +5,9 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#if KFORGE_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -34,6 +37,13 @@ struct Generator::Running {
 
 namespace {
 
+// Waits for the work queued so far on the current stream of t's device.
+void DeviceSynchronize(const at::Tensor& t) {
+#if KFORGE_WITH_CUDA
+  at::cuda::getCurrentCUDAStream(t.device().index()).synchronize();
+#endif
+}
+
 // Host copies of a sampled batch: one device synchronisation per step.
 struct HostDraws {
   std::vector<int64_t> tokens;
@@ -45,8 +55,22 @@ absl::StatusOr<HostDraws> DrawOnHost(const TokenSampler& sampler, const at::Tens
                                      absl::Span<const uint64_t> steps) {
   KF_ASSIGN_OR_RETURN(SampledTokens drawn, sampler.Sample(logits, params, steps));
   return TorchCall("copy sampled tokens to host", [&] {
-    const at::Tensor ids = drawn.token_ids.to(at::kCPU).contiguous();
-    const at::Tensor lps = drawn.logprobs.to(at::kCPU).contiguous();
+    at::Tensor ids = drawn.token_ids.to(at::kLong);
+    at::Tensor lps = drawn.logprobs.to(at::kFloat);
+    if (ids.is_cuda()) {
+      // Both copies queued into pinned memory, then one wait: two blocking
+      // copies would leave the GPU idle between them (~60 us a step).
+      const at::TensorOptions pinned = at::TensorOptions().pinned_memory(true);
+      at::Tensor host_ids = at::empty(ids.sizes(), pinned.dtype(at::kLong));
+      at::Tensor host_lps = at::empty(lps.sizes(), pinned.dtype(at::kFloat));
+      host_ids.copy_(ids, /*non_blocking=*/true);
+      host_lps.copy_(lps, /*non_blocking=*/true);
+      DeviceSynchronize(ids);
+      ids = std::move(host_ids);
+      lps = std::move(host_lps);
+    }
+    ids = ids.contiguous();
+    lps = lps.contiguous();
     HostDraws host;
     host.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
     host.logprobs.assign(lps.data_ptr<float>(), lps.data_ptr<float>() + lps.numel());
