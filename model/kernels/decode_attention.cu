@@ -71,22 +71,30 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeAttentionChunkKernel(Decode
         v[u][e] = inside ? ToFloat(values[j * a.cache_pos + d0 + e]) : 0.0f;
       }
     }
+    // Straight-line over keys and query heads (no early exit): the R
+    // reductions are independent chains the scheduler interleaves. A key
+    // past the chunk weighs 0; a padding head (r >= rep) has q = 0 and is
+    // never written out.
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      if (first + u * kWarps >= end) break;
+      const bool valid = first + u * kWarps < end;
+      float score[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        if (r >= rep) break;
-        float score = 0.0f;
+        score[r] = 0.0f;
 #pragma unroll
-        for (int e = 0; e < E; ++e) score += query[r][e] * k[u][e];
+        for (int e = 0; e < E; ++e) score[r] += query[r][e] * k[u][e];
+      }
 #pragma unroll
-        for (int offset = 16; offset > 0; offset /= 2) {
-          score += __shfl_xor_sync(kAllLanes, score, offset);
-        }
-        const float new_top = fmaxf(top[r], score);
+      for (int offset = 16; offset > 0; offset /= 2) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) score[r] += __shfl_xor_sync(kAllLanes, score[r], offset);
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float new_top = valid ? fmaxf(top[r], score[r]) : top[r];
         const float keep = expf(top[r] - new_top);
-        const float weight = expf(score - new_top);
+        const float weight = valid ? expf(score[r] - new_top) : 0.0f;
         mass[r] = mass[r] * keep + weight;
 #pragma unroll
         for (int e = 0; e < E; ++e) acc[r][e] = acc[r][e] * keep + weight * v[u][e];
