@@ -1,7 +1,5 @@
 #include "model/kernels/fused_kernels.h"
 
-#include <algorithm>
-#include <cmath>
 
 #if KFORGE_WITH_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
@@ -126,79 +124,6 @@ at::Tensor FusedRopeStore(const at::Tensor& q, const at::Tensor& k, const at::Te
   return q_out;
 }
 
-bool FusedDecodeAttentionSupports(int64_t heads, int64_t kv_heads, int64_t head_dim) {
-  return heads <= (1 << 16) && ck::DecodeAttentionSupports(static_cast<int>(heads),
-                                                           static_cast<int>(kv_heads),
-                                                           static_cast<int>(head_dim));
-}
-
-at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
-                                const at::Tensor& values, const at::Tensor& slots,
-                                const at::Tensor& positions, int64_t span) {
-  const at::Device device = CudaDeviceOf(q, "FusedDecodeAttention", "q");
-  const std::pair<const at::Tensor*, const char*> inputs[] = {
-      {&keys, "keys"}, {&values, "values"}, {&slots, "slots"}, {&positions, "positions"}};
-  for (const auto& [t, what] : inputs) CheckOn(*t, device, what);
-  TORCH_CHECK(q.dim() == 4 && q.size(2) == 1 && q.is_contiguous(),
-              "q must be a contiguous [N, H, 1, D], got ", q.sizes());
-  const int64_t rows = q.size(0), heads = q.size(1), head_dim = q.size(3);
-  TORCH_CHECK(keys.dim() == 4 && keys.sizes() == values.sizes() &&
-                  keys.strides() == values.strides() && keys.size(3) == head_dim &&
-                  keys.stride(3) == 1 && keys.scalar_type() == q.scalar_type() &&
-                  values.scalar_type() == q.scalar_type(),
-              "keys and values must be one layout [slots, KVH, max_len, ", head_dim,
-              "] of q's dtype, got ", keys.sizes(), " and ", values.sizes());
-  const int64_t kv_heads = keys.size(1);
-  TORCH_CHECK(FusedDecodeAttentionSupports(heads, kv_heads, head_dim), "FusedDecodeAttention: ",
-              heads, " query heads over ", kv_heads, " kv heads of dim ", head_dim,
-              " is not a layout it takes");
-  for (const at::Tensor* index : {&positions, &slots}) {
-    TORCH_CHECK(index->scalar_type() == at::kLong && index->is_contiguous() &&
-                    index->dim() == 1 && index->size(0) == rows,
-                "positions and slots must be contiguous int64 [", rows, "]");
-  }
-  TORCH_CHECK(span >= 1 && span <= keys.size(2), "span ", span, " outside [1, ", keys.size(2),
-              "]");
-  const c10::cuda::CUDAGuard guard(device);
-  // Chunks of keys small enough that about four blocks per multiprocessor
-  // run (a decode batch has few rows), in multiples of the 16 keys a block
-  // takes per step.
-  const int64_t processors = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int64_t pairs = rows * kv_heads;
-  const int64_t wanted_splits = std::max<int64_t>(1, (4 * processors + pairs - 1) / pairs);
-  const int64_t chunk = std::max<int64_t>(16, ((span + wanted_splits - 1) / wanted_splits + 15) / 16 * 16);
-  const int64_t splits = (span + chunk - 1) / chunk;
-  const at::TensorOptions scratch = q.options().dtype(at::kFloat);
-  const at::Tensor partial_out = at::empty({rows, heads, splits, head_dim}, scratch);
-  const at::Tensor partial_top = at::empty({rows, heads, splits}, scratch);
-  const at::Tensor partial_mass = at::empty({rows, heads, splits}, scratch);
-  at::Tensor out = at::empty_like(q);
-  ck::DecodeAttentionArgs args;
-  args.type = ElementTypeOf(q, "FusedDecodeAttention");
-  args.rows = static_cast<int>(rows);
-  args.heads = static_cast<int>(heads);
-  args.kv_heads = static_cast<int>(kv_heads);
-  args.head_dim = static_cast<int>(head_dim);
-  args.q = q.data_ptr();
-  args.keys = keys.data_ptr();
-  args.values = values.data_ptr();
-  args.cache_slot = keys.stride(0);
-  args.cache_head = keys.stride(1);
-  args.cache_pos = keys.stride(2);
-  args.slots = slots.data_ptr<int64_t>();
-  args.positions = positions.data_ptr<int64_t>();
-  args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  args.chunk = static_cast<int>(chunk);
-  args.splits = static_cast<int>(splits);
-  args.partial_out = partial_out.data_ptr<float>();
-  args.partial_top = partial_top.data_ptr<float>();
-  args.partial_mass = partial_mass.data_ptr<float>();
-  args.out = out.data_ptr();
-  CheckLaunch(ck::LaunchDecodeAttention(args, at::cuda::getCurrentCUDAStream(device.index())),
-              "FusedDecodeAttention");
-  return out;
-}
-
 at::Tensor FusedSiluMul(const at::Tensor& gate, const at::Tensor& up) {
   CheckOn(up, CudaDeviceOf(gate, "FusedSiluMul", "gate"), "up");
   TORCH_CHECK(gate.sizes() == up.sizes() && gate.scalar_type() == up.scalar_type() &&
@@ -280,11 +205,6 @@ at::Tensor FusedRopeStore(const at::Tensor&, const at::Tensor&, const at::Tensor
   NotBuilt("FusedRopeStore");
 }
 at::Tensor FusedSiluMul(const at::Tensor&, const at::Tensor&) { NotBuilt("FusedSiluMul"); }
-bool FusedDecodeAttentionSupports(int64_t, int64_t, int64_t) { return false; }
-at::Tensor FusedDecodeAttention(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                const at::Tensor&, const at::Tensor&, int64_t) {
-  NotBuilt("FusedDecodeAttention");
-}
 FusedDraws FusedTemperedSample(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
   NotBuilt("FusedTemperedSample");
 }

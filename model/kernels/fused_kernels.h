@@ -1,6 +1,6 @@
 // kforge's own CUDA kernels for the sampling path, as tensor operations:
-// the decode step's RoPE plus KV-cache write, its attention over the cache,
-// SwiGLU's silu * up, and temperature sampling. Each replaces several LibTorch kernels whose fixed
+// the decode step's RoPE plus KV-cache write, SwiGLU's silu * up, and
+// temperature sampling. Each replaces several LibTorch kernels whose fixed
 // cost (microseconds each) dominates a decode step at batch sizes where the
 // data is kilobytes (bench/RESULTS.md).
 //
@@ -33,19 +33,6 @@ at::Tensor FusedRopeStore(const at::Tensor& q, const at::Tensor& k, const at::Te
                           const at::Tensor& inv_freq, const at::Tensor& positions,
                           const at::Tensor& slots, const at::Tensor& keys,
                           const at::Tensor& values);
-
-// Whether FusedDecodeAttention takes this head layout (head_dim <= 256 and
-// up to 16 query heads per kv head, 8 above head_dim 128).
-bool FusedDecodeAttentionSupports(int64_t heads, int64_t kv_heads, int64_t head_dim);
-// One query per row: q [N, H, 1, D] contiguous (as FusedRopeStore returns
-// it) attends keys and values 0..positions[i] of cache slot slots[i]
-// (keys, values: one layer's [slots, KVH, max_len, D]), scale 1/sqrt(D),
-// query head h reading kv head h / (H / KVH). Every positions[i] < span
-// (<= max_len): the chunks cover keys 0..span-1, so a CUDA graph captured
-// for a span serves every step whose rows fit it. Returns [N, H, 1, D].
-at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
-                                const at::Tensor& values, const at::Tensor& slots,
-                                const at::Tensor& positions, int64_t span);
 
 // silu(gate) * up for gate, up [..., W] of one shape (views whose rows are
 // evenly strided, such as the two halves of a fused gate/up projection).

@@ -38,32 +38,6 @@ struct RopeStoreArgs {
 };
 cudaError_t LaunchRopeStore(const RopeStoreArgs& args, cudaStream_t stream);
 
-// One query token per row attending keys 0..positions[i] of its slot, in
-// chunks of `chunk` keys (splits chunks cover the longest row), then merged.
-struct DecodeAttentionArgs {
-  ElementType type = ElementType::kFloat32;
-  int rows = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  const void* q = nullptr;  // [rows, heads, head_dim], contiguous
-  // One layer's cache, [slots, kv_heads, max_len, head_dim] with these
-  // element strides (keys and values alike).
-  const void* keys = nullptr;
-  const void* values = nullptr;
-  int64_t cache_slot = 0, cache_head = 0, cache_pos = 0;
-  const int64_t* slots = nullptr;      // [rows]
-  const int64_t* positions = nullptr;  // [rows]
-  float scale = 1.0f;                  // applied to the scores
-  int chunk = 0, splits = 0;
-  // Scratch, float32: [rows, heads, splits, head_dim] and [rows, heads, splits] twice.
-  float* partial_out = nullptr;
-  float* partial_top = nullptr;
-  float* partial_mass = nullptr;
-  void* out = nullptr;  // [rows, heads, head_dim], contiguous
-};
-// Whether LaunchDecodeAttention takes this head layout (head_dim <= 256,
-// up to 16 query heads per kv head, 8 above head_dim 128).
-bool DecodeAttentionSupports(int heads, int kv_heads, int head_dim);
-cudaError_t LaunchDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream);
-
 // out = silu(gate) * up, rounded to the element type after the silu as two
 // LibTorch ops would.
 struct SiluMulArgs {

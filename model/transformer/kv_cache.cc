@@ -234,10 +234,6 @@ at::Tensor KvCache::AttendDecode(int64_t layer, const DecodeBatch& batch, const 
   at::Tensor query = q;
   if (rope_inv_freq.defined()) {
     query = FusedRopeStore(q, k, v, rope_inv_freq, batch.positions, batch.slots, keys, values);
-    // Each row's own keys 0..position, no mask and no gather.
-    if (FusedDecodeAttentionSupports(q.size(1), keys.size(1), q.size(3))) {
-      return FusedDecodeAttention(query, keys, values, batch.slots, batch.positions, batch.span);
-    }
   } else {
     // Advanced indices on dims 0 and 2 put N first: the target is [N, KVH, D].
     keys.index_put_({batch.slots, Slice(), batch.positions}, k.squeeze(2));

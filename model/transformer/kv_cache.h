@@ -96,8 +96,7 @@ class KvCache {
   // Stores k, v [N, KVH, 1, D] at each slot's position; attends q [N, H, 1, D].
   // With rope_inv_freq (float32 [D / 2], on a CUDA cache with kforge's
   // kernels) q and k come unrotated and one kernel rotates them and stores
-  // k and v (FusedRopeStore); attention is then kforge's decode kernel
-  // (FusedDecodeAttention) where it takes the head layout.
+  // k and v (FusedRopeStore).
   at::Tensor AttendDecode(int64_t layer, const DecodeBatch& batch, const at::Tensor& q,
                           const at::Tensor& k, const at::Tensor& v,
                           const at::Tensor& rope_inv_freq = at::Tensor());

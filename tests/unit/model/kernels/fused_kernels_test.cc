@@ -142,46 +142,6 @@ TEST(FusedKernelsTest, RopeStoreIsWithinOneRoundingOfTensorOpsInBfloat16) {
   ExpectRopeStoreMatchesTensorOps(at::kBFloat16, 0.07);
 }
 
-// Each row's query heads against its own slot's keys 0..position, by
-// softmax in double: GQA layouts of 1, 6 and 8 query heads per kv head,
-// head dims 8 and 128, rows at position 0 and near the span's end.
-void ExpectDecodeAttentionMatchesSoftmax(at::ScalarType dtype, int64_t heads, int64_t kv_heads,
-                                         int64_t dim, double tolerance) {
-  const int64_t slots = 6, max_len = 700, span = 640;
-  const std::vector<int64_t> slot_list = {4, 0, 5, 2}, position_list = {0, 639, 17, 300};
-  const int64_t n = static_cast<int64_t>(slot_list.size());
-  const at::TensorOptions on_gpu = at::TensorOptions().device(at::kCUDA);
-  at::manual_seed(static_cast<uint64_t>(heads * 1000 + dim));
-  const at::Tensor keys = at::randn({slots, kv_heads, max_len, dim}, on_gpu).to(dtype);
-  const at::Tensor values = at::randn({slots, kv_heads, max_len, dim}, on_gpu).to(dtype);
-  const at::Tensor q = (at::randn({n, heads, 1, dim}, on_gpu) * 2).to(dtype);
-  const at::Tensor got = FusedDecodeAttention(
-      q, keys, values, at::tensor(slot_list, at::kLong).to(at::kCUDA),
-      at::tensor(position_list, at::kLong).to(at::kCUDA), span);
-  ASSERT_EQ(got.sizes(), q.sizes());
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t g = h / (heads / kv_heads), length = position_list[i] + 1;
-      const at::Tensor k = keys[slot_list[i]][g].narrow(0, 0, length).to(at::kDouble);
-      const at::Tensor v = values[slot_list[i]][g].narrow(0, 0, length).to(at::kDouble);
-      const at::Tensor scores = at::matmul(k, q[i][h][0].to(at::kDouble)) / std::sqrt(double(dim));
-      const at::Tensor want = at::matmul(at::softmax(scores, 0), v);
-      ASSERT_LT(MaxDifference(got[i][h][0], want), tolerance) << "row " << i << " head " << h;
-    }
-  }
-}
-
-TEST(FusedKernelsTest, DecodeAttentionIsTheSoftmaxOverEachRowsOwnKeys) {
-  SKIP_WITHOUT_KERNELS();
-  ExpectDecodeAttentionMatchesSoftmax(at::kFloat, 12, 2, 128, 1e-4);
-  ExpectDecodeAttentionMatchesSoftmax(at::kFloat, 16, 2, 128, 1e-4);
-  ExpectDecodeAttentionMatchesSoftmax(at::kFloat, 4, 4, 8, 1e-4);
-  // bf16 inputs, float32 arithmetic, one rounding of the output.
-  ExpectDecodeAttentionMatchesSoftmax(at::kBFloat16, 12, 2, 128, 2e-2);
-  EXPECT_FALSE(FusedDecodeAttentionSupports(34, 2, 128));  // 17 per kv head
-  EXPECT_FALSE(FusedDecodeAttentionSupports(4, 2, 512));
-}
-
 TEST(FusedKernelsTest, SiluMulMatchesTensorOpsOnTheHalvesOfOneProjection) {
   SKIP_WITHOUT_KERNELS();
   at::manual_seed(5);
