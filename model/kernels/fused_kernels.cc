@@ -1,6 +1,5 @@
 #include "model/kernels/fused_kernels.h"
 
-
 #if KFORGE_WITH_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
