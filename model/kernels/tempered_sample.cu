@@ -55,9 +55,13 @@ __device__ V BlockReduce(V value, V* scratch, Op op) {
   return scratch[0];
 }
 
-// The sum of the values of the threads before this one.
-__device__ double BlockExclusiveSum(double value, double* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+// The sum of the values of the lanes before this one in its warp, and
+// (inclusive) with its own.
+struct WarpPrefix {
+  double exclusive, inclusive;
+};
+__device__ WarpPrefix WarpPrefixSum(double value) {
+  const int lane = threadIdx.x % 32;
   double inclusive = value;
   for (int offset = 1; offset < 32; offset *= 2) {
     const double before = __shfl_up_sync(kAllLanes, inclusive, offset);
@@ -65,22 +69,19 @@ __device__ double BlockExclusiveSum(double value, double* scratch) {
   }
   double exclusive = __shfl_up_sync(kAllLanes, inclusive, 1);
   if (lane == 0) exclusive = 0;
+  return {exclusive, inclusive};
+}
+
+// The sum of the values of the threads before this one.
+__device__ double BlockExclusiveSum(double value, double* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const WarpPrefix in_warp = WarpPrefixSum(value);
   __syncthreads();
-  if (lane == 31) scratch[warp] = inclusive;
+  if (lane == 31) scratch[warp] = in_warp.inclusive;
   __syncthreads();
-  if (warp == 0) {
-    const double total = scratch[lane];
-    double running = total;
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const double before = __shfl_up_sync(kAllLanes, running, offset);
-      if (lane >= offset) running += before;
-    }
-    double warp_before = __shfl_up_sync(kAllLanes, running, 1);
-    if (lane == 0) warp_before = 0;
-    scratch[lane] = warp_before;
-  }
+  if (warp == 0) scratch[lane] = WarpPrefixSum(scratch[lane]).exclusive;  // kWarps == 32
   __syncthreads();
-  return scratch[warp] + exclusive;
+  return scratch[warp] + in_warp.exclusive;
 }
 
 __global__ void __launch_bounds__(kThreads) TemperedSampleKernel(TemperedSampleArgs a) {
