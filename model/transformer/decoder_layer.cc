@@ -11,10 +11,11 @@ namespace kforge {
 namespace {
 
 // The parts as one tensor ([sum of rows, cols], or [sum] for vectors) when
-// they lie back to back in one storage, as LoadDecoderWeights packs q/k/v
-// and gate/up and FlatParameters keeps them; undefined otherwise (a part
-// re-homed on its own), and the caller runs one GEMM per part. A view: it
-// reads the live parameters, so weight updates (copies into them) show.
+// each follows the one before it in memory (FollowsInMemory), as
+// LoadDecoderWeights packs q/k/v and gate/up and FlatParameters keeps them;
+// undefined otherwise (a part re-homed on its own), and the caller runs one
+// GEMM per part. A view: it reads the live parameters, so weight updates
+// (copies into them) show.
 at::Tensor StackedRows(std::initializer_list<const at::Tensor*> parts) {
   const at::Tensor& first = **parts.begin();
   if (!first.defined()) return at::Tensor();
@@ -23,10 +24,8 @@ at::Tensor StackedRows(std::initializer_list<const at::Tensor*> parts) {
   for (const at::Tensor* part : parts) {
     const bool fits = part->defined() && part->is_contiguous() && part->dim() == first.dim() &&
                       part->scalar_type() == first.scalar_type() &&
-                      part->storage().is_alias_of(first.storage()) &&
                       (first.dim() == 1 || part->size(1) == first.size(1)) &&
-                      (previous == nullptr ||
-                       part->storage_offset() == previous->storage_offset() + previous->numel());
+                      (previous == nullptr || FollowsInMemory(*previous, *part));
     if (!fits) return at::Tensor();
     rows += part->size(0);
     previous = part;

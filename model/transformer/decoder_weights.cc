@@ -201,6 +201,12 @@ absl::StatusOr<DecoderWeights> LoadDecoderWeights(const ModelConfig& raw_config,
   return weights;
 }
 
+bool FollowsInMemory(const at::Tensor& previous, const at::Tensor& next) {
+  return previous.defined() && next.defined() &&
+         next.storage().is_alias_of(previous.storage()) &&
+         next.storage_offset() == previous.storage_offset() + previous.numel();
+}
+
 std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }

@@ -105,10 +105,17 @@ class TensorMapSource : public WeightSource {
 
 // Loads every tensor of `config` (checked with CheckDecoderConfig first) from
 // `source` onto options' device and dtype. NOT_FOUND names a missing tensor;
-// INVALID_ARGUMENT a wrong shape, with both shapes.
+// INVALID_ARGUMENT a wrong shape, with both shapes. q/k/v (and their biases)
+// and gate/up are then packed back to back in one storage each, every one
+// still a tensor of its own: see FollowsInMemory.
 absl::StatusOr<DecoderWeights> LoadDecoderWeights(const ModelConfig& config,
                                                   const WeightSource& source,
                                                   const at::TensorOptions& options);
+
+// Whether `next` starts where `previous` ends in one storage: the packing
+// LoadDecoderWeights does, which the decode step runs as one GEMM
+// (decoder_layer.cc) and FlatParameters keeps.
+bool FollowsInMemory(const at::Tensor& previous, const at::Tensor& next);
 
 // "[4, 8]", for messages.
 std::string ShapeString(const std::vector<int64_t>& shape);

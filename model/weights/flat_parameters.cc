@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "model/transformer/decoder_model.h"
+#include "model/transformer/decoder_weights.h"
 #include "model/transformer/torch_status.h"
 #include "model/weights/weight_dtype.h"
 
@@ -77,10 +78,7 @@ absl::StatusOr<std::unique_ptr<FlatParameters>> FlatParameters::Create(DecoderMo
     // A tensor that followed the previous one in memory still does (the
     // decoder's stacked q/k/v and gate/up, decoder_layer.cc); any other
     // starts on an aligned boundary.
-    const at::Tensor* previous = group->tensors.empty() ? nullptr : &group->tensors.back();
-    const bool follows = previous != nullptr &&
-                         tensor.storage().is_alias_of(previous->storage()) &&
-                         tensor.storage_offset() == previous->storage_offset() + previous->numel();
+    const bool follows = !group->tensors.empty() && FollowsInMemory(group->tensors.back(), tensor);
     const int64_t align = kAlignBytes / static_cast<int64_t>(tensor.element_size());
     if (!follows) group->elements = AlignUp(group->elements, align);
     group->offsets.push_back(group->elements);

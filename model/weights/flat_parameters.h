@@ -12,10 +12,11 @@
 // model, an optimiser created before or after) sees the flat storage; the
 // old storage is freed. Parameters keep their order (NamedParameters), each
 // starting on a 256-byte boundary unless it followed the one before it in
-// memory (the decoder's stacked q/k/v and gate/up stay stacked); a tied
-// lm_head is the embedding's tensor and is placed once. Anything that later replaces a parameter's storage
-// (rather than copying into it) would split it from the buffer: the model's
-// code copies into parameters (WeightAssembler::Apply, checkpoint loads).
+// memory (FollowsInMemory: the decoder's stacked q/k/v and gate/up stay
+// stacked); a tied lm_head is the embedding's tensor and is placed once.
+// Anything that later replaces a parameter's storage (rather than copying
+// into it) would split it from the buffer: the model's code copies into
+// parameters (WeightAssembler::Apply, checkpoint loads).
 //
 // Call before capturing CUDA graphs over the parameters (Create gives the old
 // storage back to the device).
