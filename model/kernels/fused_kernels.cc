@@ -136,7 +136,8 @@ at::Tensor FusedSiluMul(const at::Tensor& gate, const at::Tensor& up) {
   TORCH_CHECK(gate_rows.stride(1) == 1 && up_rows.stride(1) == 1,
               "gate and up must have their last dim contiguous");
   const c10::cuda::CUDAGuard guard(gate.device());
-  at::Tensor out = at::empty(gate.sizes(), gate.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor out =
+      at::empty(gate.sizes(), gate.options().memory_format(at::MemoryFormat::Contiguous));
   ck::SiluMulArgs args;
   args.type = ElementTypeOf(gate, "FusedSiluMul");
   args.rows = gate_rows.size(0);

@@ -9,9 +9,10 @@
 //      exceeds the target: the inverse CDF at u.
 // The LibTorch path (token_sampler.cc) draws from the same distribution with
 // a double cumsum over the whole [B, V] row and eager kernels: ~0.5 ms a step
-// at batch 64 on an H100, against tens of microseconds here. The two can
-// differ where u * total falls within rounding of a CDF step (float32
-// probabilities summed in another order), on the order of one row in 10^4.
+// at batch 64 on an H100, against 0.14 ms here (nsys, bench/RESULTS.md; the
+// passes are latency-bound, one block per row). The two can differ where
+// u * total falls within rounding of a CDF step (float32 probabilities
+// summed in another order), and then by a neighbouring token.
 #include <cfloat>
 #include <climits>
 
@@ -162,7 +163,8 @@ __global__ void __launch_bounds__(kThreads) TemperedSampleKernel(TemperedSampleA
   }
   __syncthreads();
   if (tid == 0) {
-    const int64_t token = static_cast<int64_t>(first_above != ULLONG_MAX ? first_above : last_positive);
+    const int64_t token =
+        static_cast<int64_t>(first_above != ULLONG_MAX ? first_above : last_positive);
     a.tokens[row] = token;
     a.logprobs[row] = log_prob(token);
   }

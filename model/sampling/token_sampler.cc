@@ -116,7 +116,8 @@ at::Tensor KeepMask(const at::Tensor& logits, const at::Tensor& probs, const Bat
 
 // Every row is sampled with LibTorch ops: fp64 cumulative sums and a batched
 // binary search, after the top-k/top-p mask where a row truncates.
-SampledTokens SampleRowsWithTensorOps(const at::Tensor& logits, const BatchPlan& plan, bool untruncated) {
+SampledTokens SampleRowsWithTensorOps(const at::Tensor& logits, const BatchPlan& plan,
+                                      bool untruncated) {
   const int64_t vocab = logits.size(1);
   at::Tensor z = logits.to(at::kFloat);
   at::Tensor log_probs = at::log_softmax(z / Column(plan, kTemperature).to(at::kFloat), 1);
@@ -164,7 +165,8 @@ SampledTokens SampleRows(const at::Tensor& logits, const BatchPlan& plan, bool u
     out.token_ids = at::where(plan.truncates, out.token_ids, fused.tokens);
     out.logprobs = at::where(plan.truncates, out.logprobs, fused.logprobs);
     if (untruncated) {
-      out.untruncated_logprobs = at::where(plan.truncates, out.untruncated_logprobs, fused.logprobs);
+      out.untruncated_logprobs =
+          at::where(plan.truncates, out.untruncated_logprobs, fused.logprobs);
     }
   }
   return out;

@@ -209,7 +209,8 @@ absl::StatusOr<KvCache::DecodeBatch> KvCache::MakeDecodeBatch(
     batch.slots = Int64Tensor(slots, device);
     batch.positions = Int64Tensor(positions, device);
     batch.span = longest + 1;
-    batch.mask = AdditiveMask(RaggedDecodeMask(batch.positions, batch.span), storage_.scalar_type());
+    batch.mask =
+        AdditiveMask(RaggedDecodeMask(batch.positions, batch.span), storage_.scalar_type());
     batch.first = ContiguousStart(slots);
     return batch;
   });
