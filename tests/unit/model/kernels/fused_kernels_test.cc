@@ -7,12 +7,14 @@
 #include "model/kernels/fused_kernels.h"
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <c10/util/Exception.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "model/sampling/sampling_params.h"
@@ -21,6 +23,8 @@
 
 namespace kforge {
 namespace {
+
+using ::testing::HasSubstr;
 
 bool HaveKernelsAndGpu(std::string* why) {
   if (!FusedKernelsAvailable()) {
@@ -41,17 +45,22 @@ double MaxDifference(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>();
 }
 
+// What `call` threw (a c10::Error, as a LibTorch op throws), or "" when it
+// returned.
+std::string TorchErrorOf(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const c10::Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
 TEST(FusedKernelsTest, WithoutTheKernelsEveryCallSaysSo) {
   if (FusedKernelsAvailable()) GTEST_SKIP() << "this build has the kernels";
   const at::Tensor x = at::zeros({2, 4});
   EXPECT_FALSE(UseFusedKernels(x));
-  try {
-    FusedSiluMul(x, x);
-    ADD_FAILURE() << "FusedSiluMul ran in a build without kernels";
-  } catch (const c10::Error& error) {
-    EXPECT_NE(std::string(error.what()).find("no kforge CUDA kernels"), std::string::npos)
-        << error.what();
-  }
+  EXPECT_THAT(TorchErrorOf([&] { FusedSiluMul(x, x); }), HasSubstr("no kforge CUDA kernels"));
 }
 
 TEST(FusedKernelsTest, InputsOnTheCpuOrOfTheWrongDtypeAreRefusedByName) {
@@ -59,22 +68,12 @@ TEST(FusedKernelsTest, InputsOnTheCpuOrOfTheWrongDtypeAreRefusedByName) {
   const at::Tensor cpu = at::zeros({2, 4});
   EXPECT_FALSE(UseFusedKernels(cpu));
   EXPECT_FALSE(UseFusedKernels(cpu.cuda().requires_grad_()));
-  try {
-    FusedSiluMul(cpu, cpu);
-    ADD_FAILURE() << "a CPU tensor was taken";
-  } catch (const c10::Error& error) {
-    EXPECT_NE(std::string(error.what()).find("not a CUDA device"), std::string::npos)
-        << error.what();
-  }
-  const at::Tensor logits = at::zeros({2, 8}, at::TensorOptions().device(at::kCUDA).dtype(at::kHalf));
+  EXPECT_THAT(TorchErrorOf([&] { FusedSiluMul(cpu, cpu); }), HasSubstr("not a CUDA device"));
+  const at::Tensor logits =
+      at::zeros({2, 8}, at::TensorOptions().device(at::kCUDA).dtype(at::kHalf));
   const at::Tensor column = at::ones({2}, logits.options().dtype(at::kDouble));
-  try {
-    FusedTemperedSample(logits, column, column * 0.5);
-    ADD_FAILURE() << "float16 logits were taken";
-  } catch (const c10::Error& error) {
-    EXPECT_NE(std::string(error.what()).find("logits must be float32"), std::string::npos)
-        << error.what();
-  }
+  EXPECT_THAT(TorchErrorOf([&] { FusedTemperedSample(logits, column, column * 0.5); }),
+              HasSubstr("logits must be float32"));
 }
 
 // q, k, v as the decode step hands them over: views of one [N, 1, (H + 2
@@ -100,8 +99,10 @@ void ExpectRopeStoreMatchesTensorOps(at::ScalarType dtype, double tolerance) {
   const Projected p = SplitProjection(qkv, heads, kv_heads, dim);
   const std::vector<int64_t> position_list = {0, 7, 31, 2, 3000};
   const at::Tensor positions = at::tensor(position_list, at::kLong).to(at::kCUDA);
-  const at::Tensor slot_ids = at::tensor(std::vector<int64_t>{3, 0, 6, 1, 2}, at::kLong).to(at::kCUDA);
-  const at::Tensor inv_freq = 1.0 / at::pow(1e6, at::arange(0, dim, 2, on_gpu.dtype(at::kFloat)) / dim);
+  const at::Tensor slot_ids =
+      at::tensor(std::vector<int64_t>{3, 0, 6, 1, 2}, at::kLong).to(at::kCUDA);
+  const at::Tensor inv_freq =
+      1.0 / at::pow(1e6, at::arange(0, dim, 2, on_gpu.dtype(at::kFloat)) / dim);
 
   const at::Tensor cache = at::zeros({2, slots, kv_heads, max_len, dim}, on_gpu.dtype(dtype));
   const at::Tensor keys = cache.select(0, 0), values = cache.select(0, 1);
@@ -213,7 +214,9 @@ TEST(FusedKernelsTest, TemperedSamplingOfOneRowSharedByAGroupDrawsAsCopiesDo) {
   EXPECT_TRUE(at::equal(shared.logprobs, copies.logprobs));
   // Draws at increasing uniforms walk up the CDF in token order.
   const at::Tensor tokens = shared.tokens.cpu();
-  for (int64_t i = 1; i < 6; ++i) EXPECT_LE(tokens[i - 1].item<int64_t>(), tokens[i].item<int64_t>());
+  for (int64_t i = 1; i < 6; ++i) {
+    EXPECT_LE(tokens[i - 1].item<int64_t>(), tokens[i].item<int64_t>());
+  }
 }
 
 }  // namespace
