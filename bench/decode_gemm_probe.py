@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""The GEMMs of one decode step of the Qwen2.5-Coder-1.5B shape at batch 64,
-each replayed 28 times from a CUDA graph (as the decode step replays them),
-in the ways LibTorch can spell them: with the residual accumulated (beta = 1,
-what kforge does), into a fresh output then added, and plain. Prints us per
-GEMM and the bandwidth of the weight bytes."""
+"""The GEMMs of one decode step of the Qwen2.5-Coder-1.5B shape at batches 1
+and 64, over 28 distinct weights (one per layer, so no weight is still in L2
+when it is read again) replayed from a CUDA graph as the decode step replays
+them, in the ways LibTorch can spell them: with the residual accumulated
+(beta = 1, what kforge does), into a fresh output then added, and plain.
+Prints us per GEMM and the bandwidth of the weight bytes."""
 import torch
 import torch.nn.functional as F
 
@@ -14,13 +15,13 @@ def graphed(fn):
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
+        for layer in range(LAYERS):
+            fn(layer)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(LAYERS):
-            fn()
+        for layer in range(LAYERS):
+            fn(layer)
     for _ in range(5):
         graph.replay()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -40,16 +41,17 @@ def main():
         print(f'batch {batch}')
         for name, out_features, in_features in (('qkv', 2048, 1536), ('o_proj', 1536, 1536),
                                                 ('gate_up', 17920, 1536), ('down', 1536, 8960)):
-            w = torch.randn(out_features, in_features, device=dev, dtype=dt) * 0.02
+            ws = [torch.randn(out_features, in_features, device=dev, dtype=dt) * 0.02
+                  for _ in range(LAYERS)]
             x = torch.randn(batch, in_features, device=dev, dtype=dt)
             residual = torch.randn(batch, out_features, device=dev, dtype=dt)
             out = torch.empty(batch, out_features, device=dev, dtype=dt)
-            gb = w.numel() * 2 / 1e9
+            gb = ws[0].numel() * 2 / 1e9
             variants = {
-                'linear': lambda: F.linear(x, w),
-                'mm out=': lambda: torch.mm(x, w.t(), out=out),
-                'addmm_ beta=1': lambda: residual.addmm_(x, w.t()),
-                'linear + add_': lambda: residual.add_(F.linear(x, w)),
+                'linear': lambda i: F.linear(x, ws[i]),
+                'mm out=': lambda i: torch.mm(x, ws[i].t(), out=out),
+                'addmm_ beta=1': lambda i: residual.addmm_(x, ws[i].t()),
+                'linear + add_': lambda i: residual.add_(F.linear(x, ws[i])),
             }
             for label, fn in variants.items():
                 us = graphed(fn)
