@@ -44,6 +44,9 @@ ABSL_FLAG(std::string, batches, "1,16,64,256", "batch sizes, comma-separated");
 ABSL_FLAG(int, prompt_tokens, 512, "prompt length");
 ABSL_FLAG(int, new_tokens, 1024, "tokens generated per sequence (EOS ignored)");
 ABSL_FLAG(bool, cuda_graphs, true, "replay decode steps from CUDA graphs (on a GPU)");
+ABSL_FLAG(std::string, decode_attention, "kforge",
+          "decode attention, comma-separated to compare: kforge (kforge's kernel where it "
+          "applies) or sdpa (LibTorch's scaled_dot_product_attention)");
 
 namespace kforge {
 namespace {
@@ -159,6 +162,9 @@ absl::StatusOr<Result> RunBatch(const DecoderModel& model, const BpeTokenizer& t
   return r;
 }
 
+int RunAll(const std::string& dir, const at::Device& device, at::ScalarType dtype,
+           const std::string& dtype_name, bool kforge_attention);
+
 int Main() {
   const std::string dir = absl::GetFlag(FLAGS_checkpoint);
   if (dir.empty()) {
@@ -170,9 +176,27 @@ int Main() {
                                : dtype_name == "float16" ? at::kHalf
                                                          : at::kBFloat16;
   const at::Device device(absl::GetFlag(FLAGS_device));
+  for (absl::string_view attention : absl::StrSplit(absl::GetFlag(FLAGS_decode_attention), ',')) {
+    if (attention != "kforge" && attention != "sdpa") {
+      std::fprintf(stderr, "--decode_attention: \"%s\" is not kforge or sdpa\n",
+                   std::string(attention).c_str());
+      return 2;
+    }
+    if (const int status = RunAll(dir, device, dtype, dtype_name, attention == "kforge");
+        status != 0) {
+      return status;
+    }
+  }
+  return 0;
+}
+
+// Loads the checkpoint and runs every batch size with one decode attention.
+int RunAll(const std::string& dir, const at::Device& device, at::ScalarType dtype,
+           const std::string& dtype_name, bool kforge_attention) {
   // As the rollout worker runs it: no autograd graph.
   c10::NoGradGuard no_grad;
-  absl::StatusOr<std::unique_ptr<DecoderModel>> model = LoadDecoderModel(dir, {device, dtype});
+  absl::StatusOr<std::unique_ptr<DecoderModel>> model = LoadDecoderModel(
+      dir, {.device = device, .dtype = dtype, .kforge_decode_attention = kforge_attention});
   if (!model.ok()) {
     std::fprintf(stderr, "load: %s\n", std::string(model.status().message()).c_str());
     return 1;
@@ -201,9 +225,9 @@ int Main() {
   std::printf("device %s, %s; measured copy bandwidth %.0f GB/s; prompt %d, new tokens %d\n\n",
               device.str().c_str(), dtype_name.c_str(), bandwidth / 1e9,
               absl::GetFlag(FLAGS_prompt_tokens), absl::GetFlag(FLAGS_new_tokens));
-  std::printf("decode steps: %s\n\n", absl::GetFlag(FLAGS_cuda_graphs)
-                                          ? "CUDA graphs (eager where no GPU)"
-                                          : "eager");
+  std::printf("decode steps: %s; decode attention: %s\n\n",
+              absl::GetFlag(FLAGS_cuda_graphs) ? "CUDA graphs (eager where no GPU)" : "eager",
+              kforge_attention ? "kforge's kernel where it applies" : "LibTorch SDPA");
   std::printf("%6s %10s %10s %12s %12s %12s %8s %9s %8s %7s\n", "batch", "total s", "TTFT s",
               "out tok/s", "decode tok/s", "limit tok/s", "of limit", "mem GiB", "ms/step",
               "graphs");

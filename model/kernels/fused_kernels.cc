@@ -1,5 +1,8 @@
 #include "model/kernels/fused_kernels.h"
 
+#include <cmath>
+#include <cstdint>
+
 #if KFORGE_WITH_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -123,6 +126,84 @@ at::Tensor FusedRopeStore(const at::Tensor& q, const at::Tensor& k, const at::Te
   return q_out;
 }
 
+bool FusedDecodeAttentionSupports(const at::Tensor& q, const at::Tensor& keys) {
+  if (!UseFusedKernels(q) || q.dim() != 4 || keys.dim() != 4) return false;
+  if (q.scalar_type() != at::kBFloat16 && q.scalar_type() != at::kHalf) return false;
+  return ck::DecodeAttentionSupports(ElementTypeOf(q, "FusedDecodeAttention"),
+                                     static_cast<int>(q.size(1)), static_cast<int>(keys.size(1)),
+                                     static_cast<int>(q.size(3)));
+}
+
+at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
+                                const at::Tensor& values, const at::Tensor& slots,
+                                const at::Tensor& positions, int64_t max_keys, int splits) {
+  const at::Device device = CudaDeviceOf(q, "FusedDecodeAttention", "q");
+  const std::pair<const at::Tensor*, const char*> inputs[] = {
+      {&keys, "keys"}, {&values, "values"}, {&slots, "slots"}, {&positions, "positions"}};
+  for (const auto& [t, what] : inputs) CheckOn(*t, device, what);
+  TORCH_CHECK(FusedDecodeAttentionSupports(q, keys), "FusedDecodeAttention does not take q ",
+              q.sizes(), " ", q.scalar_type(), " over keys ", keys.sizes(),
+              " (bfloat16 or float16, head_dim 64 or 128, at most 16 query heads per kv head)");
+  const int64_t rows = q.size(0), heads = q.size(1), head_dim = q.size(3);
+  CheckTokens(q, rows, head_dim, "q");
+  TORCH_CHECK(q.stride(0) % 2 == 0 && q.stride(1) % 2 == 0,
+              "q's row and head strides must be even (pairs are read as one word)");
+  TORCH_CHECK(keys.scalar_type() == q.scalar_type() && values.scalar_type() == q.scalar_type(),
+              "q and the cache must share one dtype");
+  TORCH_CHECK(keys.sizes() == values.sizes() && keys.strides() == values.strides() &&
+                  keys.size(3) == head_dim && keys.stride(3) == 1,
+              "keys and values must be one layout [slots, kv_heads, max_len, ", head_dim,
+              "], got ", keys.sizes(), " and ", values.sizes());
+  // Rows of keys are copied 16 bytes at a time.
+  const auto aligned = [](const at::Tensor& t) {
+    return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && t.stride(0) % 8 == 0 &&
+           t.stride(1) % 8 == 0 && t.stride(2) % 8 == 0;
+  };
+  TORCH_CHECK(aligned(keys) && aligned(values),
+              "the cache must be 16-byte aligned with strides that are multiples of 8");
+  for (const at::Tensor* index : {&positions, &slots}) {
+    TORCH_CHECK(index->scalar_type() == at::kLong && index->is_contiguous() &&
+                    index->dim() == 1 && index->size(0) == rows,
+                "positions and slots must be contiguous int64 [", rows, "]");
+  }
+  TORCH_CHECK(max_keys >= 1 && max_keys <= keys.size(2), "max_keys ", max_keys,
+              " must be in 1..", keys.size(2));
+  const c10::cuda::CUDAGuard guard(device);
+  at::Tensor out = at::empty(q.sizes(), q.options().memory_format(at::MemoryFormat::Contiguous));
+  ck::DecodeAttentionArgs args;
+  args.type = ElementTypeOf(q, "FusedDecodeAttention");
+  args.rows = static_cast<int>(rows);
+  args.heads = static_cast<int>(heads);
+  args.kv_heads = static_cast<int>(keys.size(1));
+  args.head_dim = static_cast<int>(head_dim);
+  args.splits = splits > 0 ? splits
+                           : ck::DecodeAttentionSplits(
+                                 args, max_keys,
+                                 at::cuda::getDeviceProperties(device.index())->multiProcessorCount);
+  at::Tensor partial_out, partial_lse;
+  if (args.splits > 1) {
+    partial_out = at::empty({rows, heads, args.splits, head_dim}, q.options().dtype(at::kFloat));
+    partial_lse = at::empty({rows, heads, args.splits}, q.options().dtype(at::kFloat));
+    args.partial_out = partial_out.data_ptr<float>();
+    args.partial_lse = partial_lse.data_ptr<float>();
+  }
+  args.q = q.data_ptr();
+  args.q_row = q.stride(0);
+  args.q_head = q.stride(1);
+  args.keys = keys.data_ptr();
+  args.values = values.data_ptr();
+  args.cache_slot = keys.stride(0);
+  args.cache_head = keys.stride(1);
+  args.cache_pos = keys.stride(2);
+  args.slots = slots.data_ptr<int64_t>();
+  args.positions = positions.data_ptr<int64_t>();
+  args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  args.out = out.data_ptr();
+  CheckLaunch(ck::LaunchDecodeAttention(args, at::cuda::getCurrentCUDAStream(device.index())),
+              "FusedDecodeAttention");
+  return out;
+}
+
 at::Tensor FusedSiluMul(const at::Tensor& gate, const at::Tensor& up) {
   CheckOn(up, CudaDeviceOf(gate, "FusedSiluMul", "gate"), "up");
   TORCH_CHECK(gate.sizes() == up.sizes() && gate.scalar_type() == up.scalar_type() &&
@@ -203,6 +284,11 @@ at::Tensor FusedRopeStore(const at::Tensor&, const at::Tensor&, const at::Tensor
                           const at::Tensor&, const at::Tensor&, const at::Tensor&,
                           const at::Tensor&, const at::Tensor&) {
   NotBuilt("FusedRopeStore");
+}
+bool FusedDecodeAttentionSupports(const at::Tensor&, const at::Tensor&) { return false; }
+at::Tensor FusedDecodeAttention(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                const at::Tensor&, const at::Tensor&, int64_t, int) {
+  NotBuilt("FusedDecodeAttention");
 }
 at::Tensor FusedSiluMul(const at::Tensor&, const at::Tensor&) { NotBuilt("FusedSiluMul"); }
 FusedDraws FusedTemperedSample(const at::Tensor&, const at::Tensor&, const at::Tensor&) {

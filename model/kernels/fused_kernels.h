@@ -1,6 +1,6 @@
 // kforge's own CUDA kernels for the sampling path, as tensor operations:
-// the decode step's RoPE plus KV-cache write, SwiGLU's silu * up, and
-// temperature sampling. Each replaces several LibTorch kernels whose fixed
+// the decode step's RoPE plus KV-cache write, its attention over the cache,
+// SwiGLU's silu * up, and temperature sampling. Each replaces several LibTorch kernels whose fixed
 // cost (microseconds each) dominates a decode step at batch sizes where the
 // data is kilobytes (bench/RESULTS.md).
 //
@@ -33,6 +33,22 @@ at::Tensor FusedRopeStore(const at::Tensor& q, const at::Tensor& k, const at::Te
                           const at::Tensor& inv_freq, const at::Tensor& positions,
                           const at::Tensor& slots, const at::Tensor& keys,
                           const at::Tensor& values);
+
+// Whether FusedDecodeAttention takes q [N, H, 1, D] over a cache of `keys`
+// [slots, KVH, max_len, D]: kernels built, CUDA, bfloat16 or float16, D 64
+// or 128, H a multiple of KVH and at most 16 query heads per kv head.
+bool FusedDecodeAttentionSupports(const at::Tensor& q, const at::Tensor& keys);
+// Attention of one query token per row over its slot's cached keys: row i
+// (q [N, H, 1, D], rotated; head_dim contiguous) attends keys and values
+// 0..positions[i] of slot slots[i] of one layer's cache keys, values
+// [slots, KVH, max_len, D], with scale 1/sqrt(D), as
+// scaled_dot_product_attention with the ragged decode mask would.
+// max_keys (host) bounds positions[i] + 1; it sizes the split of each row's
+// keys over blocks, not what is read; `splits` > 0 overrides that choice
+// (benchmarks sweep it). Returns [N, H, 1, D] contiguous.
+at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
+                                const at::Tensor& values, const at::Tensor& slots,
+                                const at::Tensor& positions, int64_t max_keys, int splits = 0);
 
 // silu(gate) * up for gate, up [..., W] of one shape (views whose rows are
 // evenly strided, such as the two halves of a fused gate/up projection).

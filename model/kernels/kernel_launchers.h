@@ -66,6 +66,39 @@ struct TemperedSampleArgs {
 };
 cudaError_t LaunchTemperedSample(const TemperedSampleArgs& args, cudaStream_t stream);
 
+// Attention of one query token per row over that row's cached keys and
+// values 0..positions[row] (decode_attention.cu). The query heads of a kv
+// head are consecutive (heads / kv_heads of them, grouped-query attention).
+struct DecodeAttentionArgs {
+  ElementType type = ElementType::kBFloat16;
+  int rows = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  // Blocks per (row, kv head): DecodeAttentionSplits. With more than one,
+  // partial_out [rows, heads, splits, head_dim] and partial_lse [rows,
+  // heads, splits] (float32) hold each split's result until they merge.
+  int splits = 1;
+  float* partial_out = nullptr;
+  float* partial_lse = nullptr;
+  // q [rows, heads, head_dim] with these element strides; head_dim contiguous.
+  const void* q = nullptr;
+  int64_t q_row = 0, q_head = 0;
+  // One layer's cache as in RopeStoreArgs.
+  const void* keys = nullptr;
+  const void* values = nullptr;
+  int64_t cache_slot = 0, cache_head = 0, cache_pos = 0;
+  const int64_t* slots = nullptr;      // [rows]
+  const int64_t* positions = nullptr;  // [rows]: the row's last key
+  float scale = 0.f;                   // applied to q . k
+  void* out = nullptr;                 // [rows, heads, head_dim], contiguous
+};
+// Whether the kernel takes this shape: bfloat16 or float16, head_dim 64 or
+// 128, at most 16 query heads per kv head.
+bool DecodeAttentionSupports(ElementType type, int heads, int kv_heads, int head_dim);
+// The splits that fill the multiprocessors once for the rows, heads,
+// head_dim and type of `shape` whose lengths are at most `max_keys`.
+int DecodeAttentionSplits(const DecodeAttentionArgs& shape, int64_t max_keys,
+                          int multiprocessors);
+cudaError_t LaunchDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream);
+
 }  // namespace kforge::cuda_kernels
 
 #endif  // KFORGE_MODEL_KERNELS_KERNEL_LAUNCHERS_H_

@@ -181,9 +181,10 @@ at::Tensor DecoderModel::DecodeLogits(KvCache* cache, const KvCache::DecodeBatch
   // kernel inside AttendDecode (model/kernels/fused_kernels.h).
   const bool fused = UseFusedKernels(ids) && !at::GradMode::is_enabled();
   const at::Tensor rope_inv_freq = fused ? inv_freq_ : at::Tensor();
+  const bool kforge_attention = fused && options_.kforge_decode_attention;
   const AttendFn attend = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
                               const at::Tensor& v) {
-    return cache->AttendDecode(layer, batch, q, k, v, rope_inv_freq);
+    return cache->AttendDecode(layer, batch, q, k, v, rope_inv_freq, kforge_attention);
   };
   const at::Tensor hidden =
       RunLayers(ids.unsqueeze(1), batch.positions.unsqueeze(1), attend, /*defer_rope=*/fused);

@@ -41,6 +41,11 @@ namespace kforge {
 struct DecoderOptions {
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;  // kFloat, kBFloat16 or kHalf
+  // Decode steps attend with kforge's kernel where it applies (CUDA,
+  // bfloat16 or float16, no gradient; FusedDecodeAttention in
+  // model/kernels/fused_kernels.h); false, or elsewhere: LibTorch's
+  // scaled_dot_product_attention with the ragged mask. For comparisons.
+  bool kforge_decode_attention = true;
 };
 
 class DecoderModel {

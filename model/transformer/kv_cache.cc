@@ -229,7 +229,7 @@ KvCache::DecodeBatch KvCache::DenseDecodeBatch(const at::Tensor& positions,
 
 at::Tensor KvCache::AttendDecode(int64_t layer, const DecodeBatch& batch, const at::Tensor& q,
                                  const at::Tensor& k, const at::Tensor& v,
-                                 const at::Tensor& rope_inv_freq) {
+                                 const at::Tensor& rope_inv_freq, bool kforge_attention) {
   at::Tensor& keys = keys_[static_cast<size_t>(layer)];
   at::Tensor& values = values_[static_cast<size_t>(layer)];
   at::Tensor query = q;
@@ -239,6 +239,9 @@ at::Tensor KvCache::AttendDecode(int64_t layer, const DecodeBatch& batch, const 
     // Advanced indices on dims 0 and 2 put N first: the target is [N, KVH, D].
     keys.index_put_({batch.slots, Slice(), batch.positions}, k.squeeze(2));
     values.index_put_({batch.slots, Slice(), batch.positions}, v.squeeze(2));
+  }
+  if (kforge_attention && FusedDecodeAttentionSupports(query, keys)) {
+    return FusedDecodeAttention(query, keys, values, batch.slots, batch.positions, batch.span);
   }
   const int64_t n = batch.slots.size(0);
   at::Tensor read_keys, read_values;

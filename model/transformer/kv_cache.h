@@ -96,10 +96,14 @@ class KvCache {
   // Stores k, v [N, KVH, 1, D] at each slot's position; attends q [N, H, 1, D].
   // With rope_inv_freq (float32 [D / 2], on a CUDA cache with kforge's
   // kernels) q and k come unrotated and one kernel rotates them and stores
-  // k and v (FusedRopeStore).
+  // k and v (FusedRopeStore). With kforge_attention, where
+  // FusedDecodeAttention takes the shapes, it attends (reading each row's
+  // keys 0..position from its slot, no mask); else
+  // scaled_dot_product_attention with batch.mask.
   at::Tensor AttendDecode(int64_t layer, const DecodeBatch& batch, const at::Tensor& q,
                           const at::Tensor& k, const at::Tensor& v,
-                          const at::Tensor& rope_inv_freq = at::Tensor());
+                          const at::Tensor& rope_inv_freq = at::Tensor(),
+                          bool kforge_attention = false);
   // After every layer stored its keys: the slots' lengths grow by `added`.
   void Advance(absl::Span<const int64_t> slots, int64_t added);
 

@@ -8,17 +8,21 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "model/sampling/sampling_params.h"
 #include "model/sampling/token_sampler.h"
+#include "model/transformer/decoder_model.h"
+#include "model/transformer/random_weights.h"
 #include "model/transformer/rope.h"
 
 namespace kforge {
@@ -216,6 +220,155 @@ TEST(FusedKernelsTest, TemperedSamplingOfOneRowSharedByAGroupDrawsAsCopiesDo) {
   const at::Tensor tokens = shared.tokens.cpu();
   for (int64_t i = 1; i < 6; ++i) {
     EXPECT_LE(tokens[i - 1].item<int64_t>(), tokens[i].item<int64_t>());
+  }
+}
+
+// Decode attention in float64 with tensor ops: row i, head h attends keys
+// and values 0..positions[i] of slot slots[i], kv head h / (H / KVH).
+at::Tensor ReferenceDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
+                                    const at::Tensor& values,
+                                    const std::vector<int64_t>& slots,
+                                    const std::vector<int64_t>& positions) {
+  const int64_t n = q.size(0), heads = q.size(1), dim = q.size(3);
+  const int64_t group = heads / keys.size(1);
+  at::Tensor out = at::empty({n, heads, 1, dim}, q.options().dtype(at::kDouble));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t length = positions[i] + 1;
+    const at::Tensor k =
+        keys[slots[i]].narrow(1, 0, length).to(at::kDouble).repeat_interleave(group, 0);
+    const at::Tensor v =
+        values[slots[i]].narrow(1, 0, length).to(at::kDouble).repeat_interleave(group, 0);
+    const at::Tensor scores =
+        at::matmul(q[i].to(at::kDouble), k.transpose(1, 2)) / std::sqrt(static_cast<double>(dim));
+    out[i] = at::matmul(at::softmax(scores, -1), v);
+  }
+  return out;
+}
+
+struct AttentionCase {
+  at::ScalarType dtype;
+  int64_t heads, kv_heads, dim, slots, max_len;
+  std::vector<int64_t> slot_list, position_list;
+  int64_t max_keys;  // what the caller bounds positions + 1 by
+};
+
+void ExpectDecodeAttentionMatchesReference(const AttentionCase& c) {
+  const at::TensorOptions on_gpu = at::TensorOptions().device(at::kCUDA);
+  const int64_t n = static_cast<int64_t>(c.slot_list.size());
+  // Queries scaled so that some rows attend sharply and others broadly.
+  const at::Tensor q =
+      (at::randn({n, c.heads, 1, c.dim}, on_gpu) * at::rand({n, 1, 1, 1}, on_gpu) * 3)
+          .to(c.dtype);
+  const at::Tensor cache =
+      at::randn({2, c.slots, c.kv_heads, c.max_len, c.dim}, on_gpu).to(c.dtype);
+  const at::Tensor keys = cache.select(0, 0), values = cache.select(0, 1);
+  ASSERT_TRUE(FusedDecodeAttentionSupports(q, keys));
+  const at::Tensor got =
+      FusedDecodeAttention(q, keys, values, at::tensor(c.slot_list, at::kLong).to(at::kCUDA),
+                           at::tensor(c.position_list, at::kLong).to(at::kCUDA), c.max_keys);
+  const at::Tensor want = ReferenceDecodeAttention(q, keys, values, c.slot_list, c.position_list);
+  ASSERT_EQ(got.sizes(), want.sizes());
+  ASSERT_TRUE(got.is_contiguous());
+  // Rounding of the output and of the probabilities in the P V product:
+  // a few units in the last place of the element type at the output's scale.
+  const double unit = c.dtype == at::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
+  const double scale = want.abs().max().item<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_LT(MaxDifference(got[i], want[i]), 4 * unit * scale)
+        << "row " << i << " (slot " << c.slot_list[i] << ", position " << c.position_list[i]
+        << "), " << c.dtype << ", " << c.heads << "/" << c.kv_heads << " heads, dim " << c.dim;
+  }
+}
+
+TEST(FusedKernelsTest, DecodeAttentionMatchesDoublePrecisionAcrossShapesAndSplits) {
+  SKIP_WITHOUT_KERNELS();
+  at::manual_seed(17);
+  // Qwen2.5-1.5B's grouping (6 query heads per kv head), keys split over
+  // blocks, lengths from 1 key to the whole slot, slots out of order.
+  ExpectDecodeAttentionMatchesReference({at::kBFloat16, 12, 2, 128, 8, 300,
+                                         {3, 0, 7, 1, 5}, {0, 299, 15, 16, 150}, 300});
+  // 16 query heads per kv head (a full MMA), head_dim 64, float16.
+  ExpectDecodeAttentionMatchesReference({at::kHalf, 32, 2, 64, 4, 1000,
+                                         {2, 1, 0}, {999, 63, 500}, 1000});
+  // One query head per kv head; keys within one block per row (one split).
+  ExpectDecodeAttentionMatchesReference({at::kBFloat16, 4, 4, 64, 3, 64,
+                                         {1, 2}, {63, 5}, 64});
+  // Enough rows that each (row, kv head) is one block: no split merge.
+  std::vector<int64_t> slot_list, position_list;
+  for (int64_t i = 0; i < 300; ++i) {
+    slot_list.push_back(299 - i);
+    position_list.push_back((i * 37) % 48);
+  }
+  ExpectDecodeAttentionMatchesReference({at::kBFloat16, 16, 8, 128, 300, 48,
+                                         slot_list, position_list, 48});
+}
+
+TEST(FusedKernelsTest, DecodeAttentionRefusesWhatItDoesNotTakeByName) {
+  SKIP_WITHOUT_KERNELS();
+  const at::TensorOptions on_gpu = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor keys = at::zeros({2, 2, 16, 128}, on_gpu.dtype(at::kBFloat16));
+  const at::Tensor index = at::zeros({1}, on_gpu.dtype(at::kLong));
+  EXPECT_TRUE(FusedDecodeAttentionSupports(at::zeros({1, 12, 1, 128}, keys.options()), keys));
+  const at::Tensor fp32 = at::zeros({1, 12, 1, 128}, on_gpu);
+  EXPECT_FALSE(FusedDecodeAttentionSupports(fp32, keys.to(at::kFloat)));
+  EXPECT_THAT(TorchErrorOf([&] {
+                FusedDecodeAttention(fp32, keys.to(at::kFloat), keys.to(at::kFloat), index,
+                                     index, 16);
+              }),
+              HasSubstr("FusedDecodeAttention does not take"));
+  // 34 query heads over 2 kv heads: 17 per kv head, more than one MMA holds.
+  EXPECT_FALSE(FusedDecodeAttentionSupports(at::zeros({1, 34, 1, 128}, keys.options()), keys));
+  const at::Tensor dim96 = at::zeros({2, 2, 16, 96}, keys.options());
+  EXPECT_FALSE(FusedDecodeAttentionSupports(at::zeros({1, 12, 1, 96}, keys.options()), dim96));
+  const at::Tensor q = at::zeros({1, 12, 1, 128}, keys.options());
+  EXPECT_THAT(TorchErrorOf([&] { FusedDecodeAttention(q, keys, keys, index, index, 17); }),
+              HasSubstr("max_keys 17 must be in 1..16"));
+}
+
+// A bfloat16 model's decode steps with kforge's attention against the same
+// model with LibTorch's SDPA: ragged lengths, slots out of order.
+TEST(FusedKernelsTest, DecodeStepsWithKforgeAttentionMatchSdpaInBfloat16) {
+  SKIP_WITHOUT_KERNELS();
+  ModelConfig config = TinyDecoderConfig(Architecture::kQwen2);
+  config.head_dim = 64;
+  config.num_attention_heads = 6;
+  config.num_key_value_heads = 2;
+  config.hidden_size = 96;
+  const absl::StatusOr<TensorMap> weights = RandomDecoderWeights(config, 5);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  std::unique_ptr<DecoderModel> models[2];
+  std::unique_ptr<KvCache> caches[2];
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::unique_ptr<DecoderModel>> model = DecoderModel::Create(
+        config, TensorMapSource(*weights),
+        {.device = at::kCUDA, .dtype = at::kBFloat16, .kforge_decode_attention = i == 0});
+    ASSERT_TRUE(model.ok()) << model.status();
+    models[i] = *std::move(model);
+    absl::StatusOr<std::unique_ptr<KvCache>> cache = models[i]->NewKvCache(4, 200);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    caches[i] = *std::move(cache);
+  }
+  c10::NoGradGuard no_grad;
+  const std::vector<int64_t> lengths = {3, 150, 40};
+  for (int i = 0; i < 2; ++i) {
+    for (int64_t slot = 0; slot < 3; ++slot) {
+      std::vector<int64_t> prompt;
+      for (int64_t j = 0; j < lengths[slot]; ++j) prompt.push_back((slot * 13 + j * 7) % 60 + 2);
+      ASSERT_TRUE(caches[i]->Allocate().ok());
+      ASSERT_TRUE(models[i]->Prefill(caches[i].get(), slot, prompt).ok());
+    }
+  }
+  for (int step = 0; step < 4; ++step) {
+    const std::vector<int64_t> slots = {2, 0, 1}, tokens = {5 + step, 9, 17};
+    absl::StatusOr<at::Tensor> got = models[0]->DecodeStep(caches[0].get(), slots, tokens);
+    absl::StatusOr<at::Tensor> want = models[1]->DecodeStep(caches[1].get(), slots, tokens);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    // Logits of a bfloat16 model: both paths round differently; the
+    // attention outputs differ by a unit or two of bf16, as the logits do.
+    const double scale = want->abs().max().item<double>();
+    EXPECT_LT(MaxDifference(*got, *want), 0.05 * scale) << "step " << step;
+    EXPECT_TRUE(at::equal(got->argmax(-1), want->argmax(-1))) << "step " << step;
   }
 }
 
