@@ -28,13 +28,36 @@ int64_t RoundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+// True when row i takes ids[i] for every i: the generator's steady state.
+bool InOrder(absl::Span<const int64_t> rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
+// Rows of `ids` ([n], on the device) that name a device token take it:
+// one copy in the steady state, else a gather and a select over `sources`
+// (device.rows as a device tensor). Device work only, no host wait.
+void TakeDeviceTokens(const at::Tensor& ids, const DenseDecoder::DeviceTokens& device,
+                      const at::Tensor& sources) {
+  const int64_t n = ids.size(0);
+  if (InOrder(device.rows)) {
+    ids.copy_(device.ids.narrow(0, 0, n));
+    return;
+  }
+  ids.copy_(at::where(sources >= 0, device.ids.index_select(0, sources.clamp_min(0)), ids));
+}
+
 }  // namespace
 
 struct DenseDecoder::Graph {
 #if KFORGE_WITH_CUDA
   at::cuda::CUDAGraph graph;
 #endif
-  at::Tensor inputs;  // int64 [2 * rows] on the device: ids, then positions
+  // int64 [3 * rows] on the device: ids and positions (what the graph
+  // reads), then the rows' device-token sources (what TakeDeviceTokens reads).
+  at::Tensor inputs;
   uint64_t last_used = 0;
 };
 
@@ -42,8 +65,8 @@ struct DenseDecoder::Pool {
 #if KFORGE_WITH_CUDA
   decltype(at::cuda::graph_pool_handle()) id = at::cuda::graph_pool_handle();
   // Recorded after each copy out of the pinned staging buffer: the next step
-  // waits on it before rewriting the buffer (normally long done, since the
-  // sampled tokens came back to the host in between; not after a failure).
+  // waits on it before rewriting the buffer (normally done: the generator
+  // has since waited for the tokens of the step queued before that copy).
   at::cuda::CUDAEvent staged;
 #endif
   // float32 [slots, V]: every graph writes its logits here, so graphs hold
@@ -66,7 +89,7 @@ absl::StatusOr<std::unique_ptr<DenseDecoder>> DenseDecoder::Create(
       std::unique_ptr<DenseDecoder>(new DenseDecoder(model, cache, options, use_graphs));
   if (use_graphs) {
     KF_RETURN_IF_ERROR(TorchCall("dense decoder staging buffer", [&] {
-      decoder->staging_ = at::empty({2 * cache->shape().slots},
+      decoder->staging_ = at::empty({3 * cache->shape().slots},
                                     at::TensorOptions().dtype(at::kLong).pinned_memory(true));
       decoder->pool_ = std::make_unique<Pool>();
       decoder->pool_->logits =
@@ -102,27 +125,55 @@ std::pair<int64_t, int64_t> DenseDecoder::GraphShape(int64_t n, int64_t longest)
 }
 
 absl::StatusOr<at::Tensor> DenseDecoder::Run(absl::Span<const int64_t> tokens,
-                                             absl::Span<const int64_t> positions) {
+                                             absl::Span<const int64_t> positions,
+                                             const DeviceTokens* device) {
   if (tokens.empty() || tokens.size() != positions.size() ||
       static_cast<int64_t>(tokens.size()) > cache_->shape().slots) {
     return absl::InvalidArgumentError(absl::StrCat("dense decode: ", tokens.size(), " tokens, ",
                                                    positions.size(), " positions, ",
                                                    cache_->shape().slots, " slots"));
   }
+  if (device != nullptr && device->rows.size() != tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("dense decode: ", device->rows.size(),
+                                                   " device-token rows for ", tokens.size(),
+                                                   " tokens"));
+  }
+  if (device != nullptr &&
+      std::all_of(device->rows.begin(), device->rows.end(), [](int64_t r) { return r < 0; })) {
+    device = nullptr;  // every token from the host
+  }
+  if (device != nullptr) {
+    const at::Tensor& ids = device->ids;
+    if (!ids.defined() || ids.dim() != 1 || ids.scalar_type() != at::kLong ||
+        ids.device().type() != model_->options().device.type()) {
+      return absl::InvalidArgumentError(
+          "dense decode: device tokens need int64 ids [m] on the model's device");
+    }
+    for (int64_t row : device->rows) {
+      if (row < -1 || row >= ids.size(0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "dense decode: device token row ", row, " outside [-1, ", ids.size(0), ")"));
+      }
+    }
+  }
   const int64_t longest = *std::max_element(positions.begin(), positions.end());
-  return use_graphs_ ? RunGraph(tokens, positions, longest)
-                     : RunEager(tokens, positions, longest);
+  return use_graphs_ ? RunGraph(tokens, positions, longest, device)
+                     : RunEager(tokens, positions, longest, device);
 }
 
 absl::StatusOr<at::Tensor> DenseDecoder::RunEager(absl::Span<const int64_t> tokens,
                                                   absl::Span<const int64_t> positions,
-                                                  int64_t longest) {
+                                                  int64_t longest, const DeviceTokens* device) {
   ++stats_.eager_steps;
   return TorchCall("dense decode step", [&] {
     c10::NoGradGuard no_grad;
-    const at::Device device = model_->options().device;
-    return model_->DecodeDense(cache_, Int64Tensor(tokens, device),
-                               Int64Tensor(positions, device), longest + 1);
+    const at::Device on = model_->options().device;
+    at::Tensor ids = Int64Tensor(tokens, on);
+    if (device != nullptr) {
+      TakeDeviceTokens(ids, *device,
+                       InOrder(device->rows) ? at::Tensor() : Int64Tensor(device->rows, on));
+    }
+    return model_->DecodeDense(cache_, ids, Int64Tensor(positions, on), longest + 1);
   });
 }
 
@@ -130,15 +181,17 @@ absl::StatusOr<at::Tensor> DenseDecoder::RunEager(absl::Span<const int64_t> toke
 
 absl::StatusOr<at::Tensor> DenseDecoder::RunGraph(absl::Span<const int64_t> tokens,
                                                   absl::Span<const int64_t> positions,
-                                                  int64_t longest) {
+                                                  int64_t longest, const DeviceTokens* device) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const auto [rows, span] = GraphShape(n, longest);
-  // Stage ids then positions for `rows` rows; padding rows: token 0 at 0.
+  // Stage ids, positions and device-token sources for `rows` rows; padding
+  // rows: token 0 at 0.
   pool_->staged.synchronize();
   int64_t* staged = staging_.data_ptr<int64_t>();
-  std::fill(staged, staged + 2 * rows, 0);
+  std::fill(staged, staged + 3 * rows, 0);
   std::copy(tokens.begin(), tokens.end(), staged);
   std::copy(positions.begin(), positions.end(), staged + rows);
+  if (device != nullptr) std::copy(device->rows.begin(), device->rows.end(), staged + 2 * rows);
 
   Graph* graph = nullptr;
   if (auto it = graphs_.find({rows, span}); it != graphs_.end()) {
@@ -151,15 +204,20 @@ absl::StatusOr<at::Tensor> DenseDecoder::RunGraph(absl::Span<const int64_t> toke
       stats_.graphs_off = std::string(captured.status().message());
       graphs_.clear();
       stats_.graphs = 0;
-      return RunEager(tokens, positions, longest);
+      return RunEager(tokens, positions, longest, device);
     }
     graph = *captured;
   }
   graph->last_used = ++clock_;
   KF_RETURN_IF_ERROR(TorchCall("decode graph replay", [&] {
     const c10::cuda::CUDAGuard device_guard(model_->options().device);
-    graph->inputs.copy_(staging_.narrow(0, 0, 2 * rows), /*non_blocking=*/true);
+    graph->inputs.copy_(staging_.narrow(0, 0, 3 * rows), /*non_blocking=*/true);
     pool_->staged.record(at::cuda::getCurrentCUDAStream(model_->options().device.index()));
+    // Queued behind the step that sampled device->ids, outside the graph.
+    if (device != nullptr) {
+      TakeDeviceTokens(graph->inputs.narrow(0, 0, n), *device,
+                       graph->inputs.narrow(0, 2 * rows, n));
+    }
     graph->graph.replay();
     return absl::OkStatus();
   }));
@@ -175,8 +233,8 @@ absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t rows, int64_t
   bool capturing = false;
   try {
     c10::NoGradGuard no_grad;
-    graph->inputs = at::empty({2 * rows}, at::TensorOptions().dtype(at::kLong).device(device));
-    graph->inputs.copy_(staging_.narrow(0, 0, 2 * rows));
+    graph->inputs = at::empty({3 * rows}, at::TensorOptions().dtype(at::kLong).device(device));
+    graph->inputs.copy_(staging_.narrow(0, 0, 3 * rows));
     const at::Tensor ids = graph->inputs.narrow(0, 0, rows);
     const at::Tensor positions = graph->inputs.narrow(0, rows, rows);
     at::cuda::getCurrentCUDAStream(device.index()).synchronize();
@@ -184,7 +242,8 @@ absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t rows, int64_t
       const c10::cuda::CUDAStreamGuard stream_guard(stream);
       // Warm-up on the capture stream: lazy initialisations (cuBLAS handles
       // and workspaces, attention kernels) must not happen inside a capture.
-      // It writes the keys and values the replay then writes again.
+      // It writes keys and values where the replay then writes again (with
+      // the device tokens, which only the replay takes).
       (void)model_->DecodeDense(cache_, ids, positions, span);
       stream.synchronize();
       graph->graph.capture_begin(pool_->id, cudaStreamCaptureModeThreadLocal);
@@ -236,8 +295,8 @@ absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t rows, int64_t
 
 absl::StatusOr<at::Tensor> DenseDecoder::RunGraph(absl::Span<const int64_t> tokens,
                                                   absl::Span<const int64_t> positions,
-                                                  int64_t longest) {
-  return RunEager(tokens, positions, longest);
+                                                  int64_t longest, const DeviceTokens* device) {
+  return RunEager(tokens, positions, longest, device);
 }
 
 absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t, int64_t) {

@@ -7,6 +7,7 @@
 #include <c10/core/GradMode.h>
 #if KFORGE_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #endif
 
 #include "absl/container/flat_hash_set.h"
@@ -33,49 +34,80 @@ struct Generator::Running {
   std::vector<float> logprobs;
   absl::Duration queued;
   absl::Duration time_to_first_token;
+  int32_t max_new_tokens = 0;  // at most what the slot holds
+  // The row of in_flight_ that draws this sequence's pending token (one not
+  // yet on the host), or -1.
+  int64_t pending_row = -1;
+
+  // Tokens drawn so far, the pending one included.
+  size_t drawn() const { return tokens.size() + (pending_row >= 0 ? 1 : 0); }
 };
 
 namespace {
 
-// Waits for the work queued so far on the current stream of t's device.
-void DeviceSynchronize(const at::Tensor& t) {
+// A sampled batch on its way to the host: the copies are queued, not waited for.
+struct QueuedDraws {
+  at::Tensor device_ids;     // int64 [n] on the logits' device: the next step's inputs
+  at::Tensor host_ids;       // int64 [n], pinned on CUDA
+  at::Tensor host_logprobs;  // float32 [n], pinned on CUDA
 #if KFORGE_WITH_CUDA
-  at::cuda::getCurrentCUDAStream(t.device().index()).synchronize();
+  at::cuda::CUDAEvent copied;  // recorded after both copies (never on the CPU)
 #endif
-}
+};
 
-// Host copies of a sampled batch: one device synchronisation per step.
+// Host copies of a sampled batch.
 struct HostDraws {
   std::vector<int64_t> tokens;
   std::vector<float> logprobs;
 };
 
-absl::StatusOr<HostDraws> DrawOnHost(const TokenSampler& sampler, const at::Tensor& logits,
-                                     absl::Span<const RowSamplingParams> params,
-                                     absl::Span<const uint64_t> steps) {
+absl::StatusOr<QueuedDraws> QueueDraws(const TokenSampler& sampler, const at::Tensor& logits,
+                                       absl::Span<const RowSamplingParams> params,
+                                       absl::Span<const uint64_t> steps) {
   KF_ASSIGN_OR_RETURN(SampledTokens drawn, sampler.Sample(logits, params, steps));
   return TorchCall("copy sampled tokens to host", [&] {
-    at::Tensor ids = drawn.token_ids.to(at::kLong);
-    at::Tensor lps = drawn.logprobs.to(at::kFloat);
-    if (ids.is_cuda()) {
-      // Both copies queued into pinned memory, then one wait: two blocking
-      // copies would leave the GPU idle between them (~60 us a step).
+    QueuedDraws draws;
+    draws.device_ids = drawn.token_ids.to(at::kLong).contiguous();
+    draws.host_ids = draws.device_ids;
+    draws.host_logprobs = drawn.logprobs.to(at::kFloat).contiguous();
+#if KFORGE_WITH_CUDA
+    if (draws.device_ids.is_cuda()) {
+      // Both copies queued into pinned memory and one event after them: the
+      // host waits once, and only when it needs the tokens.
       const at::TensorOptions pinned = at::TensorOptions().pinned_memory(true);
-      at::Tensor host_ids = at::empty(ids.sizes(), pinned.dtype(at::kLong));
-      at::Tensor host_lps = at::empty(lps.sizes(), pinned.dtype(at::kFloat));
-      host_ids.copy_(ids, /*non_blocking=*/true);
-      host_lps.copy_(lps, /*non_blocking=*/true);
-      DeviceSynchronize(ids);
-      ids = std::move(host_ids);
-      lps = std::move(host_lps);
+      at::Tensor lps = std::move(draws.host_logprobs);
+      draws.host_ids = at::empty(draws.device_ids.sizes(), pinned.dtype(at::kLong));
+      draws.host_logprobs = at::empty(lps.sizes(), pinned.dtype(at::kFloat));
+      draws.host_ids.copy_(draws.device_ids, /*non_blocking=*/true);
+      draws.host_logprobs.copy_(lps, /*non_blocking=*/true);
+      draws.copied.record(at::cuda::getCurrentCUDAStream(draws.device_ids.device().index()));
     }
-    ids = ids.contiguous();
-    lps = lps.contiguous();
-    HostDraws host;
-    host.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
-    host.logprobs.assign(lps.data_ptr<float>(), lps.data_ptr<float>() + lps.numel());
-    return host;
+#endif
+    return draws;
   });
+}
+
+// Blocks until `draws`' copies are done (on the CPU they are already).
+absl::Status WaitCopied(const QueuedDraws& draws) {
+#if KFORGE_WITH_CUDA
+  return TorchCall("wait for sampled tokens", [&] {
+    draws.copied.synchronize();
+    return absl::OkStatus();
+  });
+#else
+  (void)draws;
+  return absl::OkStatus();
+#endif
+}
+
+absl::StatusOr<HostDraws> WaitDraws(const QueuedDraws& draws) {
+  KF_RETURN_IF_ERROR(WaitCopied(draws));
+  const at::Tensor& ids = draws.host_ids;
+  const at::Tensor& lps = draws.host_logprobs;
+  HostDraws host;
+  host.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel());
+  host.logprobs.assign(lps.data_ptr<float>(), lps.data_ptr<float>() + lps.numel());
+  return host;
 }
 
 absl::Status CheckRequest(const GroupRequest& request, int64_t slots, int64_t max_len) {
@@ -104,6 +136,14 @@ absl::Status CheckRequest(const GroupRequest& request, int64_t slots, int64_t ma
 }
 
 }  // namespace
+
+// A decode step queued on the device whose tokens the host has not taken in.
+struct Generator::InFlight {
+  // Row i's sequence; null once it finished (by EOS or a stop string found
+  // after this step was queued): that row's draw is discarded.
+  std::vector<Running*> rows;
+  QueuedDraws draws;
+};
 
 absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const DecoderModel* model,
                                                              const BpeTokenizer* tokenizer,
@@ -136,7 +176,10 @@ Generator::Generator(const DecoderModel* model, const BpeTokenizer* tokenizer,
   PublishStats();
 }
 
-Generator::~Generator() = default;
+Generator::~Generator() {
+  // The step in flight writes into the cache and the pinned buffers.
+  (void)DropInFlight();
+}
 
 absl::Status Generator::Enqueue(GroupRequest request) {
   KF_RETURN_IF_ERROR(CheckRequest(request, cache_->shape().slots, cache_->shape().max_len));
@@ -155,14 +198,16 @@ absl::StatusOr<std::vector<GeneratedSample>> Generator::Step() {
   // Samples finished by a step that then failed are handed over now.
   std::vector<GeneratedSample> finished = std::move(carried_);
   carried_.clear();
-  absl::Status status;
+  absl::Status status = device_fault_;
   while (status.ok() && !waiting_.empty() &&
          static_cast<size_t>(cache_->free_slots()) >= waiting_.front().request.samples.size()) {
     // On failure the group stays at the front of the queue, untouched.
     status = Admit(waiting_.front(), &finished);
     if (status.ok()) waiting_.pop_front();
   }
-  if (status.ok() && !running_.empty()) status = DecodeRunning(&finished);
+  if (status.ok() && (!running_.empty() || in_flight_ != nullptr)) {
+    status = DecodeRunning(&finished);
+  }
   PublishStats();
   if (!status.ok()) {
     carried_ = std::move(finished);
@@ -188,9 +233,12 @@ absl::Status Generator::Admit(const Waiting& waiting, std::vector<GeneratedSampl
   counters_.prefill_tokens += prompt.size();
 
   const std::vector<uint64_t> steps(static_cast<size_t>(group_size), 0);
-  absl::StatusOr<HostDraws> draws = TorchCall("first tokens", [&] {
-    return DrawOnHost(*sampler_, logits->unsqueeze(0).expand({group_size, -1}),
-                      request.samples, steps);
+  // Drawn at once: the first tokens are the first decode step's inputs.
+  absl::StatusOr<HostDraws> draws = TorchCall("first tokens", [&]() -> absl::StatusOr<HostDraws> {
+    KF_ASSIGN_OR_RETURN(QueuedDraws queued,
+                        QueueDraws(*sampler_, logits->unsqueeze(0).expand({group_size, -1}),
+                                   request.samples, steps));
+    return WaitDraws(queued);
   });
   if (!draws.ok()) {
     for (int64_t slot : *slots) (void)cache_->Free(slot);
@@ -206,19 +254,21 @@ absl::Status Generator::Admit(const Waiting& waiting, std::vector<GeneratedSampl
         .stop = *StopMatcher::Create(request.stop),  // checked at Enqueue
         .queued = admitted - waiting.enqueued,
         .time_to_first_token = first_token - waiting.enqueued,
+        .max_new_tokens = request.stop.max_new_tokens,  // capped by Enqueue
     });
     const bool done = Accept(*seq, static_cast<int32_t>(draws->tokens[static_cast<size_t>(i)]),
                              draws->logprobs[static_cast<size_t>(i)]);
     running_.push_back(std::move(seq));
-    if (done) Finish(running_.size() - 1, finished);
+    if (done) Finish(running_.back().get(), finished);
   }
   return absl::OkStatus();
 }
 
 absl::Status Generator::CompactSlots() {
-  const int64_t n = static_cast<int64_t>(running_.size());
   const auto by_slot = [](const auto& a, const auto& b) { return a->slot < b->slot; };
   std::sort(running_.begin(), running_.end(), by_slot);
+  const int64_t n = std::count_if(running_.begin(), running_.end(),
+                                  [](const auto& seq) { return seq->slot >= 0; });
   // Slots below n that no sequence holds, lowest first; the sequences above
   // n, highest first, move into them.
   std::vector<int64_t> holes;
@@ -237,35 +287,96 @@ absl::Status Generator::CompactSlots() {
 }
 
 absl::Status Generator::DecodeRunning(std::vector<GeneratedSample>* finished) {
+  // The next step is queued before the host waits for the one in flight, so
+  // the device computes while the host takes in that step's tokens.
+  std::unique_ptr<InFlight> previous = std::move(in_flight_);
+  if (absl::Status launched = Launch(previous.get()); !launched.ok()) {
+    in_flight_ = std::move(previous);  // still in flight, still to be taken in
+    return launched;
+  }
+  if (previous != nullptr) {
+    if (absl::Status accepted = AcceptDraws(*previous, finished); !accepted.ok()) {
+      // Its tokens are lost, and the step just queued took them as inputs.
+      device_fault_ = accepted;
+      return accepted;
+    }
+  }
+  // Every sequence left is in the step in flight; with none left, nothing
+  // stays in flight.
+  return running_.empty() ? DropInFlight() : absl::OkStatus();
+}
+
+absl::Status Generator::Launch(const InFlight* previous) {
+  // A sequence whose pending token is its last needs its slot no more: freed
+  // now, the steps keep reading slots 0..n-1 (the step in flight, which
+  // reads it, is ahead on the stream of whatever reuses it).
+  for (const std::unique_ptr<Running>& seq : running_) {
+    if (seq->slot >= 0 && seq->drawn() >= static_cast<size_t>(seq->max_new_tokens)) {
+      (void)cache_->Free(seq->slot);  // allocated: cannot fail
+      seq->slot = -1;
+    }
+  }
   KF_RETURN_IF_ERROR(CompactSlots());
-  std::vector<int64_t> slots, tokens, positions;
+  auto step = std::make_unique<InFlight>();
+  std::vector<int64_t> slots, tokens, sources, positions;
   std::vector<RowSamplingParams> params;
   std::vector<uint64_t> steps;
   for (const std::unique_ptr<Running>& seq : running_) {
+    if (seq->slot < 0) continue;
     // The dense step reads row i from slot i.
     if (seq->slot != static_cast<int64_t>(slots.size())) {
       return absl::InternalError(absl::StrCat("generator: sequence ", slots.size(),
                                               " of the decode batch sits in slot ", seq->slot));
     }
     slots.push_back(seq->slot);
-    tokens.push_back(seq->tokens.back());
+    // A pending token is taken on the device, from the step in flight.
+    tokens.push_back(seq->pending_row >= 0 ? 0 : seq->tokens.back());
+    sources.push_back(seq->pending_row);
     positions.push_back(cache_->length(seq->slot));
     params.push_back(seq->params);
-    steps.push_back(seq->tokens.size());
+    steps.push_back(seq->drawn());  // the draw's index, as without lookahead
+    step->rows.push_back(seq.get());
   }
-  KF_RETURN_IF_ERROR(model_->CheckTokens(tokens));
-  KF_RETURN_IF_ERROR(cache_->CheckDecode(slots).status());
-  KF_ASSIGN_OR_RETURN(at::Tensor logits, decoder_->Run(tokens, positions));
-  cache_->Advance(slots, 1);
-  KF_ASSIGN_OR_RETURN(HostDraws draws, DrawOnHost(*sampler_, logits, params, steps));
-  ++counters_.decode_steps;
-  // Backwards, so Finish's swap-remove never moves an unvisited sequence.
-  for (size_t i = running_.size(); i-- > 0;) {
-    if (Accept(*running_[i], static_cast<int32_t>(draws.tokens[i]), draws.logprobs[i])) {
-      Finish(i, finished);
+  if (!step->rows.empty()) {
+    KF_RETURN_IF_ERROR(model_->CheckTokens(tokens));
+    KF_RETURN_IF_ERROR(cache_->CheckDecode(slots).status());
+    const DenseDecoder::DeviceTokens pending{
+        .ids = previous != nullptr ? previous->draws.device_ids : at::Tensor(), .rows = sources};
+    KF_ASSIGN_OR_RETURN(at::Tensor logits, decoder_->Run(tokens, positions, &pending));
+    KF_ASSIGN_OR_RETURN(step->draws, QueueDraws(*sampler_, logits, params, steps));
+    cache_->Advance(slots, 1);
+    ++counters_.decode_steps;
+  }
+  // Sequences left out have their pending token in `previous`, taken in next.
+  for (const std::unique_ptr<Running>& seq : running_) seq->pending_row = -1;
+  for (size_t row = 0; row < step->rows.size(); ++row) {
+    step->rows[row]->pending_row = static_cast<int64_t>(row);
+  }
+  in_flight_ = step->rows.empty() ? nullptr : std::move(step);
+  return absl::OkStatus();
+}
+
+absl::Status Generator::AcceptDraws(InFlight& step, std::vector<GeneratedSample>* finished) {
+  KF_ASSIGN_OR_RETURN(const HostDraws draws, WaitDraws(step.draws));
+  for (size_t row = 0; row < step.rows.size(); ++row) {
+    Running* seq = step.rows[row];
+    if (seq == nullptr) continue;  // finished after this step was queued
+    if (Accept(*seq, static_cast<int32_t>(draws.tokens[row]), draws.logprobs[row])) {
+      Finish(seq, finished);
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status Generator::DropInFlight() {
+  if (in_flight_ == nullptr) return absl::OkStatus();
+  absl::Status waited = WaitCopied(in_flight_->draws);
+  in_flight_.reset();
+  return waited;
+}
+
+absl::Status Generator::WaitForDevice() {
+  return in_flight_ == nullptr ? absl::OkStatus() : WaitCopied(in_flight_->draws);
 }
 
 bool Generator::Accept(Running& seq, int32_t token, float logprob) {
@@ -275,11 +386,15 @@ bool Generator::Accept(Running& seq, int32_t token, float logprob) {
   return seq.stop.Append(token, tokenizer_->RawBytes(token)) != FinishReason::kNone;
 }
 
-void Generator::Finish(size_t index, std::vector<GeneratedSample>* finished) {
-  std::unique_ptr<Running> seq = std::move(running_[index]);
-  running_[index] = std::move(running_.back());
+void Generator::Finish(const Running* done, std::vector<GeneratedSample>* finished) {
+  const auto it = std::find_if(running_.begin(), running_.end(),
+                               [done](const auto& seq) { return seq.get() == done; });
+  std::unique_ptr<Running> seq = std::move(*it);
+  *it = std::move(running_.back());
   running_.pop_back();
-  (void)cache_->Free(seq->slot);  // allocated by Admit: cannot fail
+  // The step in flight may have drawn for it: that draw is never read.
+  if (seq->pending_row >= 0) in_flight_->rows[static_cast<size_t>(seq->pending_row)] = nullptr;
+  if (seq->slot >= 0) (void)cache_->Free(seq->slot);  // allocated: cannot fail
   ++counters_.finished_samples;
   finished->push_back(GeneratedSample{
       .group_id = std::move(seq->group_id),
@@ -302,8 +417,11 @@ std::vector<std::string> Generator::Abandon() {
     if (seen.insert(sample.group_id).second) dropped.push_back(sample.group_id);
   }
   carried_.clear();
+  // Already the error path: a device error while waiting changes nothing.
+  (void)DropInFlight();
+  device_fault_ = absl::OkStatus();
   for (const std::unique_ptr<Running>& seq : running_) {
-    (void)cache_->Free(seq->slot);
+    if (seq->slot >= 0) (void)cache_->Free(seq->slot);
     if (seen.insert(seq->group_id).second) dropped.push_back(seq->group_id);
   }
   for (const Waiting& w : waiting_) {

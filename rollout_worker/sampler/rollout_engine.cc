@@ -159,7 +159,12 @@ void RolloutEngine::Loop() {
       closures.swap(between_steps_);
     }
     // Closures first: new items then start on the weights they applied, and
-    // a closure that drops everything (DropAll) drops those queued too.
+    // a closure that drops everything (DropAll) drops those queued too. The
+    // decode step still in flight reads the weights a closure may rewrite
+    // (from another stream, for NCCL): let it finish first.
+    if (!closures.empty()) {
+      if (absl::Status settled = generator_->WaitForDevice(); !settled.ok()) DropRunning(settled);
+    }
     for (std::function<void()>& fn : closures) fn();
     {
       absl::MutexLock lock(&mu_);

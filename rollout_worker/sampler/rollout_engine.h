@@ -16,9 +16,11 @@
 // config's eos_token_id, or the tokenizer's <|im_end|> and <|endoftext|>
 // when the config names none. Every sample records the policy version the
 // engine held when its group entered the generator; weights change only between
-// decode steps, through RunBetweenSteps, and a group admitted under one
-// version finishes under the weights applied since (the learner bounds that
-// staleness by version).
+// decode steps, through RunBetweenSteps (which first waits for the decode step
+// the generator keeps in flight: its tokens, returned by the next step, were
+// drawn under the old weights), and a group admitted under one version
+// finishes under the weights applied since (the learner bounds that staleness
+// by version).
 //
 // Threads: Submit, RunBetweenSteps and the accessors from any thread; the
 // "kf-sampler" thread runs the generator, the closures and on_sample. A

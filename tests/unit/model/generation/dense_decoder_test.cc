@@ -1,6 +1,7 @@
-// DenseDecoder: the graph shapes a step replays, and, on a CUDA device, that
-// decode steps replayed from CUDA graphs generate exactly what eager steps
-// generate (skipped with a reason where LibTorch has no CUDA device).
+// DenseDecoder: the graph shapes a step replays; rows whose token is named on
+// the device take it; and, on a CUDA device, that decode steps replayed from
+// CUDA graphs generate exactly what eager steps generate (skipped with a
+// reason where LibTorch has no CUDA device).
 #include "model/generation/dense_decoder.h"
 
 #include <map>
@@ -48,6 +49,50 @@ TEST_F(DenseDecoderTest, StepsRoundUpToBatchAndSpanBuckets) {
   // On the CPU the steps run eagerly, and say why.
   EXPECT_EQ(decoder->stats().graphs_off, "not a CUDA device");
   EXPECT_FALSE(DenseDecoder::Create(model.get(), cache.get(), {.span_bucket = 0}).ok());
+}
+
+TEST_F(DenseDecoderTest, RowsNamingDeviceTokensTakeThemInsteadOfTheHostsTokens) {
+  std::unique_ptr<DecoderModel> model = Load({});
+  ASSERT_NE(model, nullptr);
+  std::unique_ptr<KvCache> cache = *model->NewKvCache(/*slots=*/4, /*max_len=*/32);
+  std::unique_ptr<DenseDecoder> decoder = *DenseDecoder::Create(model.get(), cache.get(), {});
+  std::vector<int64_t> positions;
+  for (int64_t i = 0; i < 3; ++i) {
+    const int64_t slot = *cache->Allocate();
+    ASSERT_TRUE(model->Prefill(cache.get(), slot, {5 + i, 9, 13 + i}).ok());
+    positions.push_back(3);
+  }
+  // Nothing advances the cache: every run writes and reads the same positions.
+  const at::Tensor expected = decoder->Run({21, 34, 55}, positions)->clone();
+  using DeviceTokens = DenseDecoder::DeviceTokens;
+  auto close = [&](const absl::StatusOr<at::Tensor>& logits) {
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    return logits.ok() && at::allclose(*logits, expected, 1e-5, 1e-6);
+  };
+  const std::vector<int64_t> in_order = {0, 1, 2};
+  const DeviceTokens steady{.ids = at::tensor({21, 34, 55, 99}, at::kLong), .rows = in_order};
+  EXPECT_TRUE(close(decoder->Run({0, 0, 0}, positions, &steady)));
+  // Row 1 from the host; rows 0 and 2 gathered out of order.
+  const std::vector<int64_t> mixed = {2, -1, 0};
+  const DeviceTokens gathered{.ids = at::tensor({55, 7, 21}, at::kLong), .rows = mixed};
+  EXPECT_TRUE(close(decoder->Run({0, 34, 0}, positions, &gathered)));
+  const std::vector<int64_t> none = {-1, -1, -1};
+  const DeviceTokens from_host{.ids = at::Tensor(), .rows = none};
+  EXPECT_TRUE(close(decoder->Run({21, 34, 55}, positions, &from_host)));
+  // The comparison can fail: another token in one row gives other logits.
+  EXPECT_FALSE(close(decoder->Run({21, 34, 56}, positions)));
+
+  const std::vector<int64_t> two = {0, 1};
+  const DeviceTokens short_rows{.ids = steady.ids, .rows = two};
+  EXPECT_EQ(decoder->Run({0, 0, 0}, positions, &short_rows).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::vector<int64_t> past_end = {0, 1, 4};
+  const DeviceTokens out_of_range{.ids = steady.ids, .rows = past_end};
+  EXPECT_EQ(decoder->Run({0, 0, 0}, positions, &out_of_range).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const DeviceTokens int32_ids{.ids = steady.ids.to(at::kInt), .rows = in_order};
+  EXPECT_EQ(decoder->Run({0, 0, 0}, positions, &int32_ids).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(DenseDecoderTest, CudaGraphReplayGeneratesWhatEagerStepsGenerate) {

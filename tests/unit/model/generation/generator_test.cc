@@ -2,11 +2,16 @@
 // greedy output is the argmax chain of the uncached forward pass; the
 // returned log-probabilities are the model's; a sample's tokens do not
 // depend on what shares its batch or on queueing; stop conditions, slot
-// limits and bad requests behave as generator.h says.
+// limits and bad requests behave as generator.h says; and the step kept in
+// flight (one decode step of lookahead) changes none of it, however samples
+// end, move or are admitted around it.
 #include "model/generation/generator.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "model/checkpoint/tiny_model.h"
+#include "model/sampling/token_sampler.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/transformer/checkpoint_loader.h"
 #include "tests/support/scratch_dir.h"
@@ -57,9 +63,12 @@ class GeneratorTest : public testing::TinyCheckpointSuite<Architecture::kQwen2, 
     return request;
   }
 
-  // Runs to idle; results keyed by "group/index".
+  // Runs to idle; results keyed by "group/index". `after_step` sees the
+  // results so far after every Step.
+  using StepHook = std::function<void(const std::map<std::string, GeneratedSample>&)>;
   static std::map<std::string, GeneratedSample> RunAll(Generator* gen,
-                                                       int64_t* most_waiting = nullptr) {
+                                                       int64_t* most_waiting = nullptr,
+                                                       const StepHook& after_step = nullptr) {
     std::map<std::string, GeneratedSample> out;
     for (int steps = 0; !gen->idle() && steps < 10000; ++steps) {
       if (most_waiting != nullptr) {
@@ -71,8 +80,39 @@ class GeneratorTest : public testing::TinyCheckpointSuite<Architecture::kQwen2, 
       for (GeneratedSample& s : *done) {
         out.emplace(s.group_id + "/" + std::to_string(s.index), std::move(s));
       }
+      if (after_step) after_step(out);
     }
     return out;
+  }
+
+  // Sample `index` of `request` generated on its own, in a one-slot generator.
+  GeneratedSample Alone(const GroupRequest& request, int index, int64_t max_len) {
+    GroupRequest one = request;
+    one.samples = {request.samples[static_cast<size_t>(index)]};
+    std::unique_ptr<Generator> gen = NewGenerator(1, max_len);
+    EXPECT_TRUE(gen->Enqueue(std::move(one)).ok());
+    return RunAll(gen.get())[request.group_id + "/0"];
+  }
+
+  // Every sample in `out` has the tokens, log-probabilities, text and finish
+  // reason of the same sample generated alone.
+  void ExpectEachAsAlone(const std::map<std::string, GeneratedSample>& out,
+                         const std::vector<GroupRequest>& requests, int64_t max_len) {
+    for (const GroupRequest& request : requests) {
+      for (int i = 0; i < static_cast<int>(request.samples.size()); ++i) {
+        const std::string key = request.group_id + "/" + std::to_string(i);
+        ASSERT_TRUE(out.contains(key)) << key;
+        const GeneratedSample& got = out.at(key);
+        const GeneratedSample alone = Alone(request, i, max_len);
+        EXPECT_EQ(got.tokens, alone.tokens) << key;
+        EXPECT_EQ(got.text, alone.text) << key;
+        EXPECT_EQ(got.finish_reason, alone.finish_reason) << key;
+        ASSERT_EQ(got.logprobs.size(), alone.logprobs.size()) << key;
+        for (size_t t = 0; t < got.logprobs.size(); ++t) {
+          EXPECT_NEAR(got.logprobs[t], alone.logprobs[t], 1e-4) << key << " token " << t;
+        }
+      }
+    }
   }
 
   // The uncached logits after `tokens`: float32 [V].
@@ -120,6 +160,32 @@ TEST_F(GeneratorTest, LogProbabilitiesAreTheModelsAtTheSampledTokens) {
       const double expected =
           at::log_softmax(NextLogits(tokens), 0)[sample.tokens[i]].item<double>();
       EXPECT_NEAR(sample.logprobs[i], expected, 1e-4) << key << " token " << i;
+      tokens.push_back(sample.tokens[i]);
+    }
+  }
+}
+
+TEST_F(GeneratorTest, EachTokenIsTheSamplersDrawAtItsIndexFromTheUncachedLogits) {
+  // Token i of a sample is TokenSampler's draw with step i from the logits
+  // after the prompt and tokens 0..i-1: whichever step, prefill or lookahead
+  // decode, drew it.
+  std::unique_ptr<Generator> gen = NewGenerator(4, 64);
+  const GroupRequest request = Group("g", "def relu(x):", 3, 1.0, 8);
+  ASSERT_TRUE(gen->Enqueue(request).ok());
+  std::map<std::string, GeneratedSample> out = RunAll(gen.get());
+  ASSERT_EQ(out.size(), 3u);
+  const TokenSampler sampler;
+  for (int index = 0; index < 3; ++index) {
+    const GeneratedSample& sample = out["g/" + std::to_string(index)];
+    ASSERT_EQ(sample.tokens.size(), 8u);
+    std::vector<int32_t> tokens = request.prompt_tokens;
+    for (size_t i = 0; i < sample.tokens.size(); ++i) {
+      const RowSamplingParams params = request.samples[static_cast<size_t>(index)];
+      const uint64_t step = i;
+      absl::StatusOr<SampledTokens> drawn =
+          sampler.Sample(NextLogits(tokens).unsqueeze(0), {&params, 1}, {&step, 1});
+      ASSERT_TRUE(drawn.ok()) << drawn.status();
+      EXPECT_EQ(sample.tokens[i], drawn->token_ids[0].item<int64_t>()) << index << " token " << i;
       tokens.push_back(sample.tokens[i]);
     }
   }
@@ -247,6 +313,131 @@ TEST_F(GeneratorTest, AbandonDropsEveryGroupOnceAndFreesTheCache) {
   EXPECT_EQ(gen->stats().cached_tokens, 0);
   ASSERT_TRUE(gen->Enqueue(Group("again", "def h(x):", 2, 1.0, 3)).ok());
   EXPECT_EQ(RunAll(gen.get()).size(), 2u);
+}
+
+TEST_F(GeneratorTest, SamplesEndingAtDifferentStepsMatchTheSameSamplesGeneratedAlone) {
+  // What group a says with no stop condition but its length.
+  std::unique_ptr<Generator> probe = NewGenerator(4, 64);
+  ASSERT_TRUE(probe->Enqueue(Group("a", "def relu(x):", 4, 1.0, 16)).ok());
+  std::map<std::string, GeneratedSample> unstopped = RunAll(probe.get());
+  ASSERT_EQ(unstopped.size(), 4u);
+  // EOS: sample 0's third token. Stop string: a token of sample 3 of at
+  // least two bytes, from its fifth token on.
+  GroupRequest a = Group("a", "def relu(x):", 4, 1.0, 16);
+  a.stop.eos_token_ids = {unstopped["a/0"].tokens[2]};
+  const std::vector<int32_t>& third = unstopped["a/3"].tokens;
+  for (size_t t = 4; t < third.size() && a.stop.stop_strings.empty(); ++t) {
+    const std::string bytes(tokenizer_->RawBytes(third[t]));
+    const bool printable = std::all_of(bytes.begin(), bytes.end(),
+                                       [](char c) { return c > ' ' && c < 127; });
+    if (bytes.size() >= 2 && printable) a.stop.stop_strings = {bytes};
+  }
+  ASSERT_FALSE(a.stop.stop_strings.empty()) << "sample a/3 has no token to stop at";
+  // b waits for two of a's four slots.
+  const GroupRequest b = Group("b", "import triton", 2, 0.8, 10);
+
+  std::unique_ptr<Generator> gen = NewGenerator(4, 64);
+  ASSERT_TRUE(gen->Enqueue(a).ok());
+  ASSERT_TRUE(gen->Enqueue(b).ok());
+  int a_left_when_b_admitted = -1;
+  std::map<std::string, GeneratedSample> out =
+      RunAll(gen.get(), nullptr, [&](const std::map<std::string, GeneratedSample>& so_far) {
+        if (a_left_when_b_admitted < 0 && gen->stats().waiting_groups == 0) {
+          a_left_when_b_admitted = 4 - static_cast<int>(std::count_if(
+                                           so_far.begin(), so_far.end(),
+                                           [](const auto& kv) { return kv.first[0] == 'a'; }));
+        }
+      });
+
+  ASSERT_EQ(out.size(), 6u);
+  std::set<FinishReason> reasons;
+  std::set<size_t> lengths;
+  uint64_t tokens = 0;
+  for (const auto& [key, sample] : out) {
+    if (key[0] == 'a') reasons.insert(sample.finish_reason);
+    if (key[0] == 'a') lengths.insert(sample.tokens.size());
+    tokens += sample.tokens.size();
+  }
+  EXPECT_EQ(reasons, (std::set<FinishReason>{FinishReason::kEos, FinishReason::kStopString,
+                                             FinishReason::kMaxTokens}));
+  EXPECT_GE(lengths.size(), 3u) << "group a's samples should end at different steps";
+  EXPECT_GT(a_left_when_b_admitted, 0) << "b should join while a is still running";
+  EXPECT_GT(gen->stats().slot_moves, 0u);
+  // Draws made for samples already ended by EOS or a stop string are discarded.
+  EXPECT_EQ(gen->stats().generated_tokens, tokens);
+  EXPECT_EQ(gen->stats().cached_tokens, 0);
+  ExpectEachAsAlone(out, {a, b}, 64);
+}
+
+TEST_F(GeneratorTest, SequencesMovedWhileTheirTokenIsPendingKeepTheirSamples) {
+  // Four slots: "short" ends first and "long", in the slots above it, moves
+  // down into its slots while its next token is still being drawn; "late"
+  // takes the slots freed after that.
+  const std::vector<GroupRequest> requests = {Group("short", "x = 1", 2, 1.0, 3),
+                                              Group("long", "def f(x):", 2, 1.0, 14),
+                                              Group("late", "import torch", 2, 1.2, 6)};
+  std::unique_ptr<Generator> gen = NewGenerator(4, 64);
+  for (const GroupRequest& request : requests) ASSERT_TRUE(gen->Enqueue(request).ok());
+  std::map<std::string, GeneratedSample> out = RunAll(gen.get());
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_GE(gen->stats().slot_moves, 2u);
+  ExpectEachAsAlone(out, requests, 64);
+}
+
+TEST_F(GeneratorTest, DecodeStepsAreNotSpentOnSamplesAtTheirLimit) {
+  std::unique_ptr<Generator> gen = NewGenerator(4, 64);
+  ASSERT_TRUE(gen->Enqueue(Group("g", "def f(x):", 3, 1.0, 10)).ok());
+  int calls = 0;
+  std::map<std::string, GeneratedSample> out =
+      RunAll(gen.get(), nullptr, [&](const auto&) { ++calls; });
+  ASSERT_EQ(out.size(), 3u);
+  // The first token comes from the prefill, the other nine from nine steps;
+  // each call returns the tokens of the step the call before queued.
+  EXPECT_EQ(gen->stats().decode_steps, 9u);
+  EXPECT_EQ(gen->stats().generated_tokens, 30u);
+  EXPECT_EQ(calls, 10);
+}
+
+TEST_F(GeneratorTest, WaitingForTheDeviceBetweenStepsChangesNoSample) {
+  const std::vector<GroupRequest> requests = {Group("p", "def relu(x):", 3, 1.0, 12),
+                                              Group("q", "return x * 2", 2, 0.7, 9)};
+  std::unique_ptr<Generator> plain = NewGenerator(4, 64);
+  std::unique_ptr<Generator> waited = NewGenerator(4, 64);
+  EXPECT_TRUE(waited->WaitForDevice().ok());  // nothing in flight
+  for (const GroupRequest& request : requests) {
+    ASSERT_TRUE(plain->Enqueue(request).ok());
+    ASSERT_TRUE(waited->Enqueue(request).ok());
+  }
+  const std::map<std::string, GeneratedSample> expected = RunAll(plain.get());
+  const std::map<std::string, GeneratedSample> got = RunAll(
+      waited.get(), nullptr, [&](const auto&) { EXPECT_TRUE(waited->WaitForDevice().ok()); });
+  ASSERT_EQ(got.size(), 5u);
+  for (const auto& [key, sample] : expected) EXPECT_EQ(got.at(key).tokens, sample.tokens) << key;
+}
+
+TEST_F(GeneratorTest, AbandonWithAStepInFlightLeavesTheGeneratorIdleAndReusable) {
+  std::unique_ptr<Generator> gen = NewGenerator(4, 64);
+  ASSERT_TRUE(gen->Enqueue(Group("run", "def f(x):", 3, 1.0, 20)).ok());
+  // The second call queues a step and takes in the first one's tokens.
+  ASSERT_TRUE(gen->Step().ok());
+  ASSERT_TRUE(gen->Step().ok());
+  EXPECT_EQ(gen->stats().decode_steps, 2u);
+  EXPECT_THAT(gen->Abandon(), ::testing::ElementsAre("run"));
+  EXPECT_TRUE(gen->idle());
+  EXPECT_EQ(gen->stats().running_sequences, 0);
+  EXPECT_EQ(gen->stats().cached_tokens, 0);
+  EXPECT_TRUE(gen->WaitForDevice().ok());
+
+  // Reused: the same as a generator that never held anything.
+  const GroupRequest again = Group("again", "import torch", 4, 1.0, 8);
+  ASSERT_TRUE(gen->Enqueue(again).ok());
+  std::map<std::string, GeneratedSample> out = RunAll(gen.get());
+  std::unique_ptr<Generator> fresh = NewGenerator(4, 64);
+  ASSERT_TRUE(fresh->Enqueue(again).ok());
+  std::map<std::string, GeneratedSample> expected = RunAll(fresh.get());
+  ASSERT_EQ(out.size(), 4u);
+  for (const auto& [key, sample] : expected) EXPECT_EQ(out[key].tokens, sample.tokens) << key;
+  EXPECT_EQ(gen->stats().cached_tokens, 0);
 }
 
 }  // namespace
