@@ -20,12 +20,6 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#if KFORGE_WITH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -33,6 +27,9 @@
 #include "absl/strings/str_split.h"
 #include "model/kernels/fused_kernels.h"
 #include "model/transformer/attention.h"
+#if KFORGE_WITH_CUDA
+#include "bench/graph_timer.h"
+#endif
 
 ABSL_FLAG(int, rows, 64, "decode rows (sequences)");
 ABSL_FLAG(int, keys, 1024, "mean cached length; rows spread over keys +- 64");
@@ -49,31 +46,6 @@ namespace {
 constexpr int kLayers = 28;
 
 #if KFORGE_WITH_CUDA
-
-// us per call of layer_call(0..kLayers-1), replayed from one CUDA graph.
-double GraphedMicroseconds(const std::function<void(int)>& layer_call) {
-  at::cuda::CUDAStream stream = at::cuda::getStreamFromPool();
-  {
-    const c10::cuda::CUDAStreamGuard guard(stream);
-    for (int layer = 0; layer < kLayers; ++layer) layer_call(layer);  // warm-up, lazy init
-    stream.synchronize();
-  }
-  at::cuda::CUDAGraph graph;
-  {
-    const c10::cuda::CUDAStreamGuard guard(stream);
-    graph.capture_begin();
-    for (int layer = 0; layer < kLayers; ++layer) layer_call(layer);
-    graph.capture_end();
-  }
-  for (int i = 0; i < 3; ++i) graph.replay();
-  at::cuda::CUDAEvent start(cudaEventDefault), end(cudaEventDefault);
-  const int reps = 20;
-  start.record();
-  for (int i = 0; i < reps; ++i) graph.replay();
-  end.record();
-  end.synchronize();
-  return start.elapsed_time(end) * 1e3 / reps / kLayers;
-}
 
 int Main() {
   const int64_t rows = absl::GetFlag(FLAGS_rows), mean = absl::GetFlag(FLAGS_keys);
@@ -129,12 +101,13 @@ int Main() {
     std::printf("%-28s %10.2f %10.0f\n", name.c_str(), us, bytes / us / 1e3);
     std::fflush(stdout);
   };
-  report("sdpa (Attend, ragged mask)", GraphedMicroseconds(sdpa));
-  report("kforge, automatic splits", GraphedMicroseconds(kforge(0)));
+  report("sdpa (Attend, ragged mask)", GraphedMicroseconds(kLayers, sdpa));
+  report("kforge, automatic splits", GraphedMicroseconds(kLayers, kforge(0)));
   for (absl::string_view piece : absl::StrSplit(absl::GetFlag(FLAGS_splits), ',')) {
     int splits = 0;
     if (!absl::SimpleAtoi(piece, &splits) || splits <= 0) continue;
-    report("kforge, " + std::string(piece) + " splits", GraphedMicroseconds(kforge(splits)));
+    report("kforge, " + std::string(piece) + " splits",
+           GraphedMicroseconds(kLayers, kforge(splits)));
   }
   return 0;
 }
