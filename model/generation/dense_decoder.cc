@@ -173,7 +173,8 @@ absl::StatusOr<at::Tensor> DenseDecoder::RunEager(absl::Span<const int64_t> toke
       TakeDeviceTokens(ids, *device,
                        InOrder(device->rows) ? at::Tensor() : Int64Tensor(device->rows, on));
     }
-    return model_->DecodeDense(cache_, ids, Int64Tensor(positions, on), longest + 1);
+    return model_->DecodeDense(cache_, ids, Int64Tensor(positions, on), longest + 1)
+        .to(at::kFloat);
   });
 }
 

@@ -3,7 +3,8 @@
 //   1. m = max(z / T) and s = sum exp(z / T - m), in float32;
 //      log p_v = (z_v / T - m) - log s, in float32, as at::log_softmax;
 //   2. the probabilities exp(log p_v), summed in double in tiles of kTile
-//      tokens (the tile sums stay in shared memory);
+//      tokens: each warp's share of each tile, then the shares in warp order
+//      (all in shared memory; no block-wide barrier per tile);
 //   3. target = u * total; the tile whose running sum first exceeds it, and
 //      in that tile a block-wide scan finds the first token whose running sum
 //      exceeds the target: the inverse CDF at u.
@@ -86,7 +87,8 @@ __device__ double BlockExclusiveSum(double value, double* scratch) {
 }
 
 __global__ void __launch_bounds__(kThreads) TemperedSampleKernel(TemperedSampleArgs a) {
-  extern __shared__ double tile_sums[];  // one per tile of the vocabulary
+  // tiles tile sums, then tiles * kWarps warp shares of them.
+  extern __shared__ double tile_sums[];
   __shared__ double scratch[kWarps];
   __shared__ float float_scratch[kWarps];
   __shared__ int64_t chosen_tile;
@@ -102,22 +104,37 @@ __global__ void __launch_bounds__(kThreads) TemperedSampleKernel(TemperedSampleA
   const int tid = threadIdx.x;
 
   float max_value = -FLT_MAX;
+#pragma unroll 4
   for (int64_t v = tid; v < vocab; v += kThreads) max_value = fmaxf(max_value, z[v] / temperature);
   max_value = BlockReduce(max_value, float_scratch, Max());
   float exp_sum = 0.0f;
+#pragma unroll 4
   for (int64_t v = tid; v < vocab; v += kThreads) exp_sum += expf(z[v] / temperature - max_value);
   exp_sum = BlockReduce(exp_sum, float_scratch, Sum());
   const float log_sum = logf(exp_sum);
   auto log_prob = [&](int64_t v) { return (z[v] / temperature - max_value) - log_sum; };
   auto prob = [&](int64_t v) { return v < vocab ? static_cast<double>(expf(log_prob(v))) : 0.0; };
 
+  // Tile sums without a block-wide barrier per tile: each warp's share of
+  // every tile first (warp_sums, [tiles][kWarps]), then one thread per tile
+  // adds its kWarps shares in warp order.
   const int64_t tiles = (vocab + kTile - 1) / kTile;
+  double* warp_sums = tile_sums + tiles;
+  const int lane = tid % 32, warp = tid / 32;
   for (int64_t tile = 0; tile < tiles; ++tile) {
     double local = 0;
     const int64_t first = tile * kTile + int64_t{tid} * kItems;
     for (int j = 0; j < kItems; ++j) local += prob(first + j);
-    const double sum = BlockReduce(local, scratch, Sum());
-    if (tid == 0) tile_sums[tile] = sum;
+    for (int offset = 16; offset > 0; offset /= 2) {
+      local += __shfl_down_sync(kAllLanes, local, offset);
+    }
+    if (lane == 0) warp_sums[tile * kWarps + warp] = local;
+  }
+  __syncthreads();
+  for (int64_t tile = tid; tile < tiles; tile += kThreads) {
+    double sum = 0;
+    for (int w = 0; w < kWarps; ++w) sum += warp_sums[tile * kWarps + w];
+    tile_sums[tile] = sum;
   }
   __syncthreads();
   if (tid == 0) {
@@ -175,7 +192,8 @@ __global__ void __launch_bounds__(kThreads) TemperedSampleKernel(TemperedSampleA
 cudaError_t LaunchTemperedSample(const TemperedSampleArgs& args, cudaStream_t stream) {
   if (args.rows == 0) return cudaSuccess;
   const int64_t tiles = (args.vocab + kTile - 1) / kTile;
-  const size_t shared = static_cast<size_t>(tiles) * sizeof(double);
+  const size_t shared = static_cast<size_t>(tiles) * (1 + kWarps) * sizeof(double);
+  if (shared > 48 * 1024) return cudaErrorInvalidValue;  // a vocabulary over ~1.5M tokens
   TemperedSampleKernel<<<static_cast<unsigned>(args.rows), kThreads, shared, stream>>>(args);
   return cudaGetLastError();
 }

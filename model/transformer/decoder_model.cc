@@ -164,7 +164,7 @@ absl::StatusOr<at::Tensor> DecoderModel::DecodeStep(KvCache* cache,
   KF_ASSIGN_OR_RETURN(const KvCache::DecodeBatch batch, cache->MakeDecodeBatch(slots));
   KF_ASSIGN_OR_RETURN(at::Tensor logits, TorchCall("decode step", [&] {
     c10::NoGradGuard no_grad;
-    return DecodeLogits(cache, batch, Int64Tensor(tokens, options_.device));
+    return DecodeLogits(cache, batch, Int64Tensor(tokens, options_.device)).to(at::kFloat);
   }));
   cache->Advance(slots, 1);
   return logits;
@@ -188,7 +188,7 @@ at::Tensor DecoderModel::DecodeLogits(KvCache* cache, const KvCache::DecodeBatch
   };
   const at::Tensor hidden =
       RunLayers(ids.unsqueeze(1), batch.positions.unsqueeze(1), attend, /*defer_rope=*/fused);
-  return at::linear(hidden.squeeze(1), weights_.lm_head).to(at::kFloat);
+  return at::linear(hidden.squeeze(1), weights_.lm_head);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> DecoderModel::NamedParameters() {

@@ -84,7 +84,8 @@ class DecoderModel {
 
   // A decode step over slots 0..N-1 of `cache` from device inputs: ids and
   // positions int64 [N] on the model's device, keys 0..span-1 read. Returns
-  // float32 logits [N, V]. Device work only, with no checks and no host
+  // logits [N, V] in the model's dtype (a CUDA graph copies them into its
+  // float32 buffer: one conversion, not two). Device work only, with no checks and no host
   // synchronisation, so a CUDA graph can capture it (see
   // model/generation/dense_decoder.h); the caller checks the slots
   // (KvCache::CheckDecode) and advances the cache. Throws c10::Error.
@@ -107,8 +108,9 @@ class DecoderModel {
                at::Tensor inv_freq);
 
   absl::Status CheckCache(const KvCache& cache) const;
-  // One token per row of `batch` (ids int64 [N] on the device) -> float32
-  // next-token logits [N, V]; stores the rows' keys and values in `cache`.
+  // One token per row of `batch` (ids int64 [N] on the device) -> next-token
+  // logits [N, V] in the model's dtype; stores the rows' keys and values in
+  // `cache`.
   at::Tensor DecodeLogits(KvCache* cache, const KvCache::DecodeBatch& batch,
                           const at::Tensor& ids) const;
   // ids and positions int64 [B, T] on the device -> final-normed hidden [B, T, C].

@@ -218,7 +218,8 @@ TEST_P(KvCacheTest, DenseDecodeOfSlotsFromZeroMatchesTheDecodeStep) {
   // A span longer than the longest row reads masked keys only beyond it; a
   // fourth row is padding for free slot 3 (token 0 at position 0).
   const at::Tensor got =
-      model_->DecodeDense(dense.get(), OnDevice({11, 12, 13, 0}), OnDevice({3, 6, 1, 0}), 12);
+      model_->DecodeDense(dense.get(), OnDevice({11, 12, 13, 0}), OnDevice({3, 6, 1, 0}), 12)
+          .to(at::kFloat);
   EXPECT_LT(MaxDifference(got.narrow(0, 0, 3), expected), kTolerance);
   // What the padding row wrote into the free slot is forgotten once the slot
   // is allocated and filled.
