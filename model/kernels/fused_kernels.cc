@@ -176,10 +176,8 @@ at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
   args.heads = static_cast<int>(heads);
   args.kv_heads = static_cast<int>(keys.size(1));
   args.head_dim = static_cast<int>(head_dim);
-  args.splits = splits > 0 ? splits
-                           : ck::DecodeAttentionSplits(
-                                 args, max_keys,
-                                 at::cuda::getDeviceProperties(device.index())->multiProcessorCount);
+  const int multiprocessors = at::cuda::getDeviceProperties(device.index())->multiProcessorCount;
+  args.splits = splits > 0 ? splits : ck::DecodeAttentionSplits(args, max_keys, multiprocessors);
   at::Tensor partial_out, partial_lse;
   if (args.splits > 1) {
     partial_out = at::empty({rows, heads, args.splits, head_dim}, q.options().dtype(at::kFloat));
@@ -201,6 +199,53 @@ at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
   args.out = out.data_ptr();
   CheckLaunch(ck::LaunchDecodeAttention(args, at::cuda::getCurrentCUDAStream(device.index())),
               "FusedDecodeAttention");
+  return out;
+}
+
+namespace {
+
+// [rows, C] over x's leading dims without a copy; undefined when they do not
+// nest (each stride the next's times its size) or C is not contiguous.
+at::Tensor RowsOf(const at::Tensor& x) {
+  if (x.dim() < 1 || x.stride(-1) != 1) return at::Tensor();
+  int64_t inner_stride = -1, inner_size = 1;
+  for (int64_t d = x.dim() - 2; d >= 0; --d) {
+    if (x.size(d) == 1) continue;
+    if (inner_stride >= 0 && x.stride(d) != inner_stride * inner_size) return at::Tensor();
+    inner_stride = x.stride(d);
+    inner_size = x.size(d);
+  }
+  return x.view({-1, x.size(-1)});
+}
+
+}  // namespace
+
+bool FusedRmsNormSupports(const at::Tensor& x, const at::Tensor& weight) {
+  return UseFusedKernels(x) && weight.defined() && !weight.requires_grad() &&
+         weight.device() == x.device() && weight.scalar_type() == x.scalar_type() &&
+         weight.dim() == 1 && weight.is_contiguous() && x.dim() >= 1 &&
+         weight.size(0) == x.size(-1) && x.numel() > 0 && RowsOf(x).defined();
+}
+
+at::Tensor FusedRmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  TORCH_CHECK(FusedRmsNormSupports(x, weight), "FusedRmsNorm does not take x ", x.sizes(), " ",
+              x.scalar_type(), " strides ", x.strides(), " with weight ", weight.sizes(), " ",
+              weight.scalar_type(), " (CUDA, one dtype, weight [C] contiguous, rows of x "
+              "evenly strided)");
+  const at::Tensor rows = RowsOf(x);
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+  ck::RmsNormArgs args;
+  args.type = ElementTypeOf(x, "FusedRmsNorm");
+  args.rows = rows.size(0);
+  args.width = rows.size(1);
+  args.x = rows.data_ptr();
+  args.x_row = rows.stride(0);
+  args.weight = weight.data_ptr();
+  args.eps = static_cast<float>(eps);
+  args.out = out.data_ptr();
+  CheckLaunch(ck::LaunchRmsNorm(args, at::cuda::getCurrentCUDAStream(x.device().index())),
+              "FusedRmsNorm");
   return out;
 }
 
@@ -286,6 +331,10 @@ at::Tensor FusedRopeStore(const at::Tensor&, const at::Tensor&, const at::Tensor
   NotBuilt("FusedRopeStore");
 }
 bool FusedDecodeAttentionSupports(const at::Tensor&, const at::Tensor&) { return false; }
+bool FusedRmsNormSupports(const at::Tensor&, const at::Tensor&) { return false; }
+at::Tensor FusedRmsNorm(const at::Tensor&, const at::Tensor&, double) {
+  NotBuilt("FusedRmsNorm");
+}
 at::Tensor FusedDecodeAttention(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                 const at::Tensor&, const at::Tensor&, int64_t, int) {
   NotBuilt("FusedDecodeAttention");

@@ -1,8 +1,9 @@
 // kforge's own CUDA kernels for the sampling path, as tensor operations:
 // the decode step's RoPE plus KV-cache write, its attention over the cache,
-// SwiGLU's silu * up, and temperature sampling. Each replaces several LibTorch kernels whose fixed
-// cost (microseconds each) dominates a decode step at batch sizes where the
-// data is kilobytes (bench/RESULTS.md).
+// RMSNorm, SwiGLU's silu * up, and temperature sampling. Each replaces
+// LibTorch kernels that are slower at decode shapes or several kernels whose
+// fixed cost (microseconds each) dominates a decode step at batch sizes where
+// the data is kilobytes (bench/RESULTS.md).
 //
 //   if (UseFusedKernels(x)) out = FusedSiluMul(gate, up);   // else at::silu(gate) * up
 //
@@ -49,6 +50,13 @@ bool FusedDecodeAttentionSupports(const at::Tensor& q, const at::Tensor& keys);
 at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
                                 const at::Tensor& values, const at::Tensor& slots,
                                 const at::Tensor& positions, int64_t max_keys, int splits = 0);
+
+// Whether FusedRmsNorm takes x [..., C] (leading dims viewable as rows,
+// C contiguous) with weight [C]: kernels built, CUDA, no gradient, one dtype.
+bool FusedRmsNormSupports(const at::Tensor& x, const at::Tensor& weight);
+// transformers' RMSNorm: weight * (x * rsqrt(mean(x^2) + eps)) in float32,
+// rounded to x's dtype before and after the weight. Contiguous, x's shape.
+at::Tensor FusedRmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // silu(gate) * up for gate, up [..., W] of one shape (views whose rows are
 // evenly strided, such as the two halves of a fused gate/up projection).

@@ -99,6 +99,19 @@ int DecodeAttentionSplits(const DecodeAttentionArgs& shape, int64_t max_keys,
                           int multiprocessors);
 cudaError_t LaunchDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream);
 
+// transformers' RMSNorm of each row: weight * (x * rsqrt(mean(x^2) + eps))
+// in float32, rounded to the element type before and after the weight.
+struct RmsNormArgs {
+  ElementType type = ElementType::kFloat32;
+  int64_t rows = 0, width = 0;
+  const void* x = nullptr;       // [rows, width], row stride x_row, width contiguous
+  int64_t x_row = 0;
+  const void* weight = nullptr;  // [width]
+  float eps = 0.f;
+  void* out = nullptr;           // [rows, width], contiguous
+};
+cudaError_t LaunchRmsNorm(const RmsNormArgs& args, cudaStream_t stream);
+
 }  // namespace kforge::cuda_kernels
 
 #endif  // KFORGE_MODEL_KERNELS_KERNEL_LAUNCHERS_H_

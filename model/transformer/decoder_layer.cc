@@ -117,6 +117,8 @@ at::Tensor AddLinear(at::Tensor residual, const at::Tensor& x, const at::Tensor&
 }  // namespace
 
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  // kforge's kernel (sampling, on CUDA): one kernel, transformers' roundings.
+  if (FusedRmsNormSupports(x, weight)) return FusedRmsNorm(x, weight, eps);
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
   // One kernel instead of eight on CUDA (float32 accumulation, one rounding
   // to x's dtype): a decode step runs two or four of these per layer, and

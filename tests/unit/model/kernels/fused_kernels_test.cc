@@ -150,19 +150,63 @@ TEST(FusedKernelsTest, RopeStoreIsWithinOneRoundingOfTensorOpsInBfloat16) {
 TEST(FusedKernelsTest, SiluMulMatchesTensorOpsOnTheHalvesOfOneProjection) {
   SKIP_WITHOUT_KERNELS();
   at::manual_seed(5);
+  // Width 96: 16-byte pieces (the vector kernel); 90: element by element.
+  for (const int64_t width : {96, 90}) {
   for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
-    const at::Tensor both = (at::randn({3, 4, 2 * 96}, at::TensorOptions().device(at::kCUDA)) * 4)
-                                .to(dtype);
-    const at::Tensor gate = both.narrow(-1, 0, 96), up = both.narrow(-1, 96, 96);
+    const at::Tensor both =
+        (at::randn({3, 4, 2 * width}, at::TensorOptions().device(at::kCUDA)) * 4).to(dtype);
+    const at::Tensor gate = both.narrow(-1, 0, width), up = both.narrow(-1, width, width);
     const at::Tensor got = FusedSiluMul(gate, up);
     const at::Tensor want = at::silu(gate) * up;
     ASSERT_EQ(got.sizes(), want.sizes());
     // Same roundings as the two ops; expf may differ from LibTorch's exp in
     // the last float bit, which can move a bf16/fp16 rounding by one unit.
     const double unit = dtype == at::kFloat ? 1e-5 : dtype == at::kBFloat16 ? 0.5 : 0.05;
-    EXPECT_LT(MaxDifference(got, want), unit) << dtype;
-    EXPECT_GT((got == want).to(at::kFloat).mean().item<double>(), 0.99) << dtype;
+    EXPECT_LT(MaxDifference(got, want), unit) << dtype << ", width " << width;
+    EXPECT_GT((got == want).to(at::kFloat).mean().item<double>(), 0.99)
+        << dtype << ", width " << width;
   }
+  }
+}
+
+TEST(FusedKernelsTest, RmsNormRoundsAsTransformersDoes) {
+  SKIP_WITHOUT_KERNELS();
+  at::manual_seed(29);
+  const at::TensorOptions on_gpu = at::TensorOptions().device(at::kCUDA);
+  // 1536: 16-byte pieces; 100: element by element. Rows strided (the
+  // second half of wider rows) as well as contiguous.
+  for (const int64_t width : {1536, 100}) {
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+      const at::Tensor wide = (at::randn({5, 1, 2 * width}, on_gpu) * 3).to(dtype);
+      const at::Tensor weight = (at::rand({width}, on_gpu) + 0.5).to(dtype);
+      const at::Tensor strided = wide.narrow(-1, width, width);
+      for (const at::Tensor& x : {strided, strided.contiguous()}) {
+        ASSERT_TRUE(FusedRmsNormSupports(x, weight));
+        const at::Tensor got = FusedRmsNorm(x, weight, 1e-6);
+        const at::Tensor h = x.to(at::kFloat);
+        const at::Tensor want =
+            weight * (h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + 1e-6)).to(dtype);
+        ASSERT_EQ(got.sizes(), x.sizes());
+        // The same two roundings; the sum of squares in another order can
+        // move a rounding by one unit.
+        const double unit = dtype == at::kFloat      ? 1e-5
+                            : dtype == at::kBFloat16 ? 1.0 / 128
+                                                     : 1.0 / 1024;
+        const double scale = want.abs().max().item<double>();
+        EXPECT_LT(MaxDifference(got, want), unit * scale) << dtype << ", width " << width;
+        // In float32 the roundings are exact and only the sum's order (and
+        // rsqrtf) differ; in 16 bits nearly every value rounds the same.
+        if (dtype != at::kFloat) {
+          EXPECT_GT((got == want).to(at::kFloat).mean().item<double>(), 0.98)
+              << dtype << ", width " << width;
+        }
+      }
+    }
+  }
+  // A q/k-norm view whose rows do not nest is left to LibTorch.
+  const at::Tensor qkv = at::randn({2, 1, 4 * 128}, on_gpu);
+  EXPECT_FALSE(FusedRmsNormSupports(qkv.narrow(-1, 0, 256).view({2, 1, 2, 128}),
+                                    at::ones({128}, on_gpu)));
 }
 
 // The fused sampler against the tensor-op path (on the CPU, where the sampler
