@@ -18,31 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from graph_timing import graphed_us
+
 LAYERS = 28
 H, KVH, D = 12, 2, 128
-
-
-def graphed(fn, reps=20):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for layer in range(LAYERS):
-            fn(layer)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for layer in range(LAYERS):
-            fn(layer)
-    for _ in range(3):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(reps):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps / LAYERS * 1e3
 
 
 def main():
@@ -105,15 +84,15 @@ def main():
                            ('sdpa math', SDPBackend.MATH)):
         try:
             if backend is None:
-                err, us = check(sdpa), graphed(sdpa)
+                err, us = check(sdpa), graphed_us(sdpa, LAYERS)
             else:
                 with sdpa_kernel(backend):
-                    err, us = check(sdpa), graphed(sdpa)
+                    err, us = check(sdpa), graphed_us(sdpa, LAYERS)
             print(f'  {label:16s} {us:7.2f} us  {kv_bytes / us / 1e3:6.0f} GB/s  max err {err:.3g}')
         except Exception as e:  # noqa: BLE001 - a probe reports what does not run
             print(f'  {label:16s} failed: {str(e).splitlines()[0][:160]}')
     try:
-        err, us = check(flash), graphed(flash)
+        err, us = check(flash), graphed_us(flash, LAYERS)
         print(f'  {"flash varlen":16s} {us:7.2f} us  {kv_bytes / us / 1e3:6.0f} GB/s  max err {err:.3g}')
     except Exception as e:  # noqa: BLE001
         print(f'  flash varlen failed: {str(e).splitlines()[0][:300]}')

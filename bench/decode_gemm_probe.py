@@ -8,30 +8,9 @@ Prints us per GEMM and the bandwidth of the weight bytes."""
 import torch
 import torch.nn.functional as F
 
+from graph_timing import graphed_us
+
 LAYERS = 28
-
-
-def graphed(fn):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for layer in range(LAYERS):
-            fn(layer)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for layer in range(LAYERS):
-            fn(layer)
-    for _ in range(5):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(20):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / 20 / LAYERS * 1e3
 
 
 def main():
@@ -54,7 +33,7 @@ def main():
                 'linear + add_': lambda i: residual.add_(F.linear(x, ws[i])),
             }
             for label, fn in variants.items():
-                us = graphed(fn)
+                us = graphed_us(fn, LAYERS)
                 print(f'  {name:8s} {label:14s} {us:7.2f} us  {gb / us * 1e6:6.0f} GB/s')
 
 
