@@ -147,24 +147,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   const T* keys = static_cast<const T*>(a.keys) + cache_offset;
   const T* values = static_cast<const T*>(a.values) + cache_offset;
 
-  // Q as the MMA's A operand, rows g and g + 8 of the group, zero past it.
-  uint32_t q[D / 16][4];
-  {
-    const T* q_row = static_cast<const T*>(a.q) + row * a.q_row;
-    const int head0 = kv_head * group;
-    const T* q_g = q_row + (head0 + g) * a.q_head;
-    const T* q_g8 = q_row + (head0 + g + 8) * a.q_head;
-    const bool has_g = g < group, has_g8 = g + 8 < group;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int col = kk * 16 + 2 * t;
-      q[kk][0] = has_g ? LoadPair(q_g + col) : 0u;
-      q[kk][1] = has_g8 ? LoadPair(q_g8 + col) : 0u;
-      q[kk][2] = has_g ? LoadPair(q_g + col + 8) : 0u;
-      q[kk][3] = has_g8 ? LoadPair(q_g8 + col + 8) : 0u;
-    }
-  }
-
   T* slab_memory = reinterpret_cast<T*>(shared) + warp * kStages * 2 * kSlab * kRowElems<D>;
   const auto key_buffer = [&](int stage) { return slab_memory + stage * 2 * kSlab * kRowElems<D>; };
   const auto value_buffer = [&](int stage) { return key_buffer(stage) + kSlab * kRowElems<D>; };
@@ -185,20 +167,73 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   };
 
-  const float scale = a.scale * kLog2e;  // scores in log2 units: exp2 below
-  float m[2] = {-INFINITY, -INFINITY};   // running max of rows g, g + 8
-  float l[2] = {0.f, 0.f};               // this thread's share of the running sums
-  float o[D / 8][4] = {};                // O, as MMA accumulators over head_dim
-
   // Slabs s, s + kWarps, ... in flight kStages - 1 ahead; a group is
   // committed for every slot, empty past the end, so that waiting for all
-  // but the newest kStages - 1 groups always means slab s has arrived.
+  // but the newest kStages - 1 groups always means slab s has arrived. The
+  // first are under way before q is read (and rotated).
 #pragma unroll
   for (int ahead = 0; ahead < kStages - 1; ++ahead) {
     const int s = first_slab + warp + ahead * kWarps;
     if (s < end_slab) load_slab(s, ahead);
     CommitCopies();
   }
+
+  // With a.inv_freq, q and the row's new key come unrotated: the rotary
+  // embedding's cos and sin at the row's position, rounded to T as
+  // FusedRopeStore rounds them (rope_store.cu; the same arithmetic follows).
+  constexpr int kHalf = D / 2;
+  __shared__ float rope_cos[kHalf], rope_sin[kHalf];
+  const bool rotate = a.inv_freq != nullptr;
+  if (rotate) {
+    for (int i = threadIdx.x; i < kHalf; i += blockDim.x) {
+      float sin_value, cos_value;
+      sincosf(static_cast<float>(length - 1) * a.inv_freq[i], &sin_value, &cos_value);
+      rope_cos[i] = RoundTo<T>(cos_value);
+      rope_sin[i] = RoundTo<T>(sin_value);
+    }
+    __syncthreads();
+  }
+  // Elements col, col + 1 of head vector x (rotated when `rotate`), as a pair.
+  const auto head_pair = [&](const T* x, int col) -> uint32_t {
+    if (!rotate) return LoadPair(x + col);
+    const bool low = col < kHalf;
+    const int i = low ? col : col - kHalf;
+    const uint32_t first = LoadPair(x + i), second = LoadPair(x + i + kHalf);
+    const T* x1 = reinterpret_cast<const T*>(&first);
+    const T* x2 = reinterpret_cast<const T*>(&second);
+    float out[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float a1 = ToFloat(x1[j]), a2 = ToFloat(x2[j]);
+      const float c = rope_cos[i + j], s = rope_sin[i + j];
+      out[j] = low ? a1 * c - a2 * s : a2 * c + a1 * s;
+    }
+    return PackPair<T>(out[0], out[1]);
+  };
+
+  // Q as the MMA's A operand, rows g and g + 8 of the group, zero past it.
+  uint32_t q[D / 16][4];
+  {
+    const T* q_row = static_cast<const T*>(a.q) + row * a.q_row;
+    const int head0 = kv_head * group;
+    const T* q_g = q_row + (head0 + g) * a.q_head;
+    const T* q_g8 = q_row + (head0 + g + 8) * a.q_head;
+    const bool has_g = g < group, has_g8 = g + 8 < group;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int col = kk * 16 + 2 * t;
+      q[kk][0] = has_g ? head_pair(q_g, col) : 0u;
+      q[kk][1] = has_g8 ? head_pair(q_g8, col) : 0u;
+      q[kk][2] = has_g ? head_pair(q_g, col + 8) : 0u;
+      q[kk][3] = has_g8 ? head_pair(q_g8, col + 8) : 0u;
+    }
+  }
+
+  const float scale = a.scale * kLog2e;  // scores in log2 units: exp2 below
+  float m[2] = {-INFINITY, -INFINITY};   // running max of rows g, g + 8
+  float l[2] = {0.f, 0.f};               // this thread's share of the running sums
+  float o[D / 8][4] = {};                // O, as MMA accumulators over head_dim
+
   int stage = 0;
   for (int s = first_slab + warp; s < end_slab; s += kWarps) {
     const int refill = s + (kStages - 1) * kWarps;
@@ -206,6 +241,27 @@ __global__ void __launch_bounds__(kWarps * 32)
     CommitCopies();
     WaitCopies<kStages - 1>();
     __syncwarp();
+    if (rotate && s == (length - 1) / kSlab) {
+      // The slab of the row's new token: its key and value come from the
+      // inputs (the copy brought what the cache held before). This warp
+      // alone covers that position, so it also stores them in the cache.
+      const int position = length - 1;
+      T* k_smem = key_buffer(stage) + (position % kSlab) * kRowElems<D>;
+      T* v_smem = value_buffer(stage) + (position % kSlab) * kRowElems<D>;
+      const T* k_new = static_cast<const T*>(a.k) + row * a.k_row + kv_head * a.k_head;
+      const T* v_new = static_cast<const T*>(a.v) + row * a.v_row + kv_head * a.v_head;
+      T* k_cache = static_cast<T*>(a.keys) + cache_offset + position * a.cache_pos;
+      T* v_cache = static_cast<T*>(a.values) + cache_offset + position * a.cache_pos;
+      for (int i = lane; i < kHalf; i += 32) {
+        const float x1 = ToFloat(k_new[i]), x2 = ToFloat(k_new[i + kHalf]);
+        const float c = rope_cos[i], sn = rope_sin[i];
+        const T low = FromFloat<T>(x1 * c - x2 * sn), high = FromFloat<T>(x2 * c + x1 * sn);
+        k_smem[i] = k_cache[i] = low;
+        k_smem[i + kHalf] = k_cache[i + kHalf] = high;
+      }
+      for (int i = lane; i < D; i += 32) v_smem[i] = v_cache[i] = v_new[i];
+      __syncwarp();
+    }
     const T* k_slab = key_buffer(stage);
     const T* v_slab = value_buffer(stage);
 

@@ -126,17 +126,33 @@ at::Tensor FusedRopeStore(const at::Tensor& q, const at::Tensor& k, const at::Te
   return q_out;
 }
 
-bool FusedDecodeAttentionSupports(const at::Tensor& q, const at::Tensor& keys) {
-  if (!UseFusedKernels(q) || q.dim() != 4 || keys.dim() != 4) return false;
-  if (q.scalar_type() != at::kBFloat16 && q.scalar_type() != at::kHalf) return false;
-  return ck::DecodeAttentionSupports(ElementTypeOf(q, "FusedDecodeAttention"),
-                                     static_cast<int>(q.size(1)), static_cast<int>(keys.size(1)),
-                                     static_cast<int>(q.size(3)));
+bool FusedDecodeAttentionTakes(at::ScalarType dtype, const at::Device& device, int64_t heads,
+                               int64_t kv_heads, int64_t head_dim) {
+  if (!device.is_cuda() || (dtype != at::kBFloat16 && dtype != at::kHalf)) return false;
+  return ck::DecodeAttentionSupports(
+      dtype == at::kHalf ? ck::ElementType::kFloat16 : ck::ElementType::kBFloat16,
+      static_cast<int>(heads), static_cast<int>(kv_heads), static_cast<int>(head_dim));
 }
 
-at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
-                                const at::Tensor& values, const at::Tensor& slots,
-                                const at::Tensor& positions, int64_t max_keys, int splits) {
+bool FusedDecodeAttentionSupports(const at::Tensor& q, const at::Tensor& keys) {
+  if (!UseFusedKernels(q) || q.dim() != 4 || keys.dim() != 4) return false;
+  return FusedDecodeAttentionTakes(q.scalar_type(), q.device(), q.size(1), keys.size(1),
+                                   q.size(3));
+}
+
+namespace {
+
+// The new token's key and value and the RoPE frequencies, for
+// FusedRopeDecodeAttention.
+struct NewTokenKv {
+  const at::Tensor& k;
+  const at::Tensor& v;
+  const at::Tensor& inv_freq;
+};
+
+at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                           const at::Tensor& slots, const at::Tensor& positions, int64_t max_keys,
+                           int splits, const NewTokenKv* new_kv) {
   const at::Device device = CudaDeviceOf(q, "FusedDecodeAttention", "q");
   const std::pair<const at::Tensor*, const char*> inputs[] = {
       {&keys, "keys"}, {&values, "values"}, {&slots, "slots"}, {&positions, "positions"}};
@@ -197,9 +213,50 @@ at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
   args.positions = positions.data_ptr<int64_t>();
   args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   args.out = out.data_ptr();
+  if (new_kv != nullptr) {
+    CheckOn(new_kv->k, device, "k");
+    CheckOn(new_kv->v, device, "v");
+    CheckOn(new_kv->inv_freq, device, "inv_freq");
+    CheckTokens(new_kv->k, rows, head_dim, "k");
+    CheckTokens(new_kv->v, rows, head_dim, "v");
+    TORCH_CHECK(new_kv->k.size(1) == keys.size(1) && new_kv->v.size(1) == keys.size(1) &&
+                    new_kv->k.scalar_type() == q.scalar_type() &&
+                    new_kv->v.scalar_type() == q.scalar_type(),
+                "k and v must be [", rows, ", ", keys.size(1), ", 1, ", head_dim,
+                "] of q's dtype, got ", new_kv->k.sizes(), " and ", new_kv->v.sizes());
+    const at::Tensor& inv_freq = new_kv->inv_freq;
+    TORCH_CHECK(inv_freq.scalar_type() == at::kFloat && inv_freq.is_contiguous() &&
+                    inv_freq.numel() == head_dim / 2,
+                "inv_freq must be contiguous float32 [", head_dim / 2, "], got ",
+                inv_freq.scalar_type(), " ", inv_freq.sizes());
+    args.inv_freq = inv_freq.data_ptr<float>();
+    args.k = new_kv->k.data_ptr();
+    args.k_row = new_kv->k.stride(0);
+    args.k_head = new_kv->k.stride(1);
+    args.v = new_kv->v.data_ptr();
+    args.v_row = new_kv->v.stride(0);
+    args.v_head = new_kv->v.stride(1);
+  }
   CheckLaunch(ck::LaunchDecodeAttention(args, at::cuda::getCurrentCUDAStream(device.index())),
               "FusedDecodeAttention");
   return out;
+}
+
+}  // namespace
+
+at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
+                                const at::Tensor& values, const at::Tensor& slots,
+                                const at::Tensor& positions, int64_t max_keys, int splits) {
+  return DecodeAttention(q, keys, values, slots, positions, max_keys, splits, nullptr);
+}
+
+at::Tensor FusedRopeDecodeAttention(const at::Tensor& q, const at::Tensor& k,
+                                    const at::Tensor& v, const at::Tensor& inv_freq,
+                                    const at::Tensor& keys, const at::Tensor& values,
+                                    const at::Tensor& slots, const at::Tensor& positions,
+                                    int64_t max_keys) {
+  const NewTokenKv new_kv{k, v, inv_freq};
+  return DecodeAttention(q, keys, values, slots, positions, max_keys, 0, &new_kv);
 }
 
 namespace {
@@ -331,6 +388,9 @@ at::Tensor FusedRopeStore(const at::Tensor&, const at::Tensor&, const at::Tensor
   NotBuilt("FusedRopeStore");
 }
 bool FusedDecodeAttentionSupports(const at::Tensor&, const at::Tensor&) { return false; }
+bool FusedDecodeAttentionTakes(at::ScalarType, const at::Device&, int64_t, int64_t, int64_t) {
+  return false;
+}
 bool FusedRmsNormSupports(const at::Tensor&, const at::Tensor&) { return false; }
 at::Tensor FusedRmsNorm(const at::Tensor&, const at::Tensor&, double) {
   NotBuilt("FusedRmsNorm");
@@ -338,6 +398,11 @@ at::Tensor FusedRmsNorm(const at::Tensor&, const at::Tensor&, double) {
 at::Tensor FusedDecodeAttention(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                 const at::Tensor&, const at::Tensor&, int64_t, int) {
   NotBuilt("FusedDecodeAttention");
+}
+at::Tensor FusedRopeDecodeAttention(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                    const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                    const at::Tensor&, const at::Tensor&, int64_t) {
+  NotBuilt("FusedRopeDecodeAttention");
 }
 at::Tensor FusedSiluMul(const at::Tensor&, const at::Tensor&) { NotBuilt("FusedSiluMul"); }
 FusedDraws FusedTemperedSample(const at::Tensor&, const at::Tensor&, const at::Tensor&) {

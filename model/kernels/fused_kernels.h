@@ -39,6 +39,9 @@ at::Tensor FusedRopeStore(const at::Tensor& q, const at::Tensor& k, const at::Te
 // [slots, KVH, max_len, D]: kernels built, CUDA, bfloat16 or float16, D 64
 // or 128, H a multiple of KVH and at most 16 query heads per kv head.
 bool FusedDecodeAttentionSupports(const at::Tensor& q, const at::Tensor& keys);
+// The same from the shapes alone: a model of this dtype, device and heads.
+bool FusedDecodeAttentionTakes(at::ScalarType dtype, const at::Device& device, int64_t heads,
+                               int64_t kv_heads, int64_t head_dim);
 // Attention of one query token per row over its slot's cached keys: row i
 // (q [N, H, 1, D], rotated; head_dim contiguous) attends keys and values
 // 0..positions[i] of slot slots[i] of one layer's cache keys, values
@@ -50,6 +53,18 @@ bool FusedDecodeAttentionSupports(const at::Tensor& q, const at::Tensor& keys);
 at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
                                 const at::Tensor& values, const at::Tensor& slots,
                                 const at::Tensor& positions, int64_t max_keys, int splits = 0);
+
+// FusedRopeStore and FusedDecodeAttention in one kernel: q [N, H, 1, D] and
+// the new token's k, v [N, KVH, 1, D] come before RoPE (head_dim contiguous,
+// any row and head strides); k is rotated and stored with v at
+// (slots[i], positions[i]) of keys and values, and the attention reads it
+// from the kernel's own registers there, so no other kernel runs between the
+// projection and the attention. Same numerics as the two kernels.
+at::Tensor FusedRopeDecodeAttention(const at::Tensor& q, const at::Tensor& k,
+                                    const at::Tensor& v, const at::Tensor& inv_freq,
+                                    const at::Tensor& keys, const at::Tensor& values,
+                                    const at::Tensor& slots, const at::Tensor& positions,
+                                    int64_t max_keys);
 
 // Whether FusedRmsNorm takes x [..., C] (leading dims viewable as rows,
 // C contiguous) with weight [C]: kernels built, CUDA, no gradient, one dtype.

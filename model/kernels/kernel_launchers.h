@@ -82,13 +82,22 @@ struct DecodeAttentionArgs {
   const void* q = nullptr;
   int64_t q_row = 0, q_head = 0;
   // One layer's cache as in RopeStoreArgs.
-  const void* keys = nullptr;
-  const void* values = nullptr;
+  void* keys = nullptr;
+  void* values = nullptr;
   int64_t cache_slot = 0, cache_head = 0, cache_pos = 0;
   const int64_t* slots = nullptr;      // [rows]
   const int64_t* positions = nullptr;  // [rows]: the row's last key
   float scale = 0.f;                   // applied to q . k
   void* out = nullptr;                 // [rows, heads, head_dim], contiguous
+  // With inv_freq ([head_dim / 2]), q comes before RoPE, and the row's new
+  // key and value, k and v [rows, kv_heads, head_dim] (these strides), are
+  // rotated and stored at its position as RopeStoreArgs does, in the same
+  // kernel: the cache there is then written, not read.
+  const float* inv_freq = nullptr;
+  const void* k = nullptr;
+  int64_t k_row = 0, k_head = 0;
+  const void* v = nullptr;
+  int64_t v_row = 0, v_head = 0;
 };
 // Whether the kernel takes this shape: bfloat16 or float16, head_dim 64 or
 // 128, at most 16 query heads per kv head.

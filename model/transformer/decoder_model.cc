@@ -161,7 +161,8 @@ absl::StatusOr<at::Tensor> DecoderModel::DecodeStep(KvCache* cache,
   }
   KF_RETURN_IF_ERROR(CheckCache(*cache));
   KF_RETURN_IF_ERROR(CheckTokens(tokens));
-  KF_ASSIGN_OR_RETURN(const KvCache::DecodeBatch batch, cache->MakeDecodeBatch(slots));
+  KF_ASSIGN_OR_RETURN(const KvCache::DecodeBatch batch,
+                      cache->MakeDecodeBatch(slots, NeedsDecodeMask()));
   KF_ASSIGN_OR_RETURN(at::Tensor logits, TorchCall("decode step", [&] {
     c10::NoGradGuard no_grad;
     return DecodeLogits(cache, batch, Int64Tensor(tokens, options_.device)).to(at::kFloat);
@@ -172,13 +173,23 @@ absl::StatusOr<at::Tensor> DecoderModel::DecodeStep(KvCache* cache,
 
 at::Tensor DecoderModel::DecodeDense(KvCache* cache, const at::Tensor& ids,
                                      const at::Tensor& positions, int64_t span) const {
-  return DecodeLogits(cache, cache->DenseDecodeBatch(positions, span), ids);
+  return DecodeLogits(cache, cache->DenseDecodeBatch(positions, span, NeedsDecodeMask()), ids);
+}
+
+bool DecoderModel::NeedsDecodeMask() const {
+  // Must agree with DecodeLogits and KvCache::AttendDecode on when kforge's
+  // attention runs: it reads no mask, and building one is ~5 kernels a step.
+  const bool fused = FusedKernelsAvailable() && options_.device.is_cuda() &&
+                     !at::GradMode::is_enabled() && options_.kforge_decode_attention;
+  return !(fused && FusedDecodeAttentionTakes(options_.dtype, options_.device,
+                                              config_.num_attention_heads,
+                                              config_.num_key_value_heads, config_.head_dim));
 }
 
 at::Tensor DecoderModel::DecodeLogits(KvCache* cache, const KvCache::DecodeBatch& batch,
                                       const at::Tensor& ids) const {
-  // On CUDA with kforge's kernels, each layer's RoPE and cache write are one
-  // kernel inside AttendDecode (model/kernels/fused_kernels.h).
+  // On CUDA with kforge's kernels, each layer's RoPE, cache write and
+  // attention are one kernel inside AttendDecode (model/kernels/fused_kernels.h).
   const bool fused = UseFusedKernels(ids) && !at::GradMode::is_enabled();
   const at::Tensor rope_inv_freq = fused ? inv_freq_ : at::Tensor();
   const bool kforge_attention = fused && options_.kforge_decode_attention;

@@ -113,6 +113,8 @@ class DecoderModel {
   // `cache`.
   at::Tensor DecodeLogits(KvCache* cache, const KvCache::DecodeBatch& batch,
                           const at::Tensor& ids) const;
+  // Whether a decode step attends with SDPA, which needs the ragged mask.
+  bool NeedsDecodeMask() const;
   // ids and positions int64 [B, T] on the device -> final-normed hidden [B, T, C].
   // defer_rope: q and k reach `attend` unrotated (see RopeTables::deferred).
   at::Tensor RunLayers(const at::Tensor& ids, const at::Tensor& positions, const AttendFn& attend,

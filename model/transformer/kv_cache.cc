@@ -36,6 +36,14 @@ int64_t ContiguousStart(absl::Span<const int64_t> slots) {
   return slots[0];
 }
 
+// k, v [N, KVH, 1, D] stored at each row's slot and position.
+void StoreDecodeKv(at::Tensor& keys, at::Tensor& values, const KvCache::DecodeBatch& batch,
+                   const at::Tensor& k, const at::Tensor& v) {
+  // Advanced indices on dims 0 and 2 put N first: the target is [N, KVH, D].
+  keys.index_put_({batch.slots, Slice(), batch.positions}, k.squeeze(2));
+  values.index_put_({batch.slots, Slice(), batch.positions}, v.squeeze(2));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheShape& shape,
@@ -198,8 +206,8 @@ absl::StatusOr<int64_t> KvCache::CheckDecode(absl::Span<const int64_t> slots) co
   return longest;
 }
 
-absl::StatusOr<KvCache::DecodeBatch> KvCache::MakeDecodeBatch(
-    absl::Span<const int64_t> slots) const {
+absl::StatusOr<KvCache::DecodeBatch> KvCache::MakeDecodeBatch(absl::Span<const int64_t> slots,
+                                                               bool with_mask) const {
   KF_ASSIGN_OR_RETURN(const int64_t longest, CheckDecode(slots));
   std::vector<int64_t> positions;
   for (int64_t slot : slots) positions.push_back(lengths_[static_cast<size_t>(slot)]);
@@ -209,20 +217,22 @@ absl::StatusOr<KvCache::DecodeBatch> KvCache::MakeDecodeBatch(
     batch.slots = Int64Tensor(slots, device);
     batch.positions = Int64Tensor(positions, device);
     batch.span = longest + 1;
-    batch.mask =
-        AdditiveMask(RaggedDecodeMask(batch.positions, batch.span), storage_.scalar_type());
+    if (with_mask) {
+      batch.mask =
+          AdditiveMask(RaggedDecodeMask(batch.positions, batch.span), storage_.scalar_type());
+    }
     batch.first = ContiguousStart(slots);
     return batch;
   });
 }
 
-KvCache::DecodeBatch KvCache::DenseDecodeBatch(const at::Tensor& positions,
-                                               int64_t span) const {
+KvCache::DecodeBatch KvCache::DenseDecodeBatch(const at::Tensor& positions, int64_t span,
+                                               bool with_mask) const {
   DecodeBatch batch;
   batch.slots = at::arange(positions.size(0), positions.options().dtype(at::kLong));
   batch.positions = positions;
   batch.span = span;
-  batch.mask = AdditiveMask(RaggedDecodeMask(positions, span), storage_.scalar_type());
+  if (with_mask) batch.mask = AdditiveMask(RaggedDecodeMask(positions, span), storage_.scalar_type());
   batch.first = 0;
   return batch;
 }
@@ -232,17 +242,22 @@ at::Tensor KvCache::AttendDecode(int64_t layer, const DecodeBatch& batch, const 
                                  const at::Tensor& rope_inv_freq, bool kforge_attention) {
   at::Tensor& keys = keys_[static_cast<size_t>(layer)];
   at::Tensor& values = values_[static_cast<size_t>(layer)];
+  if (kforge_attention && FusedDecodeAttentionSupports(q, keys)) {
+    if (rope_inv_freq.defined()) {
+      return FusedRopeDecodeAttention(q, k, v, rope_inv_freq, keys, values, batch.slots,
+                                      batch.positions, batch.span);
+    }
+    StoreDecodeKv(keys, values, batch, k, v);
+    return FusedDecodeAttention(q, keys, values, batch.slots, batch.positions, batch.span);
+  }
   at::Tensor query = q;
   if (rope_inv_freq.defined()) {
     query = FusedRopeStore(q, k, v, rope_inv_freq, batch.positions, batch.slots, keys, values);
   } else {
-    // Advanced indices on dims 0 and 2 put N first: the target is [N, KVH, D].
-    keys.index_put_({batch.slots, Slice(), batch.positions}, k.squeeze(2));
-    values.index_put_({batch.slots, Slice(), batch.positions}, v.squeeze(2));
+    StoreDecodeKv(keys, values, batch, k, v);
   }
-  if (kforge_attention && FusedDecodeAttentionSupports(query, keys)) {
-    return FusedDecodeAttention(query, keys, values, batch.slots, batch.positions, batch.span);
-  }
+  TORCH_CHECK(batch.mask.defined(), "kv cache: a decode batch built without its mask reached "
+              "scaled_dot_product_attention (layer ", layer, ")");
   const int64_t n = batch.slots.size(0);
   at::Tensor read_keys, read_values;
   if (batch.first >= 0) {

@@ -80,11 +80,13 @@ class KvCache {
   struct DecodeBatch {
     at::Tensor slots;      // int64 [N] on the device
     at::Tensor positions;  // int64 [N]: each slot's length
-    at::Tensor mask;       // additive, the cache's dtype [N, 1, 1, span]: 0 or -inf
+    at::Tensor mask;       // additive, the cache's dtype [N, 1, 1, span]: 0 or -inf;
+                           // undefined when built without (kforge's attention reads none)
     int64_t span = 0;      // longest length + 1: the key positions read
     int64_t first = -1;    // >= 0 when the slots are first..first+N-1 in order
   };
-  absl::StatusOr<DecodeBatch> MakeDecodeBatch(absl::Span<const int64_t> slots) const;
+  absl::StatusOr<DecodeBatch> MakeDecodeBatch(absl::Span<const int64_t> slots,
+                                              bool with_mask = true) const;
   // Host-side checks of a decode step over `slots` (distinct, allocated, room
   // for one more token each); returns the longest length among them.
   absl::StatusOr<int64_t> CheckDecode(absl::Span<const int64_t> slots) const;
@@ -92,14 +94,17 @@ class KvCache {
   // keys 0..span-1 read. Device ops only, no host synchronisation: safe to
   // capture in a CUDA graph. Rows of free slots may be included as padding
   // (position 0): they write into a slot whose contents are forgotten.
-  DecodeBatch DenseDecodeBatch(const at::Tensor& positions, int64_t span) const;
+  DecodeBatch DenseDecodeBatch(const at::Tensor& positions, int64_t span,
+                               bool with_mask = true) const;
   // Stores k, v [N, KVH, 1, D] at each slot's position; attends q [N, H, 1, D].
   // With rope_inv_freq (float32 [D / 2], on a CUDA cache with kforge's
   // kernels) q and k come unrotated and one kernel rotates them and stores
   // k and v (FusedRopeStore). With kforge_attention, where
   // FusedDecodeAttention takes the shapes, it attends (reading each row's
-  // keys 0..position from its slot, no mask); else
-  // scaled_dot_product_attention with batch.mask.
+  // keys 0..position from its slot, no mask), and with rope_inv_freq too
+  // the rotation, the store and the attention are one kernel
+  // (FusedRopeDecodeAttention); else scaled_dot_product_attention with
+  // batch.mask.
   at::Tensor AttendDecode(int64_t layer, const DecodeBatch& batch, const at::Tensor& q,
                           const at::Tensor& k, const at::Tensor& v,
                           const at::Tensor& rope_inv_freq = at::Tensor(),

@@ -347,6 +347,44 @@ TEST(FusedKernelsTest, DecodeAttentionMatchesDoublePrecisionAcrossShapesAndSplit
                                          slot_list, position_list, 48});
 }
 
+TEST(FusedKernelsTest, RopeDecodeAttentionEqualsRopeStoreThenDecodeAttention) {
+  SKIP_WITHOUT_KERNELS();
+  at::manual_seed(31);
+  const at::TensorOptions on_gpu = at::TensorOptions().device(at::kCUDA);
+  // Few rows, so each row's keys are split over blocks; new tokens at the
+  // first and last key of a slab, at 0 and at the slot's end.
+  const int64_t n = 5, heads = 12, kv_heads = 2, dim = 128, slots = 6, max_len = 320;
+  const std::vector<int64_t> position_list = {0, 15, 16, 300, 319};
+  const std::vector<int64_t> slot_list = {4, 0, 5, 2, 1};
+  for (at::ScalarType dtype : {at::kBFloat16, at::kHalf}) {
+    const at::Tensor qkv = at::randn({n, 1, (heads + 2 * kv_heads) * dim}, on_gpu).to(dtype);
+    const Projected p = SplitProjection(qkv, heads, kv_heads, dim);
+    const at::Tensor positions = at::tensor(position_list, at::kLong).to(at::kCUDA);
+    const at::Tensor slot_ids = at::tensor(slot_list, at::kLong).to(at::kCUDA);
+    const at::Tensor inv_freq =
+        1.0 / at::pow(1e6, at::arange(0, dim, 2, on_gpu.dtype(at::kFloat)) / dim);
+    const at::Tensor cache =
+        at::randn({2, slots, kv_heads, max_len, dim}, on_gpu).to(dtype);
+    const at::Tensor two_kernels = cache.clone(), one_kernel = cache.clone();
+
+    const at::Tensor q_rotated =
+        FusedRopeStore(p.q, p.k, p.v, inv_freq, positions, slot_ids, two_kernels.select(0, 0),
+                       two_kernels.select(0, 1));
+    const at::Tensor want = FusedDecodeAttention(q_rotated, two_kernels.select(0, 0),
+                                                 two_kernels.select(0, 1), slot_ids, positions,
+                                                 max_len);
+    const at::Tensor got =
+        FusedRopeDecodeAttention(p.q, p.k, p.v, inv_freq, one_kernel.select(0, 0),
+                                 one_kernel.select(0, 1), slot_ids, positions, max_len);
+    // The same roundings (FMA contraction aside): equal to a unit in the
+    // last place, and the caches alike.
+    const double unit = dtype == at::kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
+    EXPECT_LT(MaxDifference(got, want), unit * want.abs().max().item<double>()) << dtype;
+    EXPECT_LT(MaxDifference(one_kernel, two_kernels), unit * 8) << dtype;
+    EXPECT_GT((one_kernel == two_kernels).to(at::kFloat).mean().item<double>(), 0.9999) << dtype;
+  }
+}
+
 TEST(FusedKernelsTest, DecodeAttentionRefusesWhatItDoesNotTakeByName) {
   SKIP_WITHOUT_KERNELS();
   const at::TensorOptions on_gpu = at::TensorOptions().device(at::kCUDA);
