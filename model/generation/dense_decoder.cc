@@ -94,7 +94,9 @@ absl::StatusOr<std::unique_ptr<DenseDecoder>> DenseDecoder::Create(
       decoder->pool_ = std::make_unique<Pool>();
       decoder->pool_->logits =
           at::empty({cache->shape().slots, model->config().vocab_size},
-                    at::TensorOptions().dtype(at::kFloat).device(model->options().device));
+                    at::TensorOptions()
+                        .dtype(model->options().dtype)
+                        .device(model->options().device));
       return absl::OkStatus();
     }));
   } else if (!options.cuda_graphs) {
@@ -173,8 +175,7 @@ absl::StatusOr<at::Tensor> DenseDecoder::RunEager(absl::Span<const int64_t> toke
       TakeDeviceTokens(ids, *device,
                        InOrder(device->rows) ? at::Tensor() : Int64Tensor(device->rows, on));
     }
-    return model_->DecodeDense(cache_, ids, Int64Tensor(positions, on), longest + 1)
-        .to(at::kFloat);
+    return model_->DecodeDense(cache_, ids, Int64Tensor(positions, on), longest + 1);
   });
 }
 
@@ -249,8 +250,9 @@ absl::StatusOr<DenseDecoder::Graph*> DenseDecoder::Capture(int64_t rows, int64_t
       stream.synchronize();
       graph->graph.capture_begin(pool_->id, cudaStreamCaptureModeThreadLocal);
       capturing = true;
-      // The step's own output lives in the pool only during the replay.
-      pool_->logits.narrow(0, 0, rows).copy_(model_->DecodeDense(cache_, ids, positions, span));
+      // The step's own output lives in the pool only during the replay: the
+      // lm_head GEMM writes the shared buffer directly.
+      (void)model_->DecodeDense(cache_, ids, positions, span, pool_->logits.narrow(0, 0, rows));
       graph->graph.capture_end();
       capturing = false;
     }

@@ -88,7 +88,9 @@ class DenseDecoder {
   // tokens[i] goes to slot i at positions[i]; the caller has checked the
   // slots (KvCache::CheckDecode). With `device`, the rows it names take
   // their token from device->ids instead (tokens[i] is then ignored).
-  // Returns float32 logits [n, V] on the model's device. A graph replay only
+  // Returns logits [n, V] on the model's device in the model's dtype (the
+  // sampler reads bf16 logits as they are; a float32 copy of [64, 151936]
+  // cost a decode step ~20 us on an H100). A graph replay only
   // queues device work; eager steps wait for the stream (see above).
   absl::StatusOr<at::Tensor> Run(absl::Span<const int64_t> tokens,
                                  absl::Span<const int64_t> positions,

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #if KFORGE_WITH_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>
@@ -341,10 +342,13 @@ FusedDraws FusedTemperedSample(const at::Tensor& logits, const at::Tensor& tempe
   CheckOn(temperature, device, "temperature");
   CheckOn(uniform, device, "uniform");
   TORCH_CHECK(logits.dim() == 2 && logits.size(0) >= 1 && logits.size(1) >= 1 &&
-                  logits.scalar_type() == at::kFloat && logits.stride(1) == 1,
-              "logits must be float32 [B, V] with V contiguous, got ", logits.scalar_type(), " ",
-              logits.sizes(), " strides ", logits.strides());
+                  logits.stride(1) == 1,
+              "logits must be [B, V] with V contiguous, got ", logits.sizes(), " strides ",
+              logits.strides());
   const int64_t rows = logits.size(0);
+  TORCH_CHECK(rows <= std::numeric_limits<int>::max() && logits.size(1) <= (int64_t{1} << 28),
+              "FusedTemperedSample takes at most 2^31 - 1 rows and 2^28 tokens, got ",
+              logits.sizes());
   for (const at::Tensor* column : {&temperature, &uniform}) {
     TORCH_CHECK(column->scalar_type() == at::kDouble && column->dim() == 1 &&
                     column->size(0) == rows,
@@ -354,16 +358,20 @@ FusedDraws FusedTemperedSample(const at::Tensor& logits, const at::Tensor& tempe
   const c10::cuda::CUDAGuard guard(logits.device());
   FusedDraws draws;
   draws.tokens = at::empty({rows}, logits.options().dtype(at::kLong));
-  draws.logprobs = at::empty({rows}, logits.options());
+  draws.logprobs = at::empty({rows}, logits.options().dtype(at::kFloat));
+  const at::Tensor partials = at::empty({ck::TemperedSamplePartialFloats(rows, logits.size(1))},
+                                        logits.options().dtype(at::kFloat));
   ck::TemperedSampleArgs args;
+  args.type = ElementTypeOf(logits, "FusedTemperedSample: logits");
   args.rows = rows;
   args.vocab = logits.size(1);
-  args.logits = logits.data_ptr<float>();
+  args.logits = logits.data_ptr();
   args.logits_row = logits.stride(0);
   args.temperature = temperature.data_ptr<double>();
   args.temperature_stride = temperature.stride(0);
   args.uniform = uniform.data_ptr<double>();
   args.uniform_stride = uniform.stride(0);
+  args.partials = partials.data_ptr<float>();
   args.tokens = draws.tokens.data_ptr<int64_t>();
   args.logprobs = draws.logprobs.data_ptr<float>();
   CheckLaunch(

@@ -59,7 +59,11 @@ at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
 // any row and head strides); k is rotated and stored with v at
 // (slots[i], positions[i]) of keys and values, and the attention reads it
 // from the kernel's own registers there, so no other kernel runs between the
-// projection and the attention. Same numerics as the two kernels.
+// projection and the attention. Same numerics as the two kernels. It may
+// start while the kernel before it on the stream finishes
+// (dependent_launch.cuh) and reads slots, positions, inv_freq and the cache
+// below each row's new position before waiting for it: that kernel must
+// write none of these (a decode step's q/k/v projection writes only q, k, v).
 at::Tensor FusedRopeDecodeAttention(const at::Tensor& q, const at::Tensor& k,
                                     const at::Tensor& v, const at::Tensor& inv_freq,
                                     const at::Tensor& keys, const at::Tensor& values,
@@ -71,6 +75,8 @@ at::Tensor FusedRopeDecodeAttention(const at::Tensor& q, const at::Tensor& k,
 bool FusedRmsNormSupports(const at::Tensor& x, const at::Tensor& weight);
 // transformers' RMSNorm: weight * (x * rsqrt(mean(x^2) + eps)) in float32,
 // rounded to x's dtype before and after the weight. Contiguous, x's shape.
+// The weight is read while the kernel before it on the stream finishes
+// (dependent_launch.cuh): that kernel must not write it.
 at::Tensor FusedRmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // silu(gate) * up for gate, up [..., W] of one shape (views whose rows are
@@ -82,7 +88,8 @@ struct FusedDraws {
   at::Tensor tokens;    // int64 [B]
   at::Tensor logprobs;  // float32 [B]: log softmax(logits / T) at the token
 };
-// logits float32 [B, V] (rows may be strided, even stride 0); temperature
+// logits float32, bfloat16 or float16 [B, V] (V contiguous; rows may be
+// strided, even stride 0), read in their own dtype; temperature
 // and uniform float64 [B] (any stride), temperature > 0 and uniform in
 // [0, 1). The token is the first whose cumulative probability exceeds
 // uniform times the total.

@@ -54,16 +54,21 @@ cudaError_t LaunchSiluMul(const SiluMulArgs& args, cudaStream_t stream);
 // One token per row from softmax(logits / T), by inverse CDF at the row's
 // uniform draw; its log-probability under that distribution.
 struct TemperedSampleArgs {
+  ElementType type = ElementType::kFloat32;
   int64_t rows = 0, vocab = 0;
-  const float* logits = nullptr;  // [rows, vocab], row stride logits_row (0: one row for all)
+  const void* logits = nullptr;  // [rows, vocab], row stride logits_row (0: one row for all)
   int64_t logits_row = 0;
   const double* temperature = nullptr;  // [rows], stride temperature_stride
   int64_t temperature_stride = 1;
   const double* uniform = nullptr;  // [rows] in [0, 1), stride uniform_stride
   int64_t uniform_stride = 1;
+  // Scratch of TemperedSamplePartialFloats(rows, vocab) floats: each chunk's
+  // softmax partial, between the launch's two kernels.
+  float* partials = nullptr;
   int64_t* tokens = nullptr;  // [rows]
   float* logprobs = nullptr;  // [rows]
 };
+int64_t TemperedSamplePartialFloats(int64_t rows, int64_t vocab);
 cudaError_t LaunchTemperedSample(const TemperedSampleArgs& args, cudaStream_t stream);
 
 // Attention of one query token per row over that row's cached keys and

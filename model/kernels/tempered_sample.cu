@@ -1,60 +1,128 @@
-// Temperature sampling of one token per row in one kernel, for rows that
-// keep the whole vocabulary (no top-k or top-p). A block per row:
-//   1. m = max(z / T) and s = sum exp(z / T - m), in float32;
-//      log p_v = (z_v / T - m) - log s, in float32, as at::log_softmax;
-//   2. the probabilities exp(log p_v), summed in double in tiles of kTile
-//      tokens: each warp's share of each tile, then the shares in warp order
-//      (all in shared memory; no block-wide barrier per tile);
-//   3. target = u * total; the tile whose running sum first exceeds it, and
-//      in that tile a block-wide scan finds the first token whose running sum
-//      exceeds the target: the inverse CDF at u.
-// The LibTorch path (token_sampler.cc) draws from the same distribution with
-// a double cumsum over the whole [B, V] row and eager kernels: ~0.5 ms a step
-// at batch 64 on an H100, against 0.14 ms here (nsys, bench/RESULTS.md; the
-// passes are latency-bound, one block per row). The two can differ where
-// u * total falls within rounding of a CDF step (float32 probabilities
-// summed in another order), and then by a neighbouring token.
+// Temperature sampling of one token per row, for rows that keep the whole
+// vocabulary (no top-k or top-p), in two kernels over chunks of kChunk
+// tokens, reading the logits in the model's dtype:
+//   1. ChunkPartialsKernel, a block per (row, chunk): the chunk's
+//      m_c = max(z / T) and s_c = sum exp(z / T - m_c), in float32 (one read
+//      of the chunk, held in registers; z / T is z times the float 1 / T);
+//   2. DrawKernel, a block per row: m = max m_c, s = sum s_c exp(m_c - m),
+//      log p_v = (z_v / T - m) - log s (float32, as at::log_softmax);
+//      the chunk weights W_c = s_c exp(m_c - m) summed in double; the chunk
+//      where the running weight first exceeds u * sum W, and the fraction f
+//      of its weight below that point; then, in that chunk only, a
+//      block-wide scan of w_v = exp(z_v / T - m_c) in double finds the first
+//      token whose running sum exceeds f * sum w: the inverse CDF at u.
+// The law is softmax(z / T); a chunk's weight and the sum of its w_v agree to
+// float32 rounding, so a draw within rounding of a CDF step may differ from
+// the LibTorch path's (token_sampler.cc) by a neighbouring token.
+//
+// One block per row used to do all of this (three passes over the row): at
+// batch 64, 64 blocks left half of an H100's multiprocessors idle and a step
+// spent ~0.13 ms here, plus ~0.02 ms converting bf16 logits to float32.
 #include <cfloat>
 #include <climits>
+#include <cstdint>
 
+#include "model/kernels/dependent_launch.cuh"
+#include "model/kernels/element_type.cuh"
 #include "model/kernels/kernel_launchers.h"
 
 namespace kforge::cuda_kernels {
 namespace {
 
-constexpr int kThreads = 1024;
-constexpr int kWarps = kThreads / 32;
-constexpr int kItems = 4;  // consecutive tokens per thread within a tile
-constexpr int64_t kTile = int64_t{kThreads} * kItems;
+constexpr int kDrawThreads = 1024;
+constexpr int kDrawWarps = kDrawThreads / 32;
+constexpr int kItems = 8;  // consecutive tokens per thread in the draw's scan
+constexpr int64_t kChunk = int64_t{kDrawThreads} * kItems;
+constexpr int kPartialThreads = 256;
+constexpr int kPartialWarps = kPartialThreads / 32;
 constexpr unsigned kAllLanes = 0xffffffffu;
 
-struct Max {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct Sum {
-  template <typename V>
-  __device__ V operator()(V a, V b) const { return a + b; }
+// The running maximum m of the values seen and s = sum exp(value - m).
+struct SoftmaxPartial {
+  float max = -FLT_MAX;
+  float sum = 0.f;
+
+  __device__ void Take(float x) {
+    if (x > max) {
+      sum = sum * expf(max - x) + 1.f;
+      max = x;
+    } else {
+      sum += expf(x - max);
+    }
+  }
+  __device__ void Merge(SoftmaxPartial other) {
+    const float merged = fmaxf(max, other.max);
+    sum = sum * expf(max - merged) + other.sum * expf(other.max - merged);
+    max = merged;
+  }
 };
 
-// Every thread gets op over the block's values. scratch holds kWarps values.
-template <typename V, typename Op>
-__device__ V BlockReduce(V value, V* scratch, Op op) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int offset = 16; offset > 0; offset /= 2) {
-    value = op(value, __shfl_down_sync(kAllLanes, value, offset));
+template <typename T, bool kVector>
+__global__ void __launch_bounds__(kPartialThreads)
+    ChunkPartialsKernel(TemperedSampleArgs a, int64_t chunks) {
+  constexpr int kVec = kVector ? 16 / sizeof(T) : 1;
+  struct alignas(kVec * sizeof(T)) Piece {
+    T v[kVec];
+  };
+  __shared__ SoftmaxPartial warp_partials[kPartialWarps];
+  WaitForPreviousKernel();
+  const int64_t row = blockIdx.x, chunk = blockIdx.y;
+  const T* z = static_cast<const T*>(a.logits) + row * a.logits_row;
+  // The temperature column cast to float as the LibTorch path casts it; z / T
+  // as z times the float reciprocal (within an ulp of the division, and the
+  // same in both kernels: a division per token made this kernel
+  // instruction-bound).
+  const float inverse_t = 1.f / static_cast<float>(a.temperature[row * a.temperature_stride]);
+  const int64_t start = chunk * kChunk;
+  const int64_t end = start + kChunk < a.vocab ? start + kChunk : a.vocab;
+
+  // Every piece of the thread's share in flight at once (kPieces loads, then
+  // the arithmetic): one load at a time left the kernel latency-bound.
+  constexpr int kPieces = kChunk / (kPartialThreads * kVec);
+  const int64_t pieces = (end - start) / kVec;
+  const Piece* piece = reinterpret_cast<const Piece*>(z + start);
+  Piece held[kPieces];
+#pragma unroll
+  for (int i = 0; i < kPieces; ++i) {
+    const int64_t at = threadIdx.x + int64_t{i} * kPartialThreads;
+    if (at < pieces) held[i] = piece[at];
   }
-  __syncthreads();  // scratch may still be read from the previous call
-  if (lane == 0) scratch[warp] = value;
-  __syncthreads();
-  if (warp == 0) {
-    value = scratch[lane];  // kWarps == 32
-    for (int offset = 16; offset > 0; offset /= 2) {
-      value = op(value, __shfl_down_sync(kAllLanes, value, offset));
+  SoftmaxPartial partial;
+#pragma unroll
+  for (int i = 0; i < kPieces; ++i) {
+    if (threadIdx.x + int64_t{i} * kPartialThreads >= pieces) continue;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      partial.max = fmaxf(partial.max, ToFloat(held[i].v[j]) * inverse_t);
     }
-    if (lane == 0) scratch[0] = value;
   }
+#pragma unroll
+  for (int i = 0; i < kPieces; ++i) {
+    if (threadIdx.x + int64_t{i} * kPartialThreads >= pieces) continue;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      partial.sum += expf(ToFloat(held[i].v[j]) * inverse_t - partial.max);
+    }
+  }
+  // The chunk's last tokens when its length is not a multiple of kVec.
+  for (int64_t v = start + pieces * kVec + threadIdx.x; v < end; v += kPartialThreads) {
+    partial.Take(ToFloat(z[v]) * inverse_t);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    SoftmaxPartial other;
+    other.max = __shfl_xor_sync(kAllLanes, partial.max, offset);
+    other.sum = __shfl_xor_sync(kAllLanes, partial.sum, offset);
+    partial.Merge(other);
+  }
+  if (threadIdx.x % 32 == 0) warp_partials[threadIdx.x / 32] = partial;
   __syncthreads();
-  return scratch[0];
+  if (threadIdx.x == 0) {
+    SoftmaxPartial block = warp_partials[0];
+    for (int w = 1; w < kPartialWarps; ++w) block.Merge(warp_partials[w]);
+    float* out = a.partials + 2 * (row * chunks + chunk);
+    out[0] = block.max;
+    out[1] = block.sum;
+  }
 }
 
 // The sum of the values of the lanes before this one in its warp, and
@@ -74,103 +142,122 @@ __device__ WarpPrefix WarpPrefixSum(double value) {
   return {exclusive, inclusive};
 }
 
-// The sum of the values of the threads before this one.
-__device__ double BlockExclusiveSum(double value, double* scratch) {
+// The sum of the values of the threads before this one, and the block's
+// total. scratch holds kDrawWarps + 1 values.
+struct BlockPrefix {
+  double exclusive, total;
+};
+__device__ BlockPrefix BlockExclusiveSum(double value, double* scratch) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const WarpPrefix in_warp = WarpPrefixSum(value);
-  __syncthreads();
   if (lane == 31) scratch[warp] = in_warp.inclusive;
   __syncthreads();
-  if (warp == 0) scratch[lane] = WarpPrefixSum(scratch[lane]).exclusive;  // kWarps == 32
+  if (warp == 0) {
+    const WarpPrefix warps = WarpPrefixSum(scratch[lane]);  // kDrawWarps == 32
+    scratch[lane] = warps.exclusive;
+    if (lane == 31) scratch[kDrawWarps] = warps.inclusive;
+  }
   __syncthreads();
-  return scratch[warp] + in_warp.exclusive;
+  return {scratch[warp] + in_warp.exclusive, scratch[kDrawWarps]};
 }
 
-__global__ void __launch_bounds__(kThreads) TemperedSampleKernel(TemperedSampleArgs a) {
-  // tiles tile sums, then tiles * kWarps warp shares of them.
-  extern __shared__ double tile_sums[];
-  __shared__ double scratch[kWarps];
-  __shared__ float float_scratch[kWarps];
-  __shared__ int64_t chosen_tile;
-  __shared__ double base, target;
+template <typename T>
+__global__ void __launch_bounds__(kDrawThreads) DrawKernel(TemperedSampleArgs a, int64_t chunks) {
+  __shared__ double scratch[kDrawWarps + 1];
+  __shared__ int64_t chosen_chunk;
+  __shared__ float chunk_max, row_max, log_sum;
+  __shared__ double fraction;
   __shared__ unsigned long long first_above, last_positive;
+  WaitForPreviousKernel();
 
   const int64_t row = blockIdx.x;
-  const int64_t vocab = a.vocab;
-  const float* z = a.logits + row * a.logits_row;
-  // As the LibTorch path: the temperature column cast to float, then z / T.
-  const float temperature = static_cast<float>(a.temperature[row * a.temperature_stride]);
-  const double u = a.uniform[row * a.uniform_stride];
-  const int tid = threadIdx.x;
+  const T* z = static_cast<const T*>(a.logits) + row * a.logits_row;
+  const float inverse_t = 1.f / static_cast<float>(a.temperature[row * a.temperature_stride]);
+  const float* partials = a.partials + 2 * row * chunks;
+  const int tid = threadIdx.x, lane = tid % 32;
 
-  float max_value = -FLT_MAX;
-#pragma unroll 4
-  for (int64_t v = tid; v < vocab; v += kThreads) max_value = fmaxf(max_value, z[v] / temperature);
-  max_value = BlockReduce(max_value, float_scratch, Max());
-  float exp_sum = 0.0f;
-#pragma unroll 4
-  for (int64_t v = tid; v < vocab; v += kThreads) exp_sum += expf(z[v] / temperature - max_value);
-  exp_sum = BlockReduce(exp_sum, float_scratch, Sum());
-  const float log_sum = logf(exp_sum);
-  auto log_prob = [&](int64_t v) { return (z[v] / temperature - max_value) - log_sum; };
-  auto prob = [&](int64_t v) { return v < vocab ? static_cast<double>(expf(log_prob(v))) : 0.0; };
-
-  // Tile sums without a block-wide barrier per tile: each warp's share of
-  // every tile first (warp_sums, [tiles][kWarps]), then one thread per tile
-  // adds its kWarps shares in warp order.
-  const int64_t tiles = (vocab + kTile - 1) / kTile;
-  double* warp_sums = tile_sums + tiles;
-  const int lane = tid % 32, warp = tid / 32;
-  for (int64_t tile = 0; tile < tiles; ++tile) {
-    double local = 0;
-    const int64_t first = tile * kTile + int64_t{tid} * kItems;
-    for (int j = 0; j < kItems; ++j) local += prob(first + j);
+  // Warp 0 merges the chunk partials, 32 chunks at a time, and picks the chunk.
+  if (tid < 32) {
+    float m = -FLT_MAX;
+    for (int64_t c = lane; c < chunks; c += 32) m = fmaxf(m, partials[2 * c]);
     for (int offset = 16; offset > 0; offset /= 2) {
-      local += __shfl_down_sync(kAllLanes, local, offset);
+      m = fmaxf(m, __shfl_xor_sync(kAllLanes, m, offset));
     }
-    if (lane == 0) warp_sums[tile * kWarps + warp] = local;
-  }
-  __syncthreads();
-  for (int64_t tile = tid; tile < tiles; tile += kThreads) {
-    double sum = 0;
-    for (int w = 0; w < kWarps; ++w) sum += warp_sums[tile * kWarps + w];
-    tile_sums[tile] = sum;
-  }
-  __syncthreads();
-  if (tid == 0) {
+    // W_c = s_c exp(m_c - m), the same float product for the total, the
+    // selection and s.
+    const auto weight_of = [&](int64_t c) {
+      return c < chunks ? partials[2 * c + 1] * expf(partials[2 * c] - m) : 0.f;
+    };
+    float s = 0.f;
     double total = 0;
-    for (int64_t tile = 0; tile < tiles; ++tile) total += tile_sums[tile];
-    target = u * total;
-    // The last tile with mass guards against a target at or past the end
-    // (rounding only: u < 1).
-    double running = 0, running_at_last = 0;
-    int64_t chosen = -1, last_with_mass = 0;
-    for (int64_t tile = 0; tile < tiles && chosen < 0; ++tile) {
-      if (tile_sums[tile] > 0) {
-        last_with_mass = tile;
-        running_at_last = running;
-      }
-      if (running + tile_sums[tile] > target) chosen = tile;
-      else running += tile_sums[tile];
+    for (int64_t c = lane; c < chunks; c += 32) {
+      const float w = weight_of(c);
+      s += w;
+      total += w;
     }
-    chosen_tile = chosen >= 0 ? chosen : last_with_mass;
-    base = chosen >= 0 ? running : running_at_last;
-    first_above = ULLONG_MAX;
-    last_positive = 0;
+    for (int offset = 16; offset > 0; offset /= 2) {
+      s += __shfl_xor_sync(kAllLanes, s, offset);
+      total += __shfl_xor_sync(kAllLanes, total, offset);
+    }
+    const double target = a.uniform[row * a.uniform_stride] * total;
+    // The first chunk whose running weight exceeds the target; the last chunk
+    // with weight guards against a target at or past the end (rounding only:
+    // u < 1).
+    double running = 0, before = 0, weight = 0;
+    int64_t chosen = -1, last = 0;
+    double last_before = 0, last_weight = 0;
+    for (int64_t first = 0; first < chunks && chosen < 0; first += 32) {
+      const double w = weight_of(first + lane);
+      const WarpPrefix prefix = WarpPrefixSum(w);
+      const unsigned above = __ballot_sync(kAllLanes, w > 0 && running + prefix.inclusive > target);
+      const unsigned positive = __ballot_sync(kAllLanes, w > 0);
+      if (above != 0) {
+        const int at = __ffs(above) - 1;
+        chosen = first + at;
+        before = running + __shfl_sync(kAllLanes, prefix.exclusive, at);
+        weight = __shfl_sync(kAllLanes, w, at);
+      }
+      if (positive != 0) {
+        const int at = 31 - __clz(positive);
+        last = first + at;
+        last_before = running + __shfl_sync(kAllLanes, prefix.exclusive, at);
+        last_weight = __shfl_sync(kAllLanes, w, at);
+      }
+      running += __shfl_sync(kAllLanes, prefix.inclusive, 31);
+    }
+    if (chosen < 0) {
+      chosen = last;
+      before = last_before;
+      weight = last_weight;
+    }
+    if (lane == 0) {
+      const double f = weight > 0 ? (target - before) / weight : 0;
+      fraction = f < 0 ? 0 : f;
+      chosen_chunk = chosen;
+      chunk_max = partials[2 * chosen];
+      row_max = m;
+      log_sum = logf(s);
+      first_above = ULLONG_MAX;
+      last_positive = 0;
+    }
   }
   __syncthreads();
 
-  const int64_t first = chosen_tile * kTile + int64_t{tid} * kItems;
-  double p[kItems];
+  const int64_t first = chosen_chunk * kChunk + int64_t{tid} * kItems;
+  double w[kItems];
   double local = 0;
+#pragma unroll
   for (int j = 0; j < kItems; ++j) {
-    p[j] = prob(first + j);
-    local += p[j];
+    const int64_t v = first + j;
+    w[j] = v < a.vocab ? static_cast<double>(expf(ToFloat(z[v]) * inverse_t - chunk_max)) : 0.0;
+    local += w[j];
   }
-  double running = base + BlockExclusiveSum(local, scratch);
+  const BlockPrefix prefix = BlockExclusiveSum(local, scratch);
+  const double target = fraction * prefix.total;
+  double running = prefix.exclusive;
   for (int j = 0; j < kItems; ++j) {
-    if (p[j] <= 0) continue;
-    running += p[j];
+    if (w[j] <= 0) continue;
+    running += w[j];
     const auto token = static_cast<unsigned long long>(first + j);
     atomicMax(&last_positive, token);
     if (running > target) {
@@ -183,19 +270,37 @@ __global__ void __launch_bounds__(kThreads) TemperedSampleKernel(TemperedSampleA
     const int64_t token =
         static_cast<int64_t>(first_above != ULLONG_MAX ? first_above : last_positive);
     a.tokens[row] = token;
-    a.logprobs[row] = log_prob(token);
+    a.logprobs[row] = (ToFloat(z[token]) * inverse_t - row_max) - log_sum;
   }
 }
 
+int64_t Chunks(int64_t vocab) { return (vocab + kChunk - 1) / kChunk; }
+
 }  // namespace
+
+int64_t TemperedSamplePartialFloats(int64_t rows, int64_t vocab) {
+  return 2 * rows * Chunks(vocab);
+}
 
 cudaError_t LaunchTemperedSample(const TemperedSampleArgs& args, cudaStream_t stream) {
   if (args.rows == 0) return cudaSuccess;
-  const int64_t tiles = (args.vocab + kTile - 1) / kTile;
-  const size_t shared = static_cast<size_t>(tiles) * (1 + kWarps) * sizeof(double);
-  if (shared > 48 * 1024) return cudaErrorInvalidValue;  // a vocabulary over ~1.5M tokens
-  TemperedSampleKernel<<<static_cast<unsigned>(args.rows), kThreads, shared, stream>>>(args);
-  return cudaGetLastError();
+  const int64_t chunks = Chunks(args.vocab);
+  // Rows in x (up to 2^31 - 1: the distribution tests draw 200,000 rows),
+  // chunks in y (up to 65535: a vocabulary of 536M).
+  if (args.rows > INT_MAX || chunks > 65535) return cudaErrorInvalidValue;
+  return DispatchElementType(args.type, [&]<typename T>() {
+    constexpr int64_t kVec = 16 / sizeof(T);
+    const bool vector =
+        reinterpret_cast<uintptr_t>(args.logits) % 16 == 0 && args.logits_row % kVec == 0;
+    const dim3 grid(static_cast<unsigned>(args.rows), static_cast<unsigned>(chunks));
+    const cudaError_t partials = vector ? LaunchDependent<ChunkPartialsKernel<T, true>>(
+                                              grid, kPartialThreads, 0, stream, args, chunks)
+                                        : LaunchDependent<ChunkPartialsKernel<T, false>>(
+                                              grid, kPartialThreads, 0, stream, args, chunks);
+    if (partials != cudaSuccess) return partials;
+    return LaunchDependent<DrawKernel<T>>(static_cast<unsigned>(args.rows), kDrawThreads, 0, stream,
+                                          args, chunks);
+  });
 }
 
 }  // namespace kforge::cuda_kernels

@@ -143,6 +143,16 @@ SampledTokens SampleRowsWithTensorOps(const at::Tensor& logits, const BatchPlan&
   return out;
 }
 
+// The logits as the fused sampler reads them: in their own dtype when it is
+// float32, bfloat16 or float16 (a decode step's bf16 logits are not copied to
+// float32), with the vocabulary contiguous.
+at::Tensor FusedSampleInput(const at::Tensor& logits) {
+  const at::ScalarType type = logits.scalar_type();
+  const bool readable = type == at::kFloat || type == at::kBFloat16 || type == at::kHalf;
+  at::Tensor input = readable ? logits : logits.to(at::kFloat);
+  return input.stride(1) == 1 ? input : input.contiguous();
+}
+
 // Every row is sampled; the caller overwrites the greedy ones.
 SampledTokens SampleRows(const at::Tensor& logits, const BatchPlan& plan, bool untruncated) {
   // On CUDA with kforge's kernels the rows that keep every token are drawn by
@@ -150,7 +160,7 @@ SampledTokens SampleRows(const at::Tensor& logits, const BatchPlan& plan, bool u
   // its batch (token_sampler.h).
   FusedDraws fused;
   if (UseFusedKernels(logits)) {
-    fused = FusedTemperedSample(logits.to(at::kFloat), plan.rows.select(1, kTemperature),
+    fused = FusedTemperedSample(FusedSampleInput(logits), plan.rows.select(1, kTemperature),
                                 plan.rows.select(1, kUniform));
     if (!plan.any_truncates) {
       SampledTokens out;

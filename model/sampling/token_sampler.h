@@ -46,13 +46,18 @@
 // that lies within ~1e-7 of a boundary). fp64 keeps tokens of probability
 // far below fp32's 6e-8 resolution near 1 sampled at their true rate.
 // On CUDA with kforge's kernels (model/kernels/fused_kernels.h), rows that
-// keep every token are drawn by one kernel for the batch: the same l_v, p_v
-// computed in fp32 and summed in fp64 tile by tile, so a draw within
-// rounding of a CDF step may differ from the tensor-op path above by a
-// neighbouring token; truncating rows always take the tensor-op path.
+// keep every token are drawn by two kernels for the batch, which read the
+// logits in their own dtype: l_v in fp32 (z / T taken as z times the fp32
+// 1 / T, within an ulp of the division), and the same inverse CDF
+// at u taken chunk by chunk (each chunk's fp32 softmax partial weights the
+// chunk, then an fp64 scan inside the chosen one; tempered_sample.cu), so a
+// draw within rounding of a CDF step may differ from the tensor-op path
+// above by a neighbouring token; truncating rows always take the tensor-op
+// path.
 //
-// COST. The fused kernel: 0.14 ms for [64, 151936] on an H100, against
-// ~0.5 ms for the tensor ops below (bench/RESULTS.md). Otherwise all work is
+// COST. The fused kernels: see bench/RESULTS.md (0.14 ms for [64, 151936]
+// on an H100 with one block per row; ~0.5 ms for the tensor ops below).
+// Otherwise all work is
 // batched tensor ops on the logits' device with no host
 // synchronisation: one stable descending sort of the [B, V] logits in their
 // own dtype only when some row truncates (top-k and top-p share it), a

@@ -172,8 +172,10 @@ absl::StatusOr<at::Tensor> DecoderModel::DecodeStep(KvCache* cache,
 }
 
 at::Tensor DecoderModel::DecodeDense(KvCache* cache, const at::Tensor& ids,
-                                     const at::Tensor& positions, int64_t span) const {
-  return DecodeLogits(cache, cache->DenseDecodeBatch(positions, span, NeedsDecodeMask()), ids);
+                                     const at::Tensor& positions, int64_t span,
+                                     const at::Tensor& logits_out) const {
+  return DecodeLogits(cache, cache->DenseDecodeBatch(positions, span, NeedsDecodeMask()), ids,
+                      logits_out);
 }
 
 bool DecoderModel::NeedsDecodeMask() const {
@@ -187,7 +189,7 @@ bool DecoderModel::NeedsDecodeMask() const {
 }
 
 at::Tensor DecoderModel::DecodeLogits(KvCache* cache, const KvCache::DecodeBatch& batch,
-                                      const at::Tensor& ids) const {
+                                      const at::Tensor& ids, const at::Tensor& logits_out) const {
   // On CUDA with kforge's kernels, each layer's RoPE, cache write and
   // attention are one kernel inside AttendDecode (model/kernels/fused_kernels.h).
   const bool fused = UseFusedKernels(ids) && !at::GradMode::is_enabled();
@@ -199,7 +201,14 @@ at::Tensor DecoderModel::DecodeLogits(KvCache* cache, const KvCache::DecodeBatch
   };
   const at::Tensor hidden =
       RunLayers(ids.unsqueeze(1), batch.positions.unsqueeze(1), attend, /*defer_rope=*/fused);
-  return at::linear(hidden.squeeze(1), weights_.lm_head);
+  if (!logits_out.defined()) return at::linear(hidden.squeeze(1), weights_.lm_head);
+  TORCH_CHECK(logits_out.dim() == 2 && logits_out.size(0) == ids.size(0) &&
+                  logits_out.size(1) == config_.vocab_size &&
+                  logits_out.scalar_type() == options_.dtype && logits_out.is_contiguous(),
+              "decode logits_out must be contiguous ", options_.dtype, " [", ids.size(0), ", ",
+              config_.vocab_size, "], got ", logits_out.scalar_type(), " ", logits_out.sizes());
+  at::Tensor out = logits_out;  // a handle to the caller's buffer
+  return at::mm_out(out, hidden.squeeze(1), weights_.lm_head.t());
 }
 
 std::vector<std::pair<std::string, at::Tensor>> DecoderModel::NamedParameters() {

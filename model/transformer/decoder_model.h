@@ -84,13 +84,15 @@ class DecoderModel {
 
   // A decode step over slots 0..N-1 of `cache` from device inputs: ids and
   // positions int64 [N] on the model's device, keys 0..span-1 read. Returns
-  // logits [N, V] in the model's dtype (a CUDA graph copies them into its
-  // float32 buffer: one conversion, not two). Device work only, with no checks and no host
-  // synchronisation, so a CUDA graph can capture it (see
-  // model/generation/dense_decoder.h); the caller checks the slots
-  // (KvCache::CheckDecode) and advances the cache. Throws c10::Error.
+  // logits [N, V] in the model's dtype: in logits_out when given (contiguous
+  // [N, V] of that dtype on the device; the lm_head GEMM writes there, as a
+  // CUDA graph's output buffer wants, instead of a copy of ~20 MB a step).
+  // Device work only, with no checks and no host synchronisation, so a CUDA
+  // graph can capture it (see model/generation/dense_decoder.h); the caller
+  // checks the slots (KvCache::CheckDecode) and advances the cache. Throws
+  // c10::Error.
   at::Tensor DecodeDense(KvCache* cache, const at::Tensor& ids, const at::Tensor& positions,
-                         int64_t span) const;
+                         int64_t span, const at::Tensor& logits_out = at::Tensor()) const;
 
   // The weights under their Hugging Face names, aliasing the model's storage:
   // set requires_grad for training, copy_ into them to update the model. A
@@ -109,10 +111,11 @@ class DecoderModel {
 
   absl::Status CheckCache(const KvCache& cache) const;
   // One token per row of `batch` (ids int64 [N] on the device) -> next-token
-  // logits [N, V] in the model's dtype; stores the rows' keys and values in
-  // `cache`.
+  // logits [N, V] in the model's dtype (into logits_out when defined); stores
+  // the rows' keys and values in `cache`.
   at::Tensor DecodeLogits(KvCache* cache, const KvCache::DecodeBatch& batch,
-                          const at::Tensor& ids) const;
+                          const at::Tensor& ids,
+                          const at::Tensor& logits_out = at::Tensor()) const;
   // Whether a decode step attends with SDPA, which needs the ragged mask.
   bool NeedsDecodeMask() const;
   // ids and positions int64 [B, T] on the device -> final-normed hidden [B, T, C].

@@ -7,6 +7,7 @@
 #include "model/kernels/fused_kernels.h"
 
 #include <cmath>
+#include <limits>
 #include <functional>
 #include <memory>
 #include <string>
@@ -74,10 +75,10 @@ TEST(FusedKernelsTest, InputsOnTheCpuOrOfTheWrongDtypeAreRefusedByName) {
   EXPECT_FALSE(UseFusedKernels(cpu.cuda().requires_grad_()));
   EXPECT_THAT(TorchErrorOf([&] { FusedSiluMul(cpu, cpu); }), HasSubstr("not a CUDA device"));
   const at::Tensor logits =
-      at::zeros({2, 8}, at::TensorOptions().device(at::kCUDA).dtype(at::kHalf));
+      at::zeros({2, 8}, at::TensorOptions().device(at::kCUDA).dtype(at::kDouble));
   const at::Tensor column = at::ones({2}, logits.options().dtype(at::kDouble));
   EXPECT_THAT(TorchErrorOf([&] { FusedTemperedSample(logits, column, column * 0.5); }),
-              HasSubstr("logits must be float32"));
+              HasSubstr("logits: dtype Double is not float32, bfloat16 or float16"));
 }
 
 // q, k, v as the decode step hands them over: views of one [N, 1, (H + 2
@@ -265,6 +266,51 @@ TEST(FusedKernelsTest, TemperedSamplingOfOneRowSharedByAGroupDrawsAsCopiesDo) {
   for (int64_t i = 1; i < 6; ++i) {
     EXPECT_LE(tokens[i - 1].item<int64_t>(), tokens[i].item<int64_t>());
   }
+}
+
+// The decode step hands the sampler bf16 logits, which it reads as they are:
+// the draws of the same values in float32 (the conversion is exact), but for
+// a draw within rounding of a chunk's or a token's CDF step. Mass only in
+// late chunks (the rest -inf) lands there.
+TEST(FusedKernelsTest, TemperedSamplingReadsBfloat16LogitsAsTheirFloat32Values) {
+  SKIP_WITHOUT_KERNELS();
+  const int64_t rows = 64, vocab = 151936;
+  const at::TensorOptions on_gpu = at::TensorOptions().device(at::kCUDA);
+  at::manual_seed(5);
+  at::Tensor logits = (at::randn({rows, vocab}, on_gpu) * 3).to(at::kBFloat16);
+  // Row 0: two equal logits, in chunks 12 and 18 of 8192 tokens; row 1: one.
+  logits[0].fill_(-std::numeric_limits<double>::infinity());
+  logits[0][100000] = 2.0;
+  logits[0][150000] = 2.0;
+  logits[1].fill_(-std::numeric_limits<double>::infinity());
+  logits[1][vocab - 1] = -3.0;
+  const at::Tensor temperature =
+      at::linspace(0.5, 1.5, rows, on_gpu.dtype(at::kDouble));
+  const at::Tensor uniform = at::rand({rows}, on_gpu.dtype(at::kDouble));
+  const FusedDraws from_bf16 = FusedTemperedSample(logits, temperature, uniform);
+  const FusedDraws from_float = FusedTemperedSample(logits.to(at::kFloat), temperature, uniform);
+  const at::Tensor got = from_bf16.tokens.cpu(), want = from_float.tokens.cpu();
+  int64_t same = 0;
+  for (int64_t i = 2; i < rows; ++i) {
+    if (got[i].item<int64_t>() == want[i].item<int64_t>()) {
+      ++same;
+    } else {
+      EXPECT_EQ(std::abs(got[i].item<int64_t>() - want[i].item<int64_t>()), 1) << "row " << i;
+    }
+  }
+  EXPECT_GE(same, rows - 4);
+  EXPECT_NEAR(MaxDifference(from_bf16.logprobs, from_float.logprobs), 0.0, 1e-5);
+  // Each logprob is log softmax(z / T) at its token, in float64.
+  const at::Tensor exact =
+      at::log_softmax(logits.to(at::kDouble) / temperature.unsqueeze(1), 1)
+          .gather(1, from_bf16.tokens.unsqueeze(1))
+          .squeeze(1);
+  EXPECT_NEAR(MaxDifference(from_bf16.logprobs, exact), 0.0, 1e-4);
+  const int64_t row0 = got[0].item<int64_t>();
+  EXPECT_TRUE(row0 == 100000 || row0 == 150000) << row0;
+  EXPECT_NEAR(from_bf16.logprobs[0].item<double>(), std::log(0.5), 1e-6);
+  EXPECT_EQ(got[1].item<int64_t>(), vocab - 1);
+  EXPECT_NEAR(from_bf16.logprobs[1].item<double>(), 0.0, 1e-6);
 }
 
 // Decode attention in float64 with tensor ops: row i, head h attends keys
