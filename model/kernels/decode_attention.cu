@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "model/kernels/dependent_launch.cuh"
 #include "model/kernels/element_type.cuh"
 #include "model/kernels/kernel_launchers.h"
 
@@ -118,6 +119,20 @@ __device__ inline uint32_t PackPair<__half>(float low, float high) {
 
 __device__ inline uint32_t LoadPair(const void* p) { return *static_cast<const uint32_t*>(p); }
 
+// The pair of T in one register as floats (.x the low half), by bit
+// operations: taking the register's address would put it in local memory.
+template <typename T>
+__device__ inline float2 UnpackPair(uint32_t pair);
+template <>
+__device__ inline float2 UnpackPair<__nv_bfloat16>(uint32_t pair) {
+  return make_float2(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u));
+}
+template <>
+__device__ inline float2 UnpackPair<__half>(uint32_t pair) {
+  return make_float2(__half2float(__ushort_as_half(static_cast<unsigned short>(pair & 0xffffu))),
+                     __half2float(__ushort_as_half(static_cast<unsigned short>(pair >> 16))));
+}
+
 // The largest of the values the four threads of an MMA row group hold.
 __device__ inline float QuadMax(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -128,7 +143,9 @@ __device__ inline float QuadSum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <typename T, int D>
+// kRotate (a.inv_freq set): q and the new key arrive before RoPE; a
+// template parameter, so the plain kernel carries none of its code.
+template <typename T, int D, bool kRotate>
 __global__ void __launch_bounds__(kWarps * 32)
     DecodeAttentionKernel(DecodeAttentionArgs a) {
   extern __shared__ __align__(16) unsigned char shared[];
@@ -136,6 +153,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // the MMA fragment coordinates
   const int group = a.heads / a.kv_heads;
+  // Without the rotation the kernel before this one stored the new key and
+  // value in the cache: nothing is read before it is done. With it (the
+  // kernel stores them itself), the slab copies and the rotation table start
+  // first, and the wait comes before q is read (dependent_launch.cuh).
+  if constexpr (!kRotate) WaitForPreviousKernel();
   const int64_t slot = a.slots[row];
   const int length = static_cast<int>(a.positions[row]) + 1;
   const int slabs = (length + kSlab - 1) / kSlab;
@@ -183,8 +205,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // FusedRopeStore rounds them (rope_store.cu; the same arithmetic follows).
   constexpr int kHalf = D / 2;
   __shared__ float rope_cos[kHalf], rope_sin[kHalf];
-  const bool rotate = a.inv_freq != nullptr;
-  if (rotate) {
+  if constexpr (kRotate) {
     for (int i = threadIdx.x; i < kHalf; i += blockDim.x) {
       float sin_value, cos_value;
       sincosf(static_cast<float>(length - 1) * a.inv_freq[i], &sin_value, &cos_value);
@@ -192,23 +213,22 @@ __global__ void __launch_bounds__(kWarps * 32)
       rope_sin[i] = RoundTo<T>(sin_value);
     }
     __syncthreads();
+    WaitForPreviousKernel();
   }
-  // Elements col, col + 1 of head vector x (rotated when `rotate`), as a pair.
+  // Elements col, col + 1 of head vector x (rotated with kRotate), as a pair.
   const auto head_pair = [&](const T* x, int col) -> uint32_t {
-    if (!rotate) return LoadPair(x + col);
-    const bool low = col < kHalf;
-    const int i = low ? col : col - kHalf;
-    const uint32_t first = LoadPair(x + i), second = LoadPair(x + i + kHalf);
-    const T* x1 = reinterpret_cast<const T*>(&first);
-    const T* x2 = reinterpret_cast<const T*>(&second);
-    float out[2];
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const float a1 = ToFloat(x1[j]), a2 = ToFloat(x2[j]);
-      const float c = rope_cos[i + j], s = rope_sin[i + j];
-      out[j] = low ? a1 * c - a2 * s : a2 * c + a1 * s;
+    if constexpr (!kRotate) {
+      return LoadPair(x + col);
+    } else {
+      const bool low = col < kHalf;
+      const int i = low ? col : col - kHalf;
+      const float2 x1 = UnpackPair<T>(LoadPair(x + i)), x2 = UnpackPair<T>(LoadPair(x + i + kHalf));
+      const auto rotated = [&](float a1, float a2, int j) {
+        const float c = rope_cos[i + j], s = rope_sin[i + j];
+        return low ? a1 * c - a2 * s : a2 * c + a1 * s;
+      };
+      return PackPair<T>(rotated(x1.x, x2.x, 0), rotated(x1.y, x2.y, 1));
     }
-    return PackPair<T>(out[0], out[1]);
   };
 
   // Q as the MMA's A operand, rows g and g + 8 of the group, zero past it.
@@ -229,6 +249,21 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
 
+  // With kRotate, the new token's key and value (element lane + 32 j in
+  // [j]), read now with q: the warp that reaches their slab rotates and
+  // stores them without waiting there for a load.
+  constexpr int kPerLane = kRotate ? D / 32 : 1;
+  T k_new[kPerLane], v_new[kPerLane];
+  if constexpr (kRotate) {
+    const T* k_in = static_cast<const T*>(a.k) + row * a.k_row + kv_head * a.k_head;
+    const T* v_in = static_cast<const T*>(a.v) + row * a.v_row + kv_head * a.v_head;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      k_new[j] = k_in[lane + 32 * j];
+      v_new[j] = v_in[lane + 32 * j];
+    }
+  }
+
   const float scale = a.scale * kLog2e;  // scores in log2 units: exp2 below
   float m[2] = {-INFINITY, -INFINITY};   // running max of rows g, g + 8
   float l[2] = {0.f, 0.f};               // this thread's share of the running sums
@@ -241,25 +276,28 @@ __global__ void __launch_bounds__(kWarps * 32)
     CommitCopies();
     WaitCopies<kStages - 1>();
     __syncwarp();
-    if (rotate && s == (length - 1) / kSlab) {
+    if (kRotate && s == (length - 1) / kSlab) {
       // The slab of the row's new token: its key and value come from the
       // inputs (the copy brought what the cache held before). This warp
       // alone covers that position, so it also stores them in the cache.
       const int position = length - 1;
       T* k_smem = key_buffer(stage) + (position % kSlab) * kRowElems<D>;
       T* v_smem = value_buffer(stage) + (position % kSlab) * kRowElems<D>;
-      const T* k_new = static_cast<const T*>(a.k) + row * a.k_row + kv_head * a.k_head;
-      const T* v_new = static_cast<const T*>(a.v) + row * a.v_row + kv_head * a.v_head;
       T* k_cache = static_cast<T*>(a.keys) + cache_offset + position * a.cache_pos;
       T* v_cache = static_cast<T*>(a.values) + cache_offset + position * a.cache_pos;
-      for (int i = lane; i < kHalf; i += 32) {
-        const float x1 = ToFloat(k_new[i]), x2 = ToFloat(k_new[i + kHalf]);
+#pragma unroll
+      for (int j = 0; j < kPerLane / 2; ++j) {  // element i of the low half, i + D / 2
+        const int i = lane + 32 * j;
+        const float x1 = ToFloat(k_new[j]), x2 = ToFloat(k_new[j + kPerLane / 2]);
         const float c = rope_cos[i], sn = rope_sin[i];
         const T low = FromFloat<T>(x1 * c - x2 * sn), high = FromFloat<T>(x2 * c + x1 * sn);
         k_smem[i] = k_cache[i] = low;
         k_smem[i + kHalf] = k_cache[i + kHalf] = high;
       }
-      for (int i = lane; i < D; i += 32) v_smem[i] = v_cache[i] = v_new[i];
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        v_smem[lane + 32 * j] = v_cache[lane + 32 * j] = v_new[j];
+      }
       __syncwarp();
     }
     const T* k_slab = key_buffer(stage);
@@ -383,6 +421,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // out[row, head] from the splits' normalised O and log-sum-exp (log2 units).
 template <typename T>
 __global__ void CombineSplitsKernel(DecodeAttentionArgs a) {
+  WaitForPreviousKernel();
   const int64_t row_head = blockIdx.x;
   const float* lse = a.partial_lse + row_head * a.splits;
   float top = -INFINITY;
@@ -398,21 +437,30 @@ __global__ void CombineSplitsKernel(DecodeAttentionArgs a) {
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kRotate>
 cudaError_t LaunchFor(const DecodeAttentionArgs& a, cudaStream_t stream) {
   constexpr int bytes = SharedBytes<D>();
-  const auto kernel = DecodeAttentionKernel<T, D>;
-  // Over the 48 KB default; set on every launch (a host-side attribute, cheap
-  // next to the launch, and no process-wide "done once" state).
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           bytes);
+  // Needed only past the 48 KB default (34 KB at D = 128 with 2 buffers a
+  // warp; the sweep in bench/RESULTS.md went to 4); set on every launch (a
+  // host-side attribute, cheap next to the launch, and no process-wide "done
+  // once" state).
+  if (cudaError_t e = cudaFuncSetAttribute(DecodeAttentionKernel<T, D, kRotate>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
       e != cudaSuccess) {
     return e;
   }
-  kernel<<<dim3(a.splits, a.kv_heads, a.rows), kWarps * 32, bytes, stream>>>(a);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || a.splits == 1) return e;
-  CombineSplitsKernel<T><<<a.rows * a.heads, D, 0, stream>>>(a);
-  return cudaGetLastError();
+  if (cudaError_t e = LaunchDependent<DecodeAttentionKernel<T, D, kRotate>>(
+          dim3(a.splits, a.kv_heads, a.rows), kWarps * 32, bytes, stream, a);
+      e != cudaSuccess || a.splits == 1) {
+    return e;
+  }
+  return LaunchDependent<CombineSplitsKernel<T>>(a.rows * a.heads, D, 0, stream, a);
+}
+
+template <typename T, int D>
+cudaError_t LaunchFor(const DecodeAttentionArgs& a, cudaStream_t stream) {
+  return a.inv_freq != nullptr ? LaunchFor<T, D, true>(a, stream)
+                               : LaunchFor<T, D, false>(a, stream);
 }
 
 template <typename T>

@@ -6,6 +6,7 @@
 // two per layer.
 #include <cstdint>
 
+#include "model/kernels/dependent_launch.cuh"
 #include "model/kernels/element_type.cuh"
 #include "model/kernels/kernel_launchers.h"
 
@@ -14,6 +15,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
+constexpr int kHeld = 2;  // pieces a thread keeps in registers
 
 template <typename T>
 __device__ inline float Normed(T x, T weight, float inverse_rms) {
@@ -32,11 +34,32 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormArgs a) {
   const T* weight = static_cast<const T*>(a.weight);
   T* out = static_cast<T*>(a.out) + blockIdx.x * a.width;
   const int64_t pieces = a.width / kVec;
+  // The first kHeld pieces of each thread stay in registers: the weight's
+  // (a parameter no kernel of the step writes) loaded while the kernel before
+  // this one finishes, x's after it, read once. Wider rows read the rest
+  // twice.
+  Piece held_x[kHeld], held_w[kHeld];
+#pragma unroll
+  for (int j = 0; j < kHeld; ++j) {
+    const int64_t p = threadIdx.x + int64_t{j} * kThreads;
+    if (p < pieces) held_w[j] = reinterpret_cast<const Piece*>(weight)[p];
+  }
+  WaitForPreviousKernel();
   float sum = 0.f;
-  for (int64_t p = threadIdx.x; p < pieces; p += kThreads) {
-    const Piece piece = reinterpret_cast<const Piece*>(x)[p];
+  const auto add_squares = [&](const Piece& piece) {
 #pragma unroll
     for (int i = 0; i < kVec; ++i) sum += ToFloat(piece.v[i]) * ToFloat(piece.v[i]);
+  };
+#pragma unroll
+  for (int j = 0; j < kHeld; ++j) {
+    const int64_t p = threadIdx.x + int64_t{j} * kThreads;
+    if (p < pieces) {
+      held_x[j] = reinterpret_cast<const Piece*>(x)[p];
+      add_squares(held_x[j]);
+    }
+  }
+  for (int64_t p = threadIdx.x + int64_t{kHeld} * kThreads; p < pieces; p += kThreads) {
+    add_squares(reinterpret_cast<const Piece*>(x)[p]);
   }
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
@@ -45,13 +68,19 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormArgs a) {
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) total += warp_sums[w];
   const float inverse_rms = rsqrtf(total / static_cast<float>(a.width) + a.eps);
-  for (int64_t p = threadIdx.x; p < pieces; p += kThreads) {
-    const Piece piece = reinterpret_cast<const Piece*>(x)[p];
-    const Piece w = reinterpret_cast<const Piece*>(weight)[p];
+  const auto store = [&](int64_t p, const Piece& piece, const Piece& w) {
     Piece o;
 #pragma unroll
     for (int i = 0; i < kVec; ++i) o.v[i] = FromFloat<T>(Normed(piece.v[i], w.v[i], inverse_rms));
     reinterpret_cast<Piece*>(out)[p] = o;
+  };
+#pragma unroll
+  for (int j = 0; j < kHeld; ++j) {
+    const int64_t p = threadIdx.x + int64_t{j} * kThreads;
+    if (p < pieces) store(p, held_x[j], held_w[j]);
+  }
+  for (int64_t p = threadIdx.x + int64_t{kHeld} * kThreads; p < pieces; p += kThreads) {
+    store(p, reinterpret_cast<const Piece*>(x)[p], reinterpret_cast<const Piece*>(weight)[p]);
   }
 }
 
@@ -66,11 +95,9 @@ cudaError_t LaunchRmsNorm(const RmsNormArgs& args, cudaStream_t stream) {
                         aligned(args.weight) && aligned(args.out);
     const auto rows = static_cast<unsigned>(args.rows);
     if (vector) {
-      RmsNormKernel<T, true><<<rows, kThreads, 0, stream>>>(args);
-    } else {
-      RmsNormKernel<T, false><<<rows, kThreads, 0, stream>>>(args);
+      return LaunchDependent<RmsNormKernel<T, true>>(rows, kThreads, 0, stream, args);
     }
-    return cudaGetLastError();
+    return LaunchDependent<RmsNormKernel<T, false>>(rows, kThreads, 0, stream, args);
   });
 }
 
