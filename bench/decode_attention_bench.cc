@@ -103,6 +103,16 @@ int Main() {
   };
   report("sdpa (Attend, ragged mask)", GraphedMicroseconds(kLayers, sdpa));
   report("kforge, automatic splits", GraphedMicroseconds(kLayers, kforge(0)));
+  // As a decode step runs it: q and the new key rotated in the kernel, the
+  // new key and value stored at each row's position.
+  const at::Tensor k_new = at::randn({rows, kv_heads, 1, dim}, opts);
+  const at::Tensor v_new = at::randn({rows, kv_heads, 1, dim}, opts);
+  const at::Tensor inv_freq =
+      1.0 / at::pow(1e6, at::arange(0, dim, 2, opts.dtype(at::kFloat)) / static_cast<double>(dim));
+  report("kforge with RoPE and store", GraphedMicroseconds(kLayers, [&](int layer) {
+           (void)FusedRopeDecodeAttention(q, k_new, v_new, inv_freq, caches[layer].select(0, 0),
+                                          caches[layer].select(0, 1), slots, positions, span);
+         }));
   for (absl::string_view piece : absl::StrSplit(absl::GetFlag(FLAGS_splits), ',')) {
     int splits = 0;
     if (!absl::SimpleAtoi(piece, &splits) || splits <= 0) continue;
