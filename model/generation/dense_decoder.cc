@@ -146,8 +146,10 @@ absl::StatusOr<at::Tensor> DenseDecoder::Run(absl::Span<const int64_t> tokens,
   }
   if (device != nullptr) {
     const at::Tensor& ids = device->ids;
+    const at::Device& model_device = model_->options().device;
     if (!ids.defined() || ids.dim() != 1 || ids.scalar_type() != at::kLong ||
-        ids.device().type() != model_->options().device.type()) {
+        ids.device().type() != model_device.type() ||
+        (model_device.has_index() && ids.device().index() != model_device.index())) {
       return absl::InvalidArgumentError(
           "dense decode: device tokens need int64 ids [m] on the model's device");
     }

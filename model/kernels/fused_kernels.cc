@@ -163,8 +163,10 @@ at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& keys, const at
               " (bfloat16 or float16, head_dim 64 or 128, at most 16 query heads per kv head)");
   const int64_t rows = q.size(0), heads = q.size(1), head_dim = q.size(3);
   CheckTokens(q, rows, head_dim, "q");
-  TORCH_CHECK(q.stride(0) % 2 == 0 && q.stride(1) % 2 == 0,
-              "q's row and head strides must be even (pairs are read as one word)");
+  TORCH_CHECK(q.stride(0) % 2 == 0 && q.stride(1) % 2 == 0 &&
+                  reinterpret_cast<uintptr_t>(q.data_ptr()) % 4 == 0,
+              "q must be 4-byte aligned with even row and head strides (pairs are read as one "
+              "word)");
   TORCH_CHECK(keys.scalar_type() == q.scalar_type() && values.scalar_type() == q.scalar_type(),
               "q and the cache must share one dtype");
   TORCH_CHECK(keys.sizes() == values.sizes() && keys.strides() == values.strides() &&

@@ -27,9 +27,7 @@ enum PlanColumn : int64_t {
 
 // What the host knows about the batch before any device work.
 struct BatchPlan {
-  at::Tensor rows;       // [B, kColumns] fp64 on the logits' device
-  at::Tensor greedy;     // [B] bool
-  at::Tensor truncates;  // [B] bool
+  at::Tensor rows;  // [B, kColumns] fp64 on the logits' device
   bool any_greedy = false;
   bool all_greedy = true;
   bool any_truncates = false;
@@ -87,9 +85,14 @@ BatchPlan MakePlan(absl::Span<const RowSamplingParams> params, absl::Span<const 
     plan.any_truncates |= truncates;
   }
   plan.rows = host.to(device, /*non_blocking=*/true);
-  plan.greedy = plan.rows.select(1, kGreedy) > 0.5;
-  plan.truncates = plan.rows.select(1, kTruncates) > 0.5;
   return plan;
+}
+
+// [B] bool masks of the plan's rows, made only where a batch needs them (a
+// kernel each: a decode step of untruncated rows needs neither).
+at::Tensor GreedyRows(const BatchPlan& plan) { return plan.rows.select(1, kGreedy) > 0.5; }
+at::Tensor TruncatingRows(const BatchPlan& plan) {
+  return plan.rows.select(1, kTruncates) > 0.5;
 }
 
 at::Tensor Column(const BatchPlan& plan, PlanColumn column) {
@@ -137,8 +140,13 @@ SampledTokens SampleRowsWithTensorOps(const at::Tensor& logits, const BatchPlan&
   out.token_ids = token.squeeze(1);
   // Rows that keep everything report l_t itself, so the two outputs agree
   // exactly there instead of differing by log(1 +- 1e-7).
-  at::Tensor log_mass = total.squeeze(1).log().masked_fill(plan.truncates.logical_not(), 0.0);
-  out.logprobs = (chosen.to(at::kDouble) - log_mass).to(at::kFloat);
+  if (plan.any_truncates) {
+    const at::Tensor log_mass =
+        total.squeeze(1).log().masked_fill(TruncatingRows(plan).logical_not(), 0.0);
+    out.logprobs = (chosen.to(at::kDouble) - log_mass).to(at::kFloat);
+  } else {
+    out.logprobs = chosen.clone();  // not an alias of untruncated_logprobs
+  }
   if (untruncated) out.untruncated_logprobs = chosen;
   return out;
 }
@@ -172,11 +180,11 @@ SampledTokens SampleRows(const at::Tensor& logits, const BatchPlan& plan, bool u
   }
   SampledTokens out = SampleRowsWithTensorOps(logits, plan, untruncated);
   if (fused.tokens.defined()) {
-    out.token_ids = at::where(plan.truncates, out.token_ids, fused.tokens);
-    out.logprobs = at::where(plan.truncates, out.logprobs, fused.logprobs);
+    const at::Tensor truncates = TruncatingRows(plan);
+    out.token_ids = at::where(truncates, out.token_ids, fused.tokens);
+    out.logprobs = at::where(truncates, out.logprobs, fused.logprobs);
     if (untruncated) {
-      out.untruncated_logprobs =
-          at::where(plan.truncates, out.untruncated_logprobs, fused.logprobs);
+      out.untruncated_logprobs = at::where(truncates, out.untruncated_logprobs, fused.logprobs);
     }
   }
   return out;
@@ -193,9 +201,10 @@ SampledTokens SampleBatch(const at::Tensor& logits, const BatchPlan& plan, bool 
   SampledTokens out = SampleRows(logits, plan, untruncated);
   if (plan.any_greedy) {
     // argmax returns the first maximum: ties go to the lower token id.
-    out.token_ids = at::where(plan.greedy, logits.argmax(1), out.token_ids);
-    out.logprobs.masked_fill_(plan.greedy, 0.0);
-    if (untruncated) out.untruncated_logprobs.masked_fill_(plan.greedy, 0.0);
+    const at::Tensor greedy = GreedyRows(plan);
+    out.token_ids = at::where(greedy, logits.argmax(1), out.token_ids);
+    out.logprobs.masked_fill_(greedy, 0.0);
+    if (untruncated) out.untruncated_logprobs.masked_fill_(greedy, 0.0);
   }
   return out;
 }

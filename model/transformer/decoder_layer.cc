@@ -120,10 +120,13 @@ at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   // kforge's kernel (sampling, on CUDA): one kernel, transformers' roundings.
   if (FusedRmsNormSupports(x, weight)) return FusedRmsNorm(x, weight, eps);
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  // One kernel instead of eight on CUDA (float32 accumulation, one rounding
-  // to x's dtype): a decode step runs two or four of these per layer, and
-  // each kernel costs microseconds of launch whatever its size.
-  if (x.is_cuda()) return at::rms_norm(x, {x.size(-1)}, weight, eps);
+  // Two kernels instead of eight on CUDA (training, and sampling without
+  // kforge's kernels): the normalisation in float32 rounded to x's dtype,
+  // then the weight, rounded again, as transformers and FusedRmsNorm round.
+  // at::rms_norm with the weight inside rounds once, and a policy trained
+  // that way would differ from its own frozen reference and from its
+  // sampler by a rounding at every norm.
+  if (x.is_cuda()) return weight * at::rms_norm(x, {x.size(-1)}, c10::nullopt, eps);
 #endif
   const at::Tensor h = x.to(at::kFloat);
   const at::Tensor normed = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
