@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "model/kernels/dependent_launch.cuh"
 #include "model/kernels/element_type.cuh"
 #include "model/kernels/kernel_launchers.h"
 
@@ -153,11 +152,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // the MMA fragment coordinates
   const int group = a.heads / a.kv_heads;
-  // Without the rotation the kernel before this one stored the new key and
-  // value in the cache: nothing is read before it is done. With it (the
-  // kernel stores them itself), the slab copies and the rotation table start
-  // first, and the wait comes before q is read (dependent_launch.cuh).
-  if constexpr (!kRotate) WaitForPreviousKernel();
   const int64_t slot = a.slots[row];
   const int length = static_cast<int>(a.positions[row]) + 1;
   const int slabs = (length + kSlab - 1) / kSlab;
@@ -213,7 +207,6 @@ __global__ void __launch_bounds__(kWarps * 32)
       rope_sin[i] = RoundTo<T>(sin_value);
     }
     __syncthreads();
-    WaitForPreviousKernel();
   }
   // Elements col, col + 1 of head vector x (rotated with kRotate), as a pair.
   const auto head_pair = [&](const T* x, int col) -> uint32_t {
@@ -421,7 +414,6 @@ __global__ void __launch_bounds__(kWarps * 32)
 // out[row, head] from the splits' normalised O and log-sum-exp (log2 units).
 template <typename T>
 __global__ void CombineSplitsKernel(DecodeAttentionArgs a) {
-  WaitForPreviousKernel();
   const int64_t row_head = blockIdx.x;
   const float* lse = a.partial_lse + row_head * a.splits;
   float top = -INFINITY;
@@ -449,12 +441,16 @@ cudaError_t LaunchFor(const DecodeAttentionArgs& a, cudaStream_t stream) {
       e != cudaSuccess) {
     return e;
   }
-  if (cudaError_t e = LaunchDependent<DecodeAttentionKernel<T, D, kRotate>>(
-          dim3(a.splits, a.kv_heads, a.rows), kWarps * 32, bytes, stream, a);
-      e != cudaSuccess || a.splits == 1) {
-    return e;
-  }
-  return LaunchDependent<CombineSplitsKernel<T>>(a.rows * a.heads, D, 0, stream, a);
+  // An ordinary launch, not a programmatic dependent one (dependent_launch.cuh):
+  // side by side in one call, the 1.5B decode step was 0.7% faster without it
+  // (bench/RESULTS.md). Likely why: its blocks, about one per multiprocessor,
+  // each stream a row's whole cache, so where they land matters, and launched
+  // early they are placed while the q/k/v GEMM still holds multiprocessors.
+  DecodeAttentionKernel<T, D, kRotate><<<dim3(a.splits, a.kv_heads, a.rows), kWarps * 32, bytes,
+                                         stream>>>(a);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || a.splits == 1) return e;
+  CombineSplitsKernel<T><<<a.rows * a.heads, D, 0, stream>>>(a);
+  return cudaGetLastError();
 }
 
 template <typename T, int D>

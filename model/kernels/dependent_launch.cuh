@@ -1,19 +1,16 @@
 // Programmatic dependent launch (Hopper and later): a kernel launched with
 // LaunchDependent may be scheduled while the kernel before it on the stream
 // is still finishing, and waits inside, at WaitForPreviousKernel, for that
-// kernel's completion and its writes. A decode step is ~9 dependent kernels a
-// layer, and each ordinary edge between two of them costs the GPU ~1 us of
-// idle launch latency (bench/RESULTS.md); this hides it for the edges into
-// kforge's kernels (cuBLAS launches its own). Edges captured into a CUDA
-// graph keep the attribute.
+// kernel's completion and its writes. Edges captured into a CUDA graph keep
+// the attribute. kforge uses it where it measured faster, side by side in one
+// call (bench/RESULTS.md): RMSNorm (it loads its weight before the wait) and
+// the sampler's two kernels. The decode attention and SwiGLU kernels were
+// slower with it and launch as usual.
 //
 // The rule for a kernel launched this way: it calls WaitForPreviousKernel()
 // before it writes global memory or reads what the previous kernel may
-// write. Most of kforge's kernels call it first; RMSNorm loads its weight
-// and the RoPE-folded decode attention its slots, positions, rotation and
-// first slabs of cache before it (the contracts in fused_kernels.h).
-// Earlier kernels are complete by then too: the previous kernel itself ran
-// only after them, or waited for them in the same way.
+// write. Earlier kernels are complete by then too: the previous kernel itself
+// ran only after them, or waited for them in the same way.
 #ifndef KFORGE_MODEL_KERNELS_DEPENDENT_LAUNCH_CUH_
 #define KFORGE_MODEL_KERNELS_DEPENDENT_LAUNCH_CUH_
 

@@ -59,11 +59,7 @@ at::Tensor FusedDecodeAttention(const at::Tensor& q, const at::Tensor& keys,
 // any row and head strides); k is rotated and stored with v at
 // (slots[i], positions[i]) of keys and values, and the attention reads it
 // from the kernel's own registers there, so no other kernel runs between the
-// projection and the attention. Same numerics as the two kernels. It may
-// start while the kernel before it on the stream finishes
-// (dependent_launch.cuh) and reads slots, positions, inv_freq and the cache
-// below each row's new position before waiting for it: that kernel must
-// write none of these (a decode step's q/k/v projection writes only q, k, v).
+// projection and the attention. Same numerics as the two kernels.
 at::Tensor FusedRopeDecodeAttention(const at::Tensor& q, const at::Tensor& k,
                                     const at::Tensor& v, const at::Tensor& inv_freq,
                                     const at::Tensor& keys, const at::Tensor& values,

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "model/kernels/dependent_launch.cuh"
 #include "model/kernels/element_type.cuh"
 #include "model/kernels/kernel_launchers.h"
 
@@ -23,7 +22,6 @@ __device__ inline T SiluTimes(T gate, T up) {
 
 template <typename T>
 __global__ void SiluMulKernel(SiluMulArgs a) {
-  WaitForPreviousKernel();
   const T* gate = static_cast<const T*>(a.gate);
   const T* up = static_cast<const T*>(a.up);
   T* out = static_cast<T*>(a.out);
@@ -47,7 +45,6 @@ __global__ void SiluMulVectorKernel(SiluMulArgs a) {
   struct alignas(16) Piece {
     T v[kVec];
   };
-  WaitForPreviousKernel();
   const T* gate = static_cast<const T*>(a.gate);
   const T* up = static_cast<const T*>(a.up);
   T* out = static_cast<T*>(a.out);
@@ -86,9 +83,11 @@ cudaError_t LaunchSiluMul(const SiluMulArgs& args, cudaStream_t stream) {
     const auto blocks =
         static_cast<unsigned>(std::min((items + kThreads - 1) / kThreads, kMaxBlocks));
     if (vector) {
-      return LaunchDependent<SiluMulVectorKernel<T>>(blocks, kThreads, 0, stream, args);
+      SiluMulVectorKernel<T><<<blocks, kThreads, 0, stream>>>(args);
+    } else {
+      SiluMulKernel<T><<<blocks, kThreads, 0, stream>>>(args);
     }
-    return LaunchDependent<SiluMulKernel<T>>(blocks, kThreads, 0, stream, args);
+    return cudaGetLastError();
   });
 }
 
