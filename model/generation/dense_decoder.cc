@@ -69,7 +69,7 @@ struct DenseDecoder::Pool {
   // has since waited for the tokens of the step queued before that copy).
   at::cuda::CUDAEvent staged;
 #endif
-  // float32 [slots, V]: every graph writes its logits here, so graphs hold
+  // [slots, V] in the model's dtype: every graph writes its logits here, so graphs hold
   // no output memory of their own.
   at::Tensor logits;
 };

@@ -84,6 +84,12 @@ absl::StatusOr<QueuedDraws> QueueDraws(const TokenSampler& sampler, const at::Te
       at::cuda::CUDAEvent sampled;
       sampled.record(decode);
       sampled.block(copies);
+      // The device tokens and log-probs (host_logprobs holds the latter
+      // until the move below) are not reused before the side stream has
+      // read them; recorded before the copies are queued, so an exception
+      // in between frees nothing a queued copy still reads.
+      draws.device_ids.record_stream(copies);
+      draws.host_logprobs.record_stream(copies);
       const at::TensorOptions pinned = at::TensorOptions().pinned_memory(true);
       at::Tensor lps = std::move(draws.host_logprobs);
       draws.host_ids = at::empty(draws.device_ids.sizes(), pinned.dtype(at::kLong));
@@ -94,9 +100,6 @@ absl::StatusOr<QueuedDraws> QueueDraws(const TokenSampler& sampler, const at::Te
         draws.host_logprobs.copy_(lps, /*non_blocking=*/true);
         draws.copied.record(copies);
       }
-      // Their device memory is not reused before the side stream has read it.
-      draws.device_ids.record_stream(copies);
-      lps.record_stream(copies);
     }
 #endif
     return draws;

@@ -145,7 +145,8 @@ SampledTokens SampleRowsWithTensorOps(const at::Tensor& logits, const BatchPlan&
         total.squeeze(1).log().masked_fill(TruncatingRows(plan).logical_not(), 0.0);
     out.logprobs = (chosen.to(at::kDouble) - log_mass).to(at::kFloat);
   } else {
-    out.logprobs = chosen.clone();  // not an alias of untruncated_logprobs
+    // Not an alias of untruncated_logprobs, which greedy rows fill again.
+    out.logprobs = untruncated ? chosen.clone() : chosen;
   }
   if (untruncated) out.untruncated_logprobs = chosen;
   return out;

@@ -104,8 +104,9 @@ class TokenSampler {
   // any strides; B >= 1, V >= 1. params[b] and steps[b] belong to row b.
   // INVALID_ARGUMENT for a shape, dtype or count mismatch or invalid
   // parameters (the first offending row is named "rows[b]"); INTERNAL with
-  // LibTorch's message if a tensor operation fails. NaN logits give an
-  // unspecified token and a NaN log-probability.
+  // LibTorch's message if a tensor operation fails. NaN or +inf logits, and
+  // rows whose logits are all -inf, give an unspecified token and a NaN
+  // log-probability.
   absl::StatusOr<SampledTokens> Sample(const at::Tensor& logits,
                                        absl::Span<const RowSamplingParams> params,
                                        absl::Span<const uint64_t> steps) const;

@@ -204,9 +204,11 @@ at::Tensor DecoderModel::DecodeLogits(KvCache* cache, const KvCache::DecodeBatch
   if (!logits_out.defined()) return at::linear(hidden.squeeze(1), weights_.lm_head);
   TORCH_CHECK(logits_out.dim() == 2 && logits_out.size(0) == ids.size(0) &&
                   logits_out.size(1) == config_.vocab_size &&
-                  logits_out.scalar_type() == options_.dtype && logits_out.is_contiguous(),
+                  logits_out.scalar_type() == options_.dtype && logits_out.is_contiguous() &&
+                  logits_out.device() == ids.device(),
               "decode logits_out must be contiguous ", options_.dtype, " [", ids.size(0), ", ",
-              config_.vocab_size, "], got ", logits_out.scalar_type(), " ", logits_out.sizes());
+              config_.vocab_size, "] on ", ids.device(), ", got ", logits_out.scalar_type(), " ",
+              logits_out.sizes(), " on ", logits_out.device());
   at::Tensor out = logits_out;  // a handle to the caller's buffer
   return at::mm_out(out, hidden.squeeze(1), weights_.lm_head.t());
 }
