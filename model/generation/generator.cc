@@ -409,8 +409,7 @@ absl::Status Generator::AcceptDraws(InFlight& step, std::vector<GeneratedSample>
 }
 
 absl::Status Generator::DropInFlight() {
-  if (in_flight_ == nullptr) return absl::OkStatus();
-  absl::Status waited = WaitCopied(in_flight_->draws);
+  absl::Status waited = WaitForDevice();
   in_flight_.reset();
   return waited;
 }

@@ -161,10 +161,12 @@ absl::StatusOr<at::Tensor> DecoderModel::DecodeStep(KvCache* cache,
   }
   KF_RETURN_IF_ERROR(CheckCache(*cache));
   KF_RETURN_IF_ERROR(CheckTokens(tokens));
+  // A decode step never builds an autograd graph, and NeedsDecodeMask must
+  // see the step's own grad mode, not the caller's.
+  c10::NoGradGuard no_grad;
   KF_ASSIGN_OR_RETURN(const KvCache::DecodeBatch batch,
                       cache->MakeDecodeBatch(slots, NeedsDecodeMask()));
   KF_ASSIGN_OR_RETURN(at::Tensor logits, TorchCall("decode step", [&] {
-    c10::NoGradGuard no_grad;
     return DecodeLogits(cache, batch, Int64Tensor(tokens, options_.device)).to(at::kFloat);
   }));
   cache->Advance(slots, 1);
@@ -179,8 +181,9 @@ at::Tensor DecoderModel::DecodeDense(KvCache* cache, const at::Tensor& ids,
 }
 
 bool DecoderModel::NeedsDecodeMask() const {
-  // Must agree with DecodeLogits and KvCache::AttendDecode on when kforge's
-  // attention runs: it reads no mask, and building one is ~5 kernels a step.
+  // The one place that decides whether kforge's attention runs: it reads no
+  // mask (building one is ~5 kernels a step), and DecodeLogits takes a batch
+  // without one as the choice of it.
   const bool fused = FusedKernelsAvailable() && options_.device.is_cuda() &&
                      !at::GradMode::is_enabled() && options_.kforge_decode_attention;
   return !(fused && FusedDecodeAttentionTakes(options_.dtype, options_.device,
@@ -190,11 +193,21 @@ bool DecoderModel::NeedsDecodeMask() const {
 
 at::Tensor DecoderModel::DecodeLogits(KvCache* cache, const KvCache::DecodeBatch& batch,
                                       const at::Tensor& ids, const at::Tensor& logits_out) const {
+  if (logits_out.defined()) {
+    TORCH_CHECK(logits_out.dim() == 2 && logits_out.size(0) == ids.size(0) &&
+                    logits_out.size(1) == config_.vocab_size &&
+                    logits_out.scalar_type() == options_.dtype && logits_out.is_contiguous() &&
+                    logits_out.device() == ids.device(),
+                "decode logits_out must be contiguous ", options_.dtype, " [", ids.size(0), ", ",
+                config_.vocab_size, "] on ", ids.device(), ", got ", logits_out.scalar_type(),
+                " ", logits_out.sizes(), " on ", logits_out.device());
+  }
   // On CUDA with kforge's kernels, each layer's RoPE, cache write and
   // attention are one kernel inside AttendDecode (model/kernels/fused_kernels.h).
   const bool fused = UseFusedKernels(ids) && !at::GradMode::is_enabled();
   const at::Tensor rope_inv_freq = fused ? inv_freq_ : at::Tensor();
-  const bool kforge_attention = fused && options_.kforge_decode_attention;
+  // Chosen by NeedsDecodeMask when the batch was built.
+  const bool kforge_attention = fused && !batch.mask.defined();
   const AttendFn attend = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
                               const at::Tensor& v) {
     return cache->AttendDecode(layer, batch, q, k, v, rope_inv_freq, kforge_attention);
@@ -202,13 +215,6 @@ at::Tensor DecoderModel::DecodeLogits(KvCache* cache, const KvCache::DecodeBatch
   const at::Tensor hidden =
       RunLayers(ids.unsqueeze(1), batch.positions.unsqueeze(1), attend, /*defer_rope=*/fused);
   if (!logits_out.defined()) return at::linear(hidden.squeeze(1), weights_.lm_head);
-  TORCH_CHECK(logits_out.dim() == 2 && logits_out.size(0) == ids.size(0) &&
-                  logits_out.size(1) == config_.vocab_size &&
-                  logits_out.scalar_type() == options_.dtype && logits_out.is_contiguous() &&
-                  logits_out.device() == ids.device(),
-              "decode logits_out must be contiguous ", options_.dtype, " [", ids.size(0), ", ",
-              config_.vocab_size, "] on ", ids.device(), ", got ", logits_out.scalar_type(), " ",
-              logits_out.sizes(), " on ", logits_out.device());
   at::Tensor out = logits_out;  // a handle to the caller's buffer
   return at::mm_out(out, hidden.squeeze(1), weights_.lm_head.t());
 }

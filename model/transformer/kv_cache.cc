@@ -232,7 +232,9 @@ KvCache::DecodeBatch KvCache::DenseDecodeBatch(const at::Tensor& positions, int6
   batch.slots = at::arange(positions.size(0), positions.options().dtype(at::kLong));
   batch.positions = positions;
   batch.span = span;
-  if (with_mask) batch.mask = AdditiveMask(RaggedDecodeMask(positions, span), storage_.scalar_type());
+  if (with_mask) {
+    batch.mask = AdditiveMask(RaggedDecodeMask(positions, span), storage_.scalar_type());
+  }
   batch.first = 0;
   return batch;
 }

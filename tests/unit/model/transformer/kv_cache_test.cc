@@ -221,6 +221,26 @@ TEST_P(KvCacheTest, DenseDecodeOfSlotsFromZeroMatchesTheDecodeStep) {
       model_->DecodeDense(dense.get(), OnDevice({11, 12, 13, 0}), OnDevice({3, 6, 1, 0}), 12)
           .to(at::kFloat);
   EXPECT_LT(MaxDifference(got.narrow(0, 0, 3), expected), kTolerance);
+  // The same step into a caller's buffer, as a CUDA graph's output buffer
+  // takes it (it writes the same keys and values again): the same logits,
+  // and the buffer itself is returned. One of another shape is refused by
+  // name before anything runs.
+  const at::Tensor into =
+      at::empty({4, got.size(1)}, at::TensorOptions()
+                                      .dtype(model_->options().dtype)
+                                      .device(model_->options().device));
+  const at::Tensor returned = model_->DecodeDense(dense.get(), OnDevice({11, 12, 13, 0}),
+                                                  OnDevice({3, 6, 1, 0}), 12, into);
+  EXPECT_EQ(returned.data_ptr(), into.data_ptr());
+  EXPECT_LT(MaxDifference(into.narrow(0, 0, 3).to(at::kFloat), expected), kTolerance);
+  std::string refused;
+  try {
+    (void)model_->DecodeDense(dense.get(), OnDevice({11, 12, 13, 0}), OnDevice({3, 6, 1, 0}), 12,
+                              into.narrow(0, 0, 3));
+  } catch (const c10::Error& error) {
+    refused = error.what_without_backtrace();
+  }
+  EXPECT_NE(refused.find("decode logits_out must be contiguous"), std::string::npos) << refused;
   // What the padding row wrote into the free slot is forgotten once the slot
   // is allocated and filled.
   ASSERT_EQ(*dense->Allocate(), 3);
