@@ -22,6 +22,7 @@
 
 #include "model/sampling/sampling_params.h"
 #include "model/sampling/token_sampler.h"
+#include "model/transformer/decoder_layer.h"
 #include "model/transformer/decoder_model.h"
 #include "model/transformer/random_weights.h"
 #include "model/transformer/rope.h"
@@ -208,6 +209,28 @@ TEST(FusedKernelsTest, RmsNormRoundsAsTransformersDoes) {
   const at::Tensor qkv = at::randn({2, 1, 4 * 128}, on_gpu);
   EXPECT_FALSE(FusedRmsNormSupports(qkv.narrow(-1, 0, 256).view({2, 1, 2, 128}),
                                     at::ones({128}, on_gpu)));
+}
+
+// Training runs RMSNorm with autograd, where kforge's kernel does not apply
+// (LibTorch's rms_norm on CUDA): it must round as the kernel and transformers
+// do, or a policy would differ from its frozen reference and its sampler by a
+// rounding at every norm. A single rounding differs in far more than 2%.
+TEST(FusedKernelsTest, RmsNormWithAutogradRoundsAsTheKernelDoes) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  at::manual_seed(31);
+  const at::TensorOptions on_gpu = at::TensorOptions().device(at::kCUDA);
+  for (at::ScalarType dtype : {at::kBFloat16, at::kHalf}) {
+    const at::Tensor x = (at::randn({64, 1536}, on_gpu) * 3).to(dtype).requires_grad_();
+    const at::Tensor weight = (at::rand({1536}, on_gpu) + 0.5).to(dtype).requires_grad_();
+    ASSERT_FALSE(FusedRmsNormSupports(x, weight));
+    const at::Tensor got = RmsNorm(x, weight, 1e-6);
+    const at::Tensor h = x.detach().to(at::kFloat);
+    const at::Tensor want =
+        weight.detach() * (h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + 1e-6)).to(dtype);
+    EXPECT_GT((got.detach() == want).to(at::kFloat).mean().item<double>(), 0.98) << dtype;
+    got.to(at::kFloat).sum().backward();
+    EXPECT_TRUE(x.grad().defined() && weight.grad().defined()) << dtype;
+  }
 }
 
 // The fused sampler against the tensor-op path (on the CPU, where the sampler
