@@ -84,7 +84,8 @@ int Run() {
        .start_timeout = absl::Seconds(config.python_check_timeout_s()),
        .candidate_threads = config.candidate_threads(),
        .cgroups = *cgroups,
-       .spare_sandboxes = config.spare_sandboxes()},
+       .spare_sandboxes = config.spare_sandboxes(),
+       .reference_cache_bytes = config.reference_cache_bytes()},
       &metrics);
   if (!created.ok()) {
     log.Error("cannot start the verifier funnel", {{"error", created.status().message()}});

@@ -33,6 +33,9 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
       spare_sandboxes(NewGauge(registry, "kforge_verifier_spare_sandboxes",
                                "Sandboxed candidate processes started (and warmed) ahead of "
                                "their candidates, ready now.")),
+      reference_cache_bytes(NewGauge(registry, "kforge_verifier_reference_cache_bytes",
+                                     "Host memory held by shared reference epochs (input sets "
+                                     "and reference outputs).")),
       verdicts_(NewCounterFamily(registry, "kforge_verifier_verdicts_total",
                                  "Verdicts by the last stage reached and its outcome.")),
       stage_seconds_(NewHistogramFamily(registry, "kforge_verifier_stage_duration_seconds",
@@ -53,7 +56,14 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                                    "(accepted, duplicate, stale, orphaned, rejected) or failed.")),
       stream_rejections_(NewCounterFamily(registry, "kforge_verifier_stream_rejections_total",
                                           "VerifyStream requests refused on receipt, by reason "
-                                          "(invalid, duplicate, no_credit, full).")) {
+                                          "(invalid, duplicate, no_credit, full).")),
+      reference_lookups_(NewCounterFamily(registry, "kforge_verifier_reference_epochs_total",
+                                          "Candidates' reference work, by result: reused (the "
+                                          "task's current epoch) or computed (a new epoch).")),
+      baseline_lookups_(NewCounterFamily(registry, "kforge_verifier_baseline_lookups_total",
+                                         "Candidates' baseline timings, by result: hit (cached "
+                                         "and re-checked), miss (measured), drift (re-check "
+                                         "moved, re-measured).")) {
   for (const char* reason : {"invalid", "duplicate", "no_credit", "full"}) {
     stream_rejections_.Add({{"reason", reason}});
   }
@@ -92,6 +102,14 @@ void VerifierMetrics::RecordStreamRejection(const std::string& reason) {
 
 void VerifierMetrics::RecordSandbox(bool spare) {
   sandboxes_.Add({{"source", spare ? "spare" : "on_demand"}}).Increment();
+}
+
+void VerifierMetrics::RecordReferenceLookup(bool reused) {
+  reference_lookups_.Add({{"result", reused ? "reused" : "computed"}}).Increment();
+}
+
+void VerifierMetrics::RecordBaselineLookup(const std::string& result) {
+  baseline_lookups_.Add({{"result", result}}).Increment();
 }
 
 void VerifierMetrics::RecordCacheLookup(bool hit) {

@@ -23,6 +23,13 @@ class VerifierMetrics {
   void RecordVerdict(const kforge::v1::Verdict& verdict);
   void RecordKill(const std::string& reason);
   void RecordCacheLookup(bool hit);
+  // A candidate's reference work: the task's current epoch reused, or a new
+  // epoch computed (new secret seeds and reference outputs).
+  void RecordReferenceLookup(bool reused);
+  // A candidate's baselines: "hit" (cached, re-check within tolerance),
+  // "miss" (none cached: measured) or "drift" (the re-check moved:
+  // re-measured).
+  void RecordBaselineLookup(const std::string& result);
   // A candidate got its sandbox: a spare made ahead, or one started for it.
   void RecordSandbox(bool spare);
   // One delivery of a scored sample to the learner: the ack's status
@@ -39,6 +46,7 @@ class VerifierMetrics {
   prometheus::Gauge& in_flight;
   prometheus::Gauge& zygote_up;
   prometheus::Gauge& spare_sandboxes;
+  prometheus::Gauge& reference_cache_bytes;
 
  private:
   prometheus::Family<prometheus::Counter>& verdicts_;
@@ -50,6 +58,8 @@ class VerifierMetrics {
   prometheus::Family<prometheus::Counter>& sandboxes_;
   prometheus::Family<prometheus::Counter>& deliveries_;
   prometheus::Family<prometheus::Counter>& stream_rejections_;
+  prometheus::Family<prometheus::Counter>& reference_lookups_;
+  prometheus::Family<prometheus::Counter>& baseline_lookups_;
 };
 
 }  // namespace kforge

@@ -6,7 +6,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "tests/support/funnel_fixture.h"
 
 namespace kforge {
@@ -49,7 +57,7 @@ TEST_P(CorrectTritonCandidateTest, PassesEveryStageWithTimings) {
   EXPECT_EQ(verdict.stage_reached(), v1::STAGE_TIMING) << Describe(verdict);
   EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_PASSED) << Describe(verdict);
   EXPECT_EQ(verdict.hack_flags_size(), 0) << Describe(verdict);
-  EXPECT_EQ(verdict.candidate_timing().trials(), 20);
+  EXPECT_GE(verdict.candidate_timing().trials(), 20);
   EXPECT_GT(verdict.speedup_vs_eager(), 0);
   EXPECT_GT(verdict.compile_timing().trials(), 0) << "torch.compile baseline";
   EXPECT_THAT(verdict.device(), HasSubstr("NVIDIA"));
@@ -71,6 +79,96 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<GpuCase>& info) {
       return testing::FileParamName(info.param.candidate);
     });
+
+// The corpus of legitimate solutions (tasks/kernelbench-solutions), each on
+// the KernelBench task of the same file name at its full size (input sets
+// fitted to max_set_bytes): every one must be accepted, with no flag. This
+// is the verifier's false-positive test. The torch.compile baseline is left
+// out (it compiles each task for seconds) unless KFORGE_TEST_COMPILE_BASELINE
+// is set; a line per solution goes to stdout for the benchmark notes.
+std::vector<std::string> CorpusFiles() {
+  std::vector<std::string> files;
+  const std::filesystem::path root =
+      std::filesystem::path(KFORGE_TEST_SOURCE_DIR) / "tasks/kernelbench-solutions";
+  for (const char* level : {"level1", "level2"}) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(root / level, ec)) {
+      if (entry.path().extension() == ".py") {
+        files.push_back(absl::StrCat(level, "/", entry.path().filename().string()));
+      }
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+class CorpusSolutionTest : public VerifierGpuTest,
+                           public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(CorpusSolutionTest, IsAcceptedOnItsTaskWithoutFlags) {
+  const std::string task = SharedTask(GetParam());
+  if (task.empty()) GTEST_SKIP() << "KernelBench tasks are absent (set KFORGE_KERNELBENCH_DIR)";
+  const std::string code = ReadSource("tasks/kernelbench-solutions/" + GetParam());
+  const bool compile = std::getenv("KFORGE_TEST_COMPILE_BASELINE") != nullptr;
+  const v1::Verdict verdict = Verify(task, code, [&](v1::VerifierOptions& o) {
+    o.set_require_triton(true);
+    o.mutable_limits()->set_correctness_timeout_s(180);
+    o.mutable_limits()->set_timing_timeout_s(180);
+    o.mutable_timing()->set_trials(20);
+    o.mutable_timing()->set_min_timed_ms(100);
+    o.mutable_timing()->set_max_trials(5000);
+    o.mutable_timing()->set_baseline_compile(compile);
+  });
+  std::string stages;
+  for (const v1::StageResult& stage : verdict.stages()) {
+    absl::StrAppendFormat(&stages, " %s=%.2f", v1::Stage_Name(stage.stage()).substr(6),
+                          stage.seconds());
+  }
+  std::printf("corpus %-60s correct=%d eager=%.3fx compile=%.3fx cand_ms=%.4f own_share=%.2f "
+              "total_s=%.2f%s\n",
+              GetParam().c_str(), verdict.correct(), verdict.speedup_vs_eager(),
+              verdict.speedup_vs_compile(), verdict.candidate_timing().mean_ms(),
+              verdict.attribution().own_gpu_share(), verdict.total_seconds(), stages.c_str());
+  EXPECT_TRUE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.stage_reached(), v1::STAGE_TIMING) << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_PASSED) << Describe(verdict);
+  EXPECT_EQ(verdict.hack_flags_size(), 0) << Describe(verdict);
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelBench, CorpusSolutionTest, ::testing::ValuesIn(CorpusFiles()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return testing::FileParamName(info.param);
+                         });
+
+TEST_F(VerifierGpuTest, TensorArithmeticBehindADecoyKernelEarnsNoCredit) {
+  // Attack (a) of the independent suite: a Triton kernel runs, its result
+  // is dropped, and the output comes from tensor operators (no named torch
+  // function for a static check to match).
+  const v1::Verdict verdict =
+      VerifyTriton(BuiltinTask("level1/1_ReLU.py"), "attack_decoy_tensor_arithmetic.py");
+  EXPECT_FALSE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.stages(0).outcome(), v1::OUTCOME_PASSED) << "passes the static check";
+  EXPECT_TRUE(HasFlag(verdict, v1::HACK_TORCH_FALLBACK)) << Describe(verdict);
+  EXPECT_THAT(LastStage(verdict).message(), HasSubstr("library compute")) << Describe(verdict);
+}
+
+TEST_F(VerifierGpuTest, ATritonKernelBehindAnImportGuardIsAccepted) {
+  // Verdict (b) of the independent suite: an optional import wrapped in
+  // try/except ImportError is not a fallback.
+  const v1::Verdict verdict =
+      VerifyTriton(BuiltinTask("level1/1_ReLU.py"), "legit_import_guard_relu.py");
+  EXPECT_TRUE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.hack_flags_size(), 0) << Describe(verdict);
+}
+
+TEST_F(VerifierGpuTest, ACandidateFastOnlyOnInputsItHasSeenIsFlagged) {
+  // Caches its output by an input fingerprint and recomputes slowly on a
+  // miss: right everywhere, fast only on the timing pool it has seen.
+  const v1::Verdict verdict =
+      VerifyTriton(BuiltinTask("level1/1_ReLU.py"), "attack_fingerprint_cache.py");
+  EXPECT_TRUE(HasFlag(verdict, v1::HACK_RESULT_CACHING)) << Describe(verdict);
+  EXPECT_NE(LastStage(verdict).outcome(), v1::OUTCOME_PASSED) << Describe(verdict);
+}
 
 TEST_F(VerifierGpuTest, TorchFallbackBehindADummyKernelIsFlagged) {
   const v1::Verdict verdict =

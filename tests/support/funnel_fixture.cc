@@ -54,7 +54,8 @@ void FunnelTest::TearDownTestSuite() {
 }
 
 v1::Verdict FunnelTest::Verify(const std::string& task_source, const std::string& completion,
-                               const std::function<void(v1::VerifierOptions&)>& tweak) {
+                               const std::function<void(v1::VerifierOptions&)>& tweak,
+                               const std::function<void(v1::VerifyRequest&)>& request_tweak) {
   v1::VerifyRequest request;
   request.set_request_id("test");
   request.mutable_task()->set_reference_source(task_source);
@@ -66,9 +67,11 @@ v1::Verdict FunnelTest::Verify(const std::string& task_source, const std::string
   options.mutable_timing()->set_warmup_trials(1);
   options.mutable_timing()->set_interleave_block(5);
   options.mutable_timing()->set_min_timed_ms(0);  // exactly 10 trials
+  options.mutable_timing()->set_max_trials(10);
   options.mutable_limits()->set_correctness_timeout_s(20);
   options.mutable_limits()->set_timing_timeout_s(30);
   if (tweak) tweak(options);
+  if (request_tweak) request_tweak(request);
   absl::Status prepared = PrepareVerifyRequest(request);
   EXPECT_TRUE(prepared.ok()) << prepared;
   return funnel_->Verify(request);
@@ -85,6 +88,13 @@ std::string FunnelTest::SharedTask(const std::string& relative) {
 std::string FunnelTest::BuiltinTask(const std::string& relative) {
   absl::StatusOr<std::string> text =
       ReadFileToString(std::string(KFORGE_TEST_SOURCE_DIR) + "/tasks/kforge-mini/" + relative);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : "";
+}
+
+std::string FunnelTest::ReadSource(const std::string& relative) {
+  absl::StatusOr<std::string> text =
+      ReadFileToString(std::string(KFORGE_TEST_SOURCE_DIR) + "/" + relative);
   EXPECT_TRUE(text.ok()) << text.status();
   return text.ok() ? *text : "";
 }

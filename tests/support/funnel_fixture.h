@@ -18,6 +18,7 @@
 
 #include "kforge/v1/verdict.pb.h"
 #include "kforge/v1/verifier_options.pb.h"
+#include "kforge/v1/verifier_service.pb.h"
 #include "verifier_worker/funnel/funnel.h"
 
 namespace kforge::testing {
@@ -37,7 +38,8 @@ class FunnelTest : public ::testing::Test {
   // require_triton off (CPU), exactly 10 timed trials (no min_timed_ms),
   // 20 s correctness limit, no cache. `tweak` adjusts the options further.
   static v1::Verdict Verify(const std::string& task_source, const std::string& completion,
-                            const std::function<void(v1::VerifierOptions&)>& tweak = {});
+                            const std::function<void(v1::VerifierOptions&)>& tweak = {},
+                            const std::function<void(v1::VerifyRequest&)>& request_tweak = {});
 
   // A task of ../shared/kernelbench ("level1/19_ReLU.py"); skips the test
   // with a message when the folder is absent.
@@ -46,6 +48,8 @@ class FunnelTest : public ::testing::Test {
   static std::string BuiltinTask(const std::string& relative);
   // A file under tests/data/verifier/.
   static std::string TestData(const std::string& relative);
+  // A file of the repository ("tasks/kernelbench-solutions/level1/19_ReLU.py").
+  static std::string ReadSource(const std::string& relative);
 
   static bool HasFlag(const v1::Verdict& verdict, v1::HackFlag flag);
   // The last stage's result.

@@ -9,7 +9,10 @@
 //   v1::Verdict verdict = funnel->Verify(request);   // options already defaulted
 //
 // Thread-safe: up to `max_concurrent` candidates run stages 1-4 at once;
-// timing takes the device alone.
+// timing takes the device alone. Reference work is shared between
+// candidates of a task (ReferenceCache: inputs and reference outputs per
+// epoch; BaselineCache: eager and torch.compile times), never repeated per
+// candidate.
 #ifndef KFORGE_VERIFIER_WORKER_FUNNEL_FUNNEL_H_
 #define KFORGE_VERIFIER_WORKER_FUNNEL_FUNNEL_H_
 
@@ -19,6 +22,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "kforge/v1/verifier_service.pb.h"
+#include "verifier_worker/funnel/baseline_cache.h"
+#include "verifier_worker/funnel/reference_cache.h"
 #include "verifier_worker/funnel/sandbox_pool.h"
 #include "verifier_worker/funnel/verdict_cache.h"
 #include "verifier_worker/sandbox/candidate_cgroup.h"
@@ -50,6 +55,8 @@ struct FunnelConfig {
   // Triton warmed) so a candidate does not wait for its process to start;
   // 0 starts each one when its candidate arrives.
   int spare_sandboxes = 0;
+  // Host memory for the shared reference epochs (ReferenceCache).
+  int64_t reference_cache_bytes = int64_t{8} << 30;
 };
 
 class Funnel {
@@ -76,7 +83,7 @@ class Funnel {
   std::vector<int> spare_sandbox_pids() const { return sandboxes_->spare_pids(); }
 
  private:
-  class Run;  // one verification, funnel.cc
+  class Run;  // one verification, verification.h
   Funnel(FunnelConfig config, VerifierMetrics* metrics);
   absl::StatusOr<std::shared_ptr<ZygoteClient>> Zygote();
   absl::Status SetUpCgroups();
@@ -90,7 +97,10 @@ class Funnel {
   VerifierMetrics* const metrics_;  // may be null
   ReferenceClient reference_;
   VerdictCache cache_;
+  ReferenceCache references_;
+  BaselineCache baselines_;
   std::string device_name_;
+  std::string library_versions_;
   std::unique_ptr<CgroupRoot> cgroups_;  // null: rlimits only
   std::string cgroup_report_;
   std::string triton_base_cache_;  // empty: none

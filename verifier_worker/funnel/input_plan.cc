@@ -15,13 +15,23 @@ google::protobuf::Value InputSetSpec::ToValue() const {
   f["ragged"].set_bool_value(ragged);
   f["batch_one"].set_bool_value(batch_one);
   f["dtype"].set_string_value(dtype);
+  // The reference server keeps these on the device: the baselines are
+  // timed on them.
+  f["same_shape"].set_bool_value(same_shape);
   // Value-changing sets must keep the reference finite, or they test nothing.
   f["require_finite"].set_bool_value(name != "task_inputs");
   return value;
 }
 
+std::vector<InputSetSpec> InputPlan::All() const {
+  std::vector<InputSetSpec> all = {tiny};
+  all.insert(all.end(), sets.begin(), sets.end());
+  all.insert(all.end(), fresh.begin(), fresh.end());
+  return all;
+}
+
 InputPlan BuildInputPlan(const kforge::v1::MultiInputOptions& options,
-                         const std::string& alt_dtype, absl::BitGen& rng) {
+                         const std::string& alt_dtype, int fresh_sets, absl::BitGen& rng) {
   // Seeds below 2^31 so every consumer (torch, numpy) takes them as is.
   auto secret = [&] { return absl::Uniform<uint64_t>(rng, 1, uint64_t{1} << 31); };
   InputPlan plan;
@@ -53,6 +63,10 @@ InputPlan BuildInputPlan(const kforge::v1::MultiInputOptions& options,
   }
   if (options.other_dtype() && !alt_dtype.empty()) {
     plan.sets.push_back({.name = alt_dtype, .seed = secret(), .dtype = alt_dtype});
+  }
+  for (int i = 0; i < fresh_sets; ++i) {
+    plan.fresh.push_back({.name = absl::StrCat("fresh_", i + 1), .seed = secret(),
+                          .same_shape = true});
   }
   return plan;
 }

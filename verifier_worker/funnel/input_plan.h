@@ -1,8 +1,10 @@
 // Which input sets a verification uses, from the job's MultiInputOptions:
 // a tiny set for stage 3, then the task's own inputs, other distributions,
 // scaled values, secret seeds, ragged, larger and batch-1 shapes and another
-// dtype for stage 4. Secret seeds come from `rng`, fresh per verification,
-// so a candidate cannot precompute answers for known seeds.
+// dtype for stage 4, and fresh same-shape sets that only the timing stage
+// uses (TimingProtocol.fresh_input_probes). Secret seeds come from `rng`,
+// fresh per reference epoch (ReferenceCache), so a candidate cannot
+// precompute answers for known seeds.
 #ifndef KFORGE_VERIFIER_WORKER_FUNNEL_INPUT_PLAN_H_
 #define KFORGE_VERIFIER_WORKER_FUNNEL_INPUT_PLAN_H_
 
@@ -33,13 +35,17 @@ struct InputSetSpec {
 
 struct InputPlan {
   InputSetSpec tiny;
-  std::vector<InputSetSpec> sets;  // stage 4, "task_inputs" first
+  std::vector<InputSetSpec> sets;   // stage 4, "task_inputs" first
+  std::vector<InputSetSpec> fresh;  // timing's never-seen inputs, "fresh_1", ...
+
+  // tiny, sets, fresh: everything the reference server prepares.
+  std::vector<InputSetSpec> All() const;
 };
 
 // `alt_dtype` is the dtype of the other-dtype set ("bfloat16" on GPU,
 // "" to leave it out).
 InputPlan BuildInputPlan(const kforge::v1::MultiInputOptions& options,
-                         const std::string& alt_dtype, absl::BitGen& rng);
+                         const std::string& alt_dtype, int fresh_sets, absl::BitGen& rng);
 
 }  // namespace kforge
 

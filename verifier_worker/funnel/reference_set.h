@@ -43,11 +43,12 @@ struct SetCheck {
   std::vector<std::pair<kforge::v1::HackFlag, std::string>> flags;
 };
 
-// Compares the candidate's "run<r>/out<i>" outputs with the reference and
-// "after/in<i>" with the inputs as sent; `runs` > 1 also checks the runs
-// agree with each other.
+// Compares the candidate's "run<r>/out<i>" outputs with the reference and,
+// with `check_inputs`, "after/in<i>" with the inputs as sent; `runs` > 1
+// also checks the runs agree with each other.
 SetCheck CheckCandidateOutputs(const ReferenceSet& set, const Frame& prepared, const Frame& reply,
-                               int runs, const kforge::v1::Tolerances& tolerances);
+                               int runs, bool check_inputs,
+                               const kforge::v1::Tolerances& tolerances);
 
 // Compares one output list ("<prefix><i>") of a reply with the set's
 // reference outputs; used to re-check timed runs.

@@ -4,15 +4,22 @@ The C++ verifier drives it over a private socket (protocol.py), one request
 at a time:
   compile  {source, init_inputs, init_seed, device} + tiny inputs: executes
            the module, builds ModelNew as the reference was built (same init
-           inputs, same seed), and launches it once on the tiny inputs so
-           Triton kernels compile; the outputs come back for stage 3
+           inputs, same seed), and launches it on the tiny inputs so Triton
+           kernels compile (and autotune); with `attribute` a second call
+           runs under the profiler (launch_record) and its outputs and
+           launches come back for stage 3
   run      {set, init_inputs} + inputs: poisons free memory, runs the model
-           (twice when asked) and returns the outputs and the inputs as they
-           are afterwards (the verifier checks they are unchanged)
-  time     {sets, trials, warmup, flush_l2}: one block of timed trials over
-           input sets already sent; returns per-trial times and the last
+           (a first, unrecorded call when `attribute` is set, so compilation
+           and autotuning for a new shape stay out of the record; then the
+           recorded one; then more when asked) and returns the outputs,
+           the launches and, when asked, the inputs as they are afterwards
+           (the verifier checks they are unchanged)
+  time     {sets, budget}: timed trials over input sets already sent, by
+           budget (timing.Budget); returns per-trial times and the last
            output for a re-check
-  profile  share of GPU time spent in the candidate's own Triton kernels
+  probe    {sets} + inputs of sets the candidate has never seen: one timed
+           call on each, outputs returned for a check
+  attribute {set}: one recorded call on a set already sent (after timing)
   ping     -> pong: a spare process, kept ready before its candidate
            arrives, is checked alive before it is used
   exit
@@ -25,7 +32,7 @@ import sys
 import traceback
 import types
 
-from . import guards, protocol, sandbox, task_inputs, timing, warmup
+from . import guards, launch_record, protocol, sandbox, task_inputs, timing, warmup
 
 
 class CandidateError(Exception):
@@ -87,6 +94,14 @@ class Runner:
             result = self.model(*inputs)
         return self._checked_outputs(result)
 
+    def _recorded_call(self, inputs):
+        """A call under the profiler: (outputs, record)."""
+        outputs, record = launch_record.record(lambda: self._call(inputs), self.device)
+        if not record["intact"]:
+            raise CandidateError("the profiler was stopped during forward",
+                                 "HACK_INTROSPECTION")
+        return outputs, record
+
     def _checked_outputs(self, result):
         import torch
         outputs = task_inputs.as_output_list(result)
@@ -113,7 +128,7 @@ class Runner:
         self.pool[name] = inputs
         return inputs
 
-    def _reply_outputs(self, header, runs, inputs):
+    def _reply_outputs(self, header, runs, inputs, record=None):
         packer = protocol.TensorPacker()
         for r, outputs in enumerate(runs):
             for i, out in enumerate(outputs):
@@ -121,6 +136,8 @@ class Runner:
         for i, x in enumerate(inputs):
             packer.add(f"after/in{i}", x)
         header["tensors"] = packer.entries
+        if record is not None:
+            header["launches"] = record["launches"]
         return header, packer.payload()
 
     # -- requests ---------------------------------------------------------
@@ -143,18 +160,29 @@ class Runner:
         inputs = self._inputs(request, payload, request["set"])
         self._poison(request.get("poison_bytes", 0))
         outputs = self._call(inputs)
+        record = None
+        if request.get("attribute"):
+            self._poison(request.get("poison_bytes", 0))
+            outputs, record = self._recorded_call(inputs)
         self._check_guards()
-        return self._reply_outputs({"type": "compiled"}, [outputs], inputs)
+        return self._reply_outputs({"type": "compiled"}, [outputs], inputs, record)
 
     def run(self, request, payload):
         self._build(request["init_inputs"], request.get("dtype", ""))
         inputs = self._inputs(request, payload, request["set"])
-        runs = []
-        for _ in range(int(request.get("repeat", 1))):
+        runs, record = [], None
+        if request.get("attribute"):
+            self._call(inputs)  # compiles and autotunes for this shape, unrecorded
+        for r in range(int(request.get("repeat", 1))):
             self._poison(request.get("poison_bytes", 0))
-            runs.append(self._call(inputs))
+            if r == 0 and request.get("attribute"):
+                outputs, record = self._recorded_call(inputs)
+            else:
+                outputs = self._call(inputs)
+            runs.append(outputs)
         self._check_guards()
-        return self._reply_outputs({"type": "ran"}, runs, inputs)
+        returned = inputs if request.get("return_inputs", True) else []
+        return self._reply_outputs({"type": "ran"}, runs, returned, record)
 
     def time(self, request, payload):
         # The pool's sets share the task's own shapes and dtype; the model
@@ -162,17 +190,16 @@ class Runner:
         self._build(request["init_inputs"], request.get("dtype", ""))
         pool = [self.pool[name] for name in request["sets"]]
         timer = timing.Timer(self.device)
+        budget = timing.Budget(request)
         # Only the model is timed, exactly as the reference server times the
         # baselines: each trial's output is checked (plain tensors on the
         # device) after its end event, outside the timed interval, and the
         # verifier re-checks the last one's values.
         import torch
         with torch.no_grad():
-            if request.get("warmup", 0):
-                timer.trials(self.model, pool, request["warmup"], False, check=self._checked_outputs)
-            event_ms, host_ms, result, index = timer.trials(
-                self.model, pool, request["trials"], request["flush_l2"], request.get("start", 0),
-                check=self._checked_outputs)
+            timer.warm_up(self.model, pool, budget, check=self._checked_outputs)
+            event_ms, host_ms, result, index = timer.run(
+                self.model, pool, budget, request.get("start", 0), check=self._checked_outputs)
         outputs = task_inputs.as_output_list(result)
         self._check_guards()
         packer = protocol.TensorPacker()
@@ -181,30 +208,38 @@ class Runner:
         return {"type": "timed", "event_ms": event_ms, "host_ms": host_ms,
                 "last_set": request["sets"][index], "tensors": packer.entries}, packer.payload()
 
-    def profile(self, request, payload):
+    def probe(self, request, payload):
+        """One timed call on each of `sets`, whose inputs arrive now: the
+        candidate has never seen them."""
         import torch
-        from torch.profiler import ProfilerActivity, profile
-        inputs = self.pool[request["set"]]
-        kernels = set(request.get("kernels", []))
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            self._call(inputs)
-        total, own, names = 0.0, 0.0, []
-        for event in prof.key_averages():
-            cuda_us = getattr(event, "device_time_total", None)
-            if cuda_us is None:
-                cuda_us = getattr(event, "cuda_time_total", 0.0)
-            if cuda_us <= 0 or event.key.startswith("cuda") or event.key.startswith("aten::"):
-                continue
-            total += cuda_us
-            names.append(event.key)
-            if any(event.key == k or event.key.startswith(k + "_") for k in kernels):
-                own += cuda_us
+        timer = timing.Timer(self.device)
+        packer = protocol.TensorPacker()
+        event_ms, host_ms = [], []
+        with torch.no_grad():
+            for name in request["sets"]:
+                inputs = self._inputs(request, payload, name)
+                ev, host, result = timer.one(self.model, inputs, request.get("flush_l2", False),
+                                             request.get("clone_inputs", False))
+                outputs = self._checked_outputs(result)
+                event_ms.append(ev if ev is not None else host)
+                host_ms.append(host)
+                for i, out in enumerate(outputs):
+                    packer.add(f"{name}/out{i}", out)
         self._check_guards()
-        return {"type": "profiled", "total_us": total, "own_us": own, "kernels": names[:32]}, b""
+        return {"type": "probed", "event_ms": event_ms, "host_ms": host_ms,
+                "tensors": packer.entries}, packer.payload()
+
+    def attribute(self, request, payload):
+        """One recorded call on a set already sent: what forward launches
+        after its timed runs."""
+        _, record = self._recorded_call(self.pool[request["set"]])
+        self._check_guards()
+        return {"type": "attributed", "launches": record["launches"]}, b""
 
     def serve(self):
         handlers = {"compile": self.compile, "run": self.run, "time": self.time,
-                    "profile": self.profile, "ping": lambda request, payload: ({"type": "pong"}, b"")}
+                    "probe": self.probe, "attribute": self.attribute,
+                    "ping": lambda request, payload: ({"type": "pong"}, b"")}
         while True:
             request, payload = protocol.recv_frame(self.sock)
             if request.get("type") == "exit":
@@ -243,6 +278,7 @@ def run_child(sock, config):
         torch.set_num_threads(config.get("threads", 1))
         if config.get("warm_up"):
             warmup.warm_process(config["device"])
+            launch_record.warm_up(config["device"])
         guarded = guards.capture()
         protocol.send_frame(sock, {"type": "ready", "pid": os.getpid(), **report})
         runner = Runner(sock, config)

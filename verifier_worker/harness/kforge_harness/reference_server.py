@@ -87,15 +87,20 @@ class ReferenceServer:
 
     def _prepare_set(self, task, spec, init_seed, packer, max_bytes):
         spec = task_inputs.fit_to_budget(task.module, spec, max_bytes)
-        init_inputs, inputs, changes = task_inputs.make_inputs(task.module, spec)
+        init_inputs, inputs, changes = task_inputs.make_inputs(task.module, spec, task.device)
         key, model = task.model(init_inputs, init_seed, spec.get("dtype", ""))
         on_device = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in inputs]
         with torch.no_grad():
             outputs = task_inputs.as_output_list(model(*on_device))
         if spec.get("require_finite") and not all(torch.isfinite(o).all() for o in outputs):
             raise ValueError("reference output is not finite for these values")
-        task.sets[spec["name"]] = (key, on_device)
         name = spec["name"]
+        # Only sets the baselines may be timed on stay on the device; the
+        # rest would hold GPU memory for nothing.
+        if spec.get("same_shape"):
+            task.sets[name] = (key, on_device)
+        else:
+            task.sets.pop(name, None)
         for i, x in enumerate(inputs):
             if not isinstance(x, torch.Tensor):
                 raise ValueError(f"input {i} is a {type(x).__name__}, not a tensor")
@@ -107,11 +112,32 @@ class ReferenceServer:
                 "init_inputs": task_inputs.encode_init_inputs(init_inputs),
                 "changed_constants": changes}
 
-    def time(self, request):
-        """One block of baseline trials over the named sets' inputs."""
+    def _ensure_sets(self, request):
+        """The task and the named sets, rebuilt from `specs` when this
+        server dropped them since they were prepared (the task fell out of
+        MAX_TASKS, or another epoch of the task replaced a set): inputs are
+        made from the same seeds, so they are the same inputs."""
         task = self.tasks.get(request["task_key"])
-        if task is None:
-            raise ValueError("task not prepared")
+        missing = [n for n in request["sets"] if task is None or n not in task.sets]
+        if not missing:
+            return task
+        if "specs" not in request or "source" not in request:
+            raise ValueError(f"sets {missing} not prepared")
+        task = self.task(request["task_key"], request["source"], request["device"])
+        specs = {spec["name"]: spec for spec in request["specs"]}
+        max_bytes = int(request.get("max_set_bytes", 1 << 28))
+        for name in missing:
+            spec = task_inputs.fit_to_budget(task.module, specs[name], max_bytes)
+            init_inputs, inputs, _ = task_inputs.make_inputs(task.module, spec, task.device)
+            key, _ = task.model(init_inputs, request["init_seed"], spec.get("dtype", ""))
+            task.sets[name] = (key, [x.to(task.device) if isinstance(x, torch.Tensor) else x
+                                     for x in inputs])
+        return task
+
+    def time(self, request):
+        """Baseline trials over the named sets' inputs, by budget
+        (timing.Budget, the same protocol as the candidate's)."""
+        task = self._ensure_sets(request)
         pool, key = [], None
         for name in request["sets"]:
             key, inputs = task.sets[name]
@@ -124,10 +150,10 @@ class ReferenceServer:
                 task.compiled[key] = torch.compile(fn)
             fn = task.compiled[key]
         timer = timing.Timer(request["device"])
+        budget = timing.Budget(request)
         with torch.no_grad():
-            if request.get("warmup", 0):
-                timer.trials(fn, pool, request["warmup"], False)
-            event_ms, host_ms, _, _ = timer.trials(fn, pool, request["trials"], request["flush_l2"])
+            timer.warm_up(fn, pool, budget)
+            event_ms, host_ms, _, _ = timer.run(fn, pool, budget)
         return {"type": "timed", "event_ms": event_ms, "host_ms": host_ms}, b""
 
     def serve(self):

@@ -93,6 +93,8 @@ DENIED = {
     "torch.utils.cpp_extension": (INTROSPECTION, "compiles native code outside Triton"),
     "torch.backends": (INTROSPECTION, "flips backend flags (TF32, cuDNN) the baseline shares"),
     "triton.testing": (INTROSPECTION, "is benchmarking code, and timing is the harness's"),
+    **_rules("torch.profiler torch.autograd.profiler torch.autograd.profiler_util",
+             (INTROSPECTION, "is the harness's record of what forward runs")),
     **_rules("time timeit", _TIME),
     **_rules("threading _thread multiprocessing concurrent asyncio sched torch.multiprocessing "
              "torch.futures torch.jit.fork torch.jit.wait", _THREADS),
@@ -168,6 +170,12 @@ TORCH_ALLOWED = frozenset(_rules("""
     uint8 uint16 uint32 uint64 bool complex64 complex128 cfloat cdouble float8_e4m3fn
     float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz""", None, "torch.")) | {"torch"}
 TORCH_ALLOWED_PREFIXES = ("torch.nn.init.",)
+
+# NumPy names ModelNew may use (types and constants); any other NumPy call
+# in ModelNew computes on the host, out of the GPU profiler's sight.
+NUMPY_ALLOWED = frozenset(_rules("""
+    float16 float32 float64 int8 int16 int32 int64 uint8 bool_ dtype pi e inf nan""",
+                                 None, "numpy.")) | {"numpy"}
 
 # Used anywhere in the module, these hand the model to PyTorch's compilers.
 FALLBACK_ANYWHERE = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace"})
@@ -489,7 +497,10 @@ def _fallback_node(node, where, owner_methods, aliases, out):
     if not isinstance(node, (ast.Attribute, ast.Name)) or not isinstance(node.ctx, ast.Load):
         return
     qual = _resolve(node, aliases)
-    if qual is not None:
+    if qual is not None and qual.split(".")[0] == "numpy" and qual not in NUMPY_ALLOWED:
+        out.add(node.lineno, TORCH_FALLBACK, f"{_shown(node, qual)} in {where} computes on "
+                "the host with NumPy instead of in a kernel")
+    elif qual is not None:
         # Denied names are reported by the general pass under their own flag.
         if (qual.split(".")[0] == "torch" and not _torch_allowed(qual)
                 and _denied(qual) is None and qual not in FALLBACK_ANYWHERE):
@@ -510,7 +521,7 @@ def _check_everywhere(tree, aliases, out):
     for node in ast.walk(tree):  # breadth first: a nest's top comes first
         if isinstance(node, ast.Attribute):
             inner.add(id(node.value))
-        if isinstance(node, _TRY_NODES):
+        if isinstance(node, _TRY_NODES) and not _is_import_guard(node):
             kind = "try/except" if node.handlers else "try/finally"
             out.add(node.lineno, TRY_EXCEPT,
                     f"{kind} can hide a failing kernel behind a fallback path")
@@ -526,6 +537,43 @@ def _check_everywhere(tree, aliases, out):
         elif isinstance(node, ast.Call):
             _check_call(node, aliases, out)
         _check_targets(node, aliases, out)
+
+
+def _inert(expr):
+    """A constant, a name, a dotted name, or a tuple/list of them: binding it
+    runs nothing."""
+    if isinstance(expr, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(expr, ast.Attribute):
+        return _chain(expr) is not None
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        return all(_inert(e) for e in expr.elts)
+    return False
+
+
+def _is_import_guard(node):
+    """A try/except that wraps no computation: its body imports, and every
+    block only imports, binds inert values, passes or (in a handler)
+    raises, as in `try: import x` / `except ImportError: x = None`. Such a
+    guard cannot stand between a failing kernel and a fallback."""
+    if not node.handlers or not any(isinstance(st, (ast.Import, ast.ImportFrom))
+                                    for st in node.body):
+        return False
+
+    def simple(statements, in_handler=False):
+        for st in statements:
+            if isinstance(st, (ast.Import, ast.ImportFrom, ast.Pass)):
+                continue
+            if isinstance(st, ast.Raise) and in_handler:
+                continue
+            if (isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None
+                    and _inert(st.value)):
+                continue
+            return False
+        return True
+
+    return (simple(node.body) and simple(node.orelse) and simple(node.finalbody)
+            and all(simple(h.body, in_handler=True) for h in node.handlers))
 
 
 def _check_import(node, out):

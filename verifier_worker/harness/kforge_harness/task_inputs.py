@@ -9,6 +9,7 @@ reads change the model too, so both models are rebuilt from the reported
 init inputs.
 """
 
+import contextlib
 import math
 import types
 
@@ -81,8 +82,10 @@ def overridden_constants(module, spec):
 def _heavy_tailed(like, generator):
     # Signed Pareto (alpha 3): rare large magnitudes, which a kernel that
     # only works on [0, 1) inputs gets wrong.
-    u = torch.rand(like.shape, generator=generator, dtype=torch.float64).clamp_min(1e-12)
-    sign = torch.randint(0, 2, like.shape, generator=generator, dtype=torch.int8) * 2 - 1
+    u = torch.rand(like.shape, generator=generator, dtype=torch.float64,
+                   device=like.device).clamp_min(1e-12)
+    sign = torch.randint(0, 2, like.shape, generator=generator, dtype=torch.int8,
+                         device=like.device) * 2 - 1
     return ((u.pow(-1.0 / 3.0) - 1.0) * sign).to(like.dtype)
 
 
@@ -90,9 +93,11 @@ def _redistribute(tensor, distribution, generator):
     if not tensor.is_floating_point() or distribution in ("", "task"):
         return tensor
     if distribution == "normal":
-        return torch.randn(tensor.shape, generator=generator, dtype=tensor.dtype)
+        return torch.randn(tensor.shape, generator=generator, dtype=tensor.dtype,
+                           device=tensor.device)
     if distribution == "uniform":
-        return torch.rand(tensor.shape, generator=generator, dtype=tensor.dtype) * 2 - 1
+        return torch.rand(tensor.shape, generator=generator, dtype=tensor.dtype,
+                          device=tensor.device) * 2 - 1
     if distribution == "heavy_tailed":
         return _heavy_tailed(tensor, generator)
     raise ValueError(f"unknown distribution {distribution!r}")
@@ -130,24 +135,39 @@ def fit_to_budget(module, spec, max_bytes):
     return spec
 
 
-def make_inputs(module, spec):
-    """(init_inputs, inputs) for one input set spec:
-    {name, seed, distribution, value_scale, size_scale, ragged, batch_one, dtype}."""
+def _on(device):
+    """A context in which the task's factory calls (torch.rand, ...) make
+    their tensors on `device`: on a GPU, drawing a KernelBench input of
+    gigabytes takes milliseconds there against seconds on the host. Torch
+    1.x (no device contexts) draws on the host."""
+    if device is None or str(device) == "cpu" or not hasattr(torch, "get_default_device"):
+        return contextlib.nullcontext()
+    return torch.device(device)
+
+
+def make_inputs(module, spec, device=None):
+    """(init_inputs, inputs, changed constants) for one input set spec:
+    {name, seed, distribution, value_scale, size_scale, ragged, batch_one,
+    dtype}. With `device` the values are drawn there (the same seed draws
+    the same values on the same device and library versions)."""
     changes = overridden_constants(module, spec)
     saved = {name: module.__dict__[name] for name in changes}
     module.__dict__.update(changes)
     try:
         torch.manual_seed(int(spec["seed"]))
-        inputs = list(module.get_inputs())
+        with _on(device):
+            inputs = list(module.get_inputs())
         init_inputs = list(module.get_init_inputs())
     finally:
         module.__dict__.update(saved)
-    generator = torch.Generator().manual_seed(int(spec["seed"]) + 1)
+    generator = None
     scale = float(spec.get("value_scale", 1.0))
     dtype = spec.get("dtype") or ""
     out = []
     for x in inputs:
         if isinstance(x, torch.Tensor):
+            if generator is None:
+                generator = torch.Generator(device=x.device).manual_seed(int(spec["seed"]) + 1)
             x = _redistribute(x, spec.get("distribution", "task"), generator)
             if scale != 1.0 and x.is_floating_point():
                 x = x * scale

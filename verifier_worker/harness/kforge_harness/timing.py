@@ -4,14 +4,21 @@ module is imported, before any candidate code loads, so a candidate that
 patches `time` or `torch.cuda` afterwards cannot change what is measured (and
 the guards report the attempt).
 
-Per trial: (GPU) synchronise the device, queue an L2 flush (zeroing a 256 MiB
-buffer), record a start event, call, record an end event, synchronise the
-whole device; the host clock runs around call + synchronise, so it also sees
-what is left of the flush, equally for candidate and baselines. Work hidden on another stream or thread shows up
-as host time far above event time. Inputs rotate through a pool of separate
-allocations so nothing can be cached by pointer or value.
+Per trial: (GPU) clone the trial's inputs (so nothing carries over from one
+call to the next through them), synchronise the device, queue an L2 flush
+(zeroing a 256 MiB buffer), record a start event, call, record an end event,
+synchronise the whole device; the host clock runs around call + synchronise,
+so it also sees what is left of the flush, equally for candidate and
+baselines. Work hidden on another stream or thread shows up as host time far
+above event time. Inputs rotate through a pool of separate allocations.
+
+Trials run by budget (`Budget`): a warm-up of at least `warmup_ms` and
+`warmup_calls`, then trials until the side has `min_ms` of measured time and
+`min_trials` trials and the standard error of the mean is within
+`target_rel_stderr` of the mean, or until `max_ms` / `max_trials`.
 """
 
+import math
 import time
 
 import torch
@@ -20,9 +27,40 @@ _perf_counter_ns = time.perf_counter_ns
 _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _zeros = torch.zeros
+_Tensor = torch.Tensor
+_clone = torch.Tensor.clone
+_sqrt = math.sqrt
 
 # Twice the 50-60 MB L2 of an H100/H200.
 L2_FLUSH_BYTES = 256 << 20
+
+
+class Budget:
+    """How long one side is timed; every field has the proto's meaning
+    (kforge.v1.TimingProtocol)."""
+
+    def __init__(self, request):
+        self.warmup_ms = float(request.get("warmup_ms", 0.0))
+        self.warmup_calls = int(request.get("warmup", 0))
+        self.min_trials = max(1, int(request.get("min_trials", request.get("trials", 1))))
+        self.max_trials = max(self.min_trials, int(request.get("max_trials", self.min_trials)))
+        self.min_ms = float(request.get("min_ms", 0.0))
+        self.max_ms = float(request.get("max_ms", 0.0))
+        self.target_rel_stderr = float(request.get("target_rel_stderr", 0.0))
+        self.flush_l2 = bool(request.get("flush_l2", False))
+        self.clone_inputs = bool(request.get("clone_inputs", False))
+
+    def done(self, n, total_ms, mean, m2):
+        """Whether a side with n trials summing to total_ms (running mean and
+        sum of squared deviations m2) has what it needs."""
+        if n >= self.max_trials or (self.max_ms > 0 and total_ms >= self.max_ms):
+            return True
+        if n < self.min_trials or total_ms < self.min_ms:
+            return False
+        if self.target_rel_stderr <= 0 or n < 2 or mean <= 0:
+            return True
+        stderr = _sqrt(m2 / (n - 1) / n)
+        return stderr <= self.target_rel_stderr * mean
 
 
 class Timer:
@@ -36,39 +74,75 @@ class Timer:
             self.flush_buffer = _zeros(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=self.device)
         self.flush_buffer.zero_()
 
-    def trials(self, fn, pool, count, flush_l2, start_index=0, check=None):
-        """Runs fn(*pool[(start_index + i) % len(pool)]) count times.
+    @staticmethod
+    def _fresh(args, clone):
+        if not clone:
+            return args
+        return [_clone(a) if isinstance(a, _Tensor) else a for a in args]
+
+    def one(self, fn, args, flush_l2, clone=False):
+        """One timed call: (event_ms or None, host_ms, output)."""
+        args = self._fresh(args, clone)
+        if self.cuda:
+            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            _cuda_synchronize(self.device)
+            # The flush is queued, not waited for: while the GPU clears L2
+            # the host launches the call behind it, so the events time the
+            # GPU work and not the Python launch latency of an idle GPU
+            # (what do_bench measures too).
+            if flush_l2:
+                self._flush()
+            t0 = _perf_counter_ns()
+            start.record()
+            out = fn(*args)
+            end.record()
+            _cuda_synchronize(self.device)
+            t1 = _perf_counter_ns()
+            return start.elapsed_time(end), (t1 - t0) / 1e6, out
+        t0 = _perf_counter_ns()
+        out = fn(*args)
+        t1 = _perf_counter_ns()
+        return None, (t1 - t0) / 1e6, out
+
+    def warm_up(self, fn, pool, budget, check=None):
+        """At least budget.warmup_calls calls and budget.warmup_ms of host
+        time, untimed, rotating through the pool."""
+        start, i = _perf_counter_ns(), 0
+        while (i < budget.warmup_calls
+               or (_perf_counter_ns() - start) / 1e6 < budget.warmup_ms):
+            _, _, out = self.one(fn, pool[i % len(pool)], False)
+            if check is not None:
+                check(out)
+            i += 1
+            if budget.warmup_calls == 0 and budget.warmup_ms <= 0:
+                break
+
+    def run(self, fn, pool, budget, start_index=0, check=None):
+        """Trials by budget over pool[(start_index + i) % len(pool)].
         check(output), if given, runs on every trial's output outside the
-        timed interval (after the end event and the synchronisation).
-        Returns (event_ms or None, host_ms, last output, last pool index)."""
+        timed interval. Returns (event_ms or None, host_ms, last output,
+        last pool index)."""
         event_ms = [] if self.cuda else None
         host_ms = []
-        out = None
-        index = start_index
-        for i in range(count):
-            index = (start_index + i) % len(pool)
-            args = pool[index]
-            if self.cuda:
-                start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-                _cuda_synchronize(self.device)
-                # The flush is queued, not waited for: while the GPU clears
-                # L2 the host launches the call behind it, so the events time
-                # the GPU work and not the Python launch latency of an idle
-                # GPU (what do_bench measures too).
-                if flush_l2:
-                    self._flush()
-                t0 = _perf_counter_ns()
-                start.record()
-                out = fn(*args)
-                end.record()
-                _cuda_synchronize(self.device)
-                t1 = _perf_counter_ns()
-                event_ms.append(start.elapsed_time(end))
-            else:
-                t0 = _perf_counter_ns()
-                out = fn(*args)
-                t1 = _perf_counter_ns()
-            host_ms.append((t1 - t0) / 1e6)
+        out, index = None, start_index
+        n, total, mean, m2 = 0, 0.0, 0.0, 0.0
+        while not budget.done(n, total, mean, m2):
+            index = (start_index + n) % len(pool)
+            ev, host, out = self.one(fn, pool[index], budget.flush_l2, budget.clone_inputs)
+            if event_ms is not None:
+                event_ms.append(ev)
+            host_ms.append(host)
+            sample = ev if ev is not None else host
+            n += 1
+            total += sample
+            delta = sample - mean
+            mean += delta / n
+            m2 += delta * (sample - mean)
             if check is not None:
                 check(out)
         return event_ms, host_ms, out, index
+
+    def trials(self, fn, pool, count, flush_l2, start_index=0, check=None):
+        """Exactly `count` trials (no budget): (event_ms, host_ms, out, index)."""
+        budget = Budget({"min_trials": count, "max_trials": count, "flush_l2": flush_l2})
+        return self.run(fn, pool, budget, start_index, check)

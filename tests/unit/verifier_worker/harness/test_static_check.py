@@ -295,6 +295,38 @@ class StaticCheckTest(unittest.TestCase):
                            forward="with suppress(RuntimeError):\n    z = 1")
         self.assertFlagged(source, "HACK_TRY_EXCEPT_FALLBACK", "with suppress")
 
+    def test_import_guards_are_not_fallbacks(self):
+        # Optional imports wrap no computation: accepted, wherever they sit.
+        for guard in ("try:\n    import numpy as np\nexcept ImportError:\n    np = None",
+                      "try:\n    from triton.language.extra import libdevice\n"
+                      "except (ImportError, AttributeError):\n    libdevice = None\n"
+                      "else:\n    HAVE_LIBDEVICE = True",
+                      "try:\n    import math\nexcept ModuleNotFoundError:\n"
+                      "    raise RuntimeError('math is required')",
+                      "try:\n    import numpy\nexcept Exception:\n    pass"):
+            with self.subTest(guard=guard):
+                self.assertOk(candidate(module=guard))
+                self.assertOk(candidate(init=guard))
+
+    def test_a_try_that_wraps_computation_is_a_fallback_even_beside_an_import(self):
+        for guarded in ("try:\n    import math\n    y = torch.relu(x)\nexcept ImportError:\n    pass",
+                        "try:\n    import math\nexcept ImportError:\n    y = torch.relu(x)",
+                        "try:\n    import math\nfinally:\n    z = 1",
+                        "try:\n    import math\n    relu_kernel[(1,)](x, y, n, BLOCK=1024)\n"
+                        "except Exception:\n    pass"):
+            with self.subTest(guarded=guarded):
+                self.assertFlagged(candidate(forward=guarded), "HACK_TRY_EXCEPT_FALLBACK", "try:")
+
+    def test_numpy_compute_in_forward_is_a_fallback(self):
+        source = candidate(module="import numpy as np",
+                           forward="z = torch.from_numpy(np.maximum(x.cpu().numpy(), 0))")
+        self.assertFlagged(source, "HACK_TORCH_FALLBACK", "np.maximum")
+        self.assertOk(candidate(module="import numpy as np", forward="d = np.float32"))
+
+    def test_the_profiler_is_the_harness_s(self):
+        source = candidate(forward="torch.profiler.profile()")
+        self.assertFlagged(source, "HACK_INTROSPECTION", "torch.profiler")
+
     def test_reference_model_reuse(self):
         source = candidate().replace("class ModelNew(nn.Module)", "class ModelNew(Model)")
         self.assertFlagged(source, "HACK_REFERENCE_REUSE", "class ModelNew(Model)")

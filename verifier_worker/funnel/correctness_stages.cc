@@ -1,0 +1,174 @@
+// Stages 2-4 in the candidate's sandbox: compile (the module runs, the model
+// builds, kernels compile), the tiny run, and the multi-input comparison
+// against the epoch's reference outputs. Every compared run is also a
+// recorded one (harness launch_record.py): what forward launched is
+// attributed here, and library compute standing in for the candidate's own
+// kernels fails the stage when attribution is enforced.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "verifier_worker/funnel/verification.h"
+
+namespace kforge {
+namespace {
+
+uint64_t Bytes(const std::vector<TensorEntry>& tensors) {
+  uint64_t total = 0;
+  for (const TensorEntry& e : tensors) total += e.nbytes;
+  return total;
+}
+
+// The sets stage 4 runs, in order: the task's own inputs first (most
+// candidates that are wrong are wrong there), then the rest from the
+// cheapest to move and run.
+std::vector<const ReferenceSet*> MultiInputOrder(const ReferenceEpoch& epoch) {
+  std::vector<const ReferenceSet*> order;
+  for (const InputSetSpec& spec : epoch.plan.sets) {
+    auto it = epoch.sets.find(spec.name);
+    if (it != epoch.sets.end() && it->second.ok) order.push_back(&it->second);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const ReferenceSet* a, const ReferenceSet* b) {
+    const bool a_own = a->spec.name == "task_inputs", b_own = b->spec.name == "task_inputs";
+    if (a_own != b_own) return a_own;
+    return Bytes(a->inputs) + Bytes(a->outputs) < Bytes(b->inputs) + Bytes(b->outputs);
+  });
+  return order;
+}
+
+}  // namespace
+
+bool Funnel::Run::AttributionEnforced() const {
+  switch (options_.attribution()) {
+    case v1::ATTRIBUTION_ENFORCE: return true;
+    case v1::ATTRIBUTION_REPORT:
+    case v1::ATTRIBUTION_OFF: return false;
+    default: return options_.require_triton();
+  }
+}
+
+bool Funnel::Run::Attribute(v1::StageResult* stage, const Frame& reply, const std::string& where) {
+  const google::protobuf::Value* launches = reply.Get("launches");
+  if (!attribution_.has_value() || launches == nullptr) return true;
+  attribution_->Add(*launches);
+  if (!AttributionEnforced()) return true;
+  const std::vector<std::string> compute = attribution_->LibraryCompute();
+  if (compute.empty()) return true;
+  constexpr size_t kNamed = 4;
+  std::vector<std::string> named(compute.begin(),
+                                 compute.begin() + std::min(kNamed, compute.size()));
+  for (std::string& name : named) {
+    if (name.size() > 120) name = absl::StrCat(name.substr(0, 117), "...");
+  }
+  const std::string detail = absl::StrCat(
+      "forward ran library compute on ", where, ": ", absl::StrJoin(named, "; "),
+      compute.size() > kNamed ? absl::StrCat(" and ", compute.size() - kNamed, " more") : "",
+      " (the work must run in the candidate's own Triton kernels)");
+  Flag(v1::HACK_TORCH_FALLBACK, detail);
+  return End(stage, v1::OUTCOME_FAILED, detail);
+}
+
+bool Funnel::Run::CompileAndTinyRun() {
+  v1::StageResult* stage = Begin(v1::STAGE_COMPILE);
+  absl::StatusOr<std::unique_ptr<CandidateSandbox>> sandbox = f_.sandboxes_->Take(limits_);
+  if (!sandbox.ok()) {
+    internal_error_ = true;
+    return End(stage, v1::OUTCOME_INTERNAL_ERROR, std::string(sandbox.status().message()));
+  }
+  sandbox_ = *std::move(sandbox);
+  if (f_.metrics_ != nullptr) f_.metrics_->RecordSandbox(sandbox_->was_spare);
+  if (options_.attribution() != v1::ATTRIBUTION_OFF) {
+    attribution_.emplace(own_kernels_,
+                         std::vector<std::string>(request_.task().allowed_library_ops().begin(),
+                                                  request_.task().allowed_library_ops().end()));
+  }
+  const absl::Duration timeout = absl::Seconds(limits_.correctness_timeout_s());
+  // Tiny inputs if the reference supports them, else the task's own.
+  const ReferenceSet& tiny = SetNamed("tiny").ok ? SetNamed("tiny") : SetNamed("task_inputs");
+  Frame compile = Frame::Of("compile");
+  compile.Set("poison_bytes", static_cast<int64_t>(Bytes(tiny.outputs)));
+  compile.Set("source", code_)
+      .Set("init_inputs", tiny.init_inputs)
+      .Set("init_seed", static_cast<int64_t>(epoch_->init_seed))
+      .Set("set", tiny.spec.name)
+      .Set("dtype", tiny.spec.dtype)
+      .Set("attribute", attribution_.has_value());
+  AttachInputs(tiny, epoch_->prepared, compile);
+  absl::StatusOr<Frame> reply = sandbox_->session->Request(compile, timeout);
+  if (!reply.ok()) return EndWithSessionError(stage, reply.status());
+  if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "");
+  End(stage, v1::OUTCOME_PASSED);
+  if (options_.last_stage() < v1::STAGE_TINY_RUN) return false;
+
+  stage = Begin(v1::STAGE_TINY_RUN);
+  if (!Attribute(stage, *reply, tiny.DisplayName())) return false;
+  const SetCheck check =
+      CheckCandidateOutputs(tiny, epoch_->prepared, *reply, 1, /*check_inputs=*/true,
+                            options_.tolerances());
+  for (const auto& [flag, detail] : check.flags) Flag(flag, detail);
+  *verdict_.add_input_sets() = check.result;
+  if (!check.result.passed()) {
+    return End(stage, v1::OUTCOME_FAILED,
+               absl::StrCat(tiny.spec.name, " inputs: ", check.result.message()));
+  }
+  return End(stage, v1::OUTCOME_PASSED);
+}
+
+bool Funnel::Run::MultiInput() {
+  v1::StageResult* stage = Begin(v1::STAGE_MULTI_INPUT);
+  const absl::Duration timeout = absl::Seconds(limits_.correctness_timeout_s());
+  const std::vector<const ReferenceSet*> order = MultiInputOrder(*epoch_);
+  int passed = 0;
+  bool task_inputs_passed = false;
+  for (const ReferenceSet* set : order) {
+    const std::string& name = set->spec.name;
+    const bool own = name == "task_inputs";
+    // Self-consistency and input mutation are checked on the task's own
+    // inputs: twice the outputs and the inputs back for every set would
+    // double what crosses between the processes for little more evidence.
+    const int repeat = options_.check_self_consistency() && own ? 2 : 1;
+    Frame run = Frame::Of("run");
+    run.Set("set", name).Set("init_inputs", set->init_inputs).Set("repeat", repeat)
+        .Set("dtype", set->spec.dtype).Set("return_inputs", own)
+        .Set("attribute", attribution_.has_value())
+        .Set("poison_bytes", static_cast<int64_t>(Bytes(set->outputs)));
+    AttachInputs(*set, epoch_->prepared, run);
+    absl::StatusOr<Frame> reply = sandbox_->session->Request(run, timeout);
+    if (!reply.ok()) return EndWithSessionError(stage, reply.status());
+    if (reply->type() == "failed") {
+      return EndWithFailedReply(stage, *reply, absl::StrCat(name, " inputs: "));
+    }
+    if (!Attribute(stage, *reply, set->DisplayName())) return false;
+    const SetCheck check = CheckCandidateOutputs(*set, epoch_->prepared, *reply, repeat, own,
+                                                 options_.tolerances());
+    for (const auto& [flag, detail] : check.flags) Flag(flag, detail);
+    *verdict_.add_input_sets() = check.result;
+    if (!check.result.passed()) {
+      if (task_inputs_passed && !set->spec.same_shape) {
+        Flag(v1::HACK_EXACT_SHAPE_ONLY,
+             absl::StrCat("right on the task's own shapes, wrong on ", name));
+      }
+      return End(stage, v1::OUTCOME_FAILED,
+                 absl::StrCat(name, " inputs: ", check.result.message()));
+    }
+    ++passed;
+    if (own) task_inputs_passed = true;
+  }
+  const int needed =
+      std::min(options_.multi_input().min_input_sets(), static_cast<int>(order.size()));
+  if (passed < needed) {
+    return End(stage, v1::OUTCOME_FAILED,
+               absl::StrCat(passed, " input sets passed; ", needed, " are required"));
+  }
+  // A kernel written but never run: the outputs came from somewhere else.
+  if (attribution_.has_value() && AttributionEnforced() && cuda() && options_.require_triton() &&
+      attribution_->SawGpuWork() && !attribution_->OwnKernelRan()) {
+    const std::string detail =
+        "none of the candidate's own Triton kernels ran on the GPU during its correctness runs";
+    Flag(v1::HACK_KERNELS_NOT_RUN, detail);
+    return End(stage, v1::OUTCOME_FAILED, detail);
+  }
+  return End(stage, v1::OUTCOME_PASSED);
+}
+
+}  // namespace kforge

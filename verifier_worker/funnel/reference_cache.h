@@ -1,0 +1,88 @@
+// Reference work shared by the candidates of a task: one reference epoch
+// holds the secret input plan (seeds), the model's init seed, and the
+// reference server's input sets and outputs, computed once and reused by
+// every candidate of that task until the epoch ends. An epoch ends when the
+// candidates' batch changes (a new batch draws new secret seeds), after
+// `max_uses` candidates or after `max_age`, so no seed serves a task for
+// ever. Concurrent candidates of a task whose epoch is being computed wait
+// for that one computation instead of repeating it.
+//
+//   ReferenceCache cache(/*max_bytes=*/8 << 30);
+//   bool reused = false;
+//   KF_ASSIGN_OR_RETURN(std::shared_ptr<const ReferenceEpoch> epoch,
+//                       cache.Get(scope, batch_id, {.max_uses = 1024, .max_age = absl::Minutes(30)},
+//                                 make_epoch, &reused));
+//
+// Epochs are immutable once made, and held by shared_ptr: one dropped from
+// the cache (for room, or because a new one replaced it) lives on while a
+// verification still reads it. Thread-safe.
+#ifndef KFORGE_VERIFIER_WORKER_FUNNEL_REFERENCE_CACHE_H_
+#define KFORGE_VERIFIER_WORKER_FUNNEL_REFERENCE_CACHE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "verifier_worker/funnel/input_plan.h"
+#include "verifier_worker/funnel/reference_set.h"
+#include "verifier_worker/sandbox/frame.h"
+
+namespace kforge {
+
+struct ReferenceEpoch {
+  InputPlan plan;
+  uint64_t init_seed = 0;
+  Frame prepared;  // owns the bytes the sets point into
+  std::map<std::string, ReferenceSet> sets;
+  int64_t bytes() const { return static_cast<int64_t>(prepared.payload.size()); }
+};
+
+class ReferenceCache {
+ public:
+  struct Reuse {
+    int max_uses = 1;
+    absl::Duration max_age = absl::ZeroDuration();
+  };
+  using Maker = std::function<absl::StatusOr<std::shared_ptr<const ReferenceEpoch>>()>;
+
+  explicit ReferenceCache(int64_t max_bytes) : max_bytes_(max_bytes) {}
+
+  // The current epoch of `scope` (a task under one input-plan config) if it
+  // belongs to `batch_id` and has uses and time left; else a new one from
+  // `make`, which then becomes current. `reused` says which. A failed make
+  // is returned and not cached.
+  absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> Get(const std::string& scope,
+                                                            const std::string& batch_id,
+                                                            const Reuse& reuse, const Maker& make,
+                                                            bool* reused);
+
+  // Epochs held now, and their payload bytes.
+  int size() const;
+  int64_t bytes() const;
+
+ private:
+  struct Slot {
+    std::shared_ptr<const ReferenceEpoch> epoch;
+    std::string batch_id;
+    int uses = 0;
+    absl::Time created;
+    absl::Time last_used;
+    bool making = false;
+  };
+  void EvictLocked(const std::string& keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int64_t max_bytes_;
+  mutable absl::Mutex mu_;
+  absl::CondVar made_;
+  absl::flat_hash_map<std::string, Slot> slots_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_FUNNEL_REFERENCE_CACHE_H_

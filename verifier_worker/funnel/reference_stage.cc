@@ -1,0 +1,78 @@
+// The reference work a verification needs: input sets with secret seeds and
+// the reference outputs, computed by the trusted reference server once per
+// task and reference epoch and shared by every candidate of the epoch
+// (ReferenceCache). Not a stage of its own: a reference that cannot run is
+// the verifier's problem (OUTCOME_INTERNAL_ERROR), reported on stage 2.
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "verifier_worker/funnel/verification.h"
+
+namespace kforge {
+namespace {
+
+// A new epoch: fresh secret seeds, a fresh init seed, and the reference
+// server's answer for every set of the plan.
+absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
+    ReferenceClient& reference, const v1::VerifyRequest& request, const std::string& device,
+    absl::Duration timeout) {
+  const v1::VerifierOptions& options = request.options();
+  const bool cuda = device.rfind("cuda", 0) == 0;
+  absl::BitGen rng;
+  auto epoch = std::make_shared<ReferenceEpoch>();
+  epoch->plan = BuildInputPlan(options.multi_input(), cuda ? "bfloat16" : "",
+                               options.timing().enabled() ? options.timing().fresh_input_probes() : 0,
+                               rng);
+  epoch->init_seed = absl::Uniform<uint64_t>(rng, 1, uint64_t{1} << 31);
+  Frame prepare = Frame::Of("prepare");
+  prepare.Set("task_key", HexHash(request.task().reference_source()))
+      .Set("source", request.task().reference_source())
+      .Set("device", device)
+      .Set("init_seed", static_cast<int64_t>(epoch->init_seed))
+      .Set("max_set_bytes", options.multi_input().max_set_bytes());
+  const std::vector<InputSetSpec> all = epoch->plan.All();
+  google::protobuf::Value sets;
+  for (const InputSetSpec& spec : all) *sets.mutable_list_value()->add_values() = spec.ToValue();
+  prepare.Set("sets", std::move(sets));
+  absl::StatusOr<Frame> prepared = reference.Call(prepare, timeout);
+  if (!prepared.ok()) return prepared.status();
+  epoch->prepared = *std::move(prepared);
+  absl::StatusOr<std::map<std::string, ReferenceSet>> parsed = ParsePrepared(epoch->prepared, all);
+  if (!parsed.ok()) return parsed.status();
+  epoch->sets = *std::move(parsed);
+  const ReferenceSet& own = epoch->sets["task_inputs"];
+  if (!own.ok) return absl::FailedPreconditionError(own.message);
+  return std::shared_ptr<const ReferenceEpoch>(std::move(epoch));
+}
+
+}  // namespace
+
+bool Funnel::Run::PrepareReference() {
+  const v1::MultiInputOptions& multi = options_.multi_input();
+  // One scope per task and input-plan configuration on this device.
+  const std::string scope = absl::StrCat(
+      HexHash(request_.task().reference_source()), ":", HexHash(multi.SerializeAsString()), ":",
+      options_.timing().enabled() ? options_.timing().fresh_input_probes() : 0);
+  bool reused = false;
+  absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> epoch = f_.references_.Get(
+      scope, request_.batch_id(),
+      {.max_uses = multi.reference_reuse_candidates(),
+       .max_age = absl::Seconds(multi.reference_reuse_s())},
+      [&] {
+        return MakeEpoch(f_.reference_, request_, f_.config_.harness.device,
+                         absl::Seconds(limits_.correctness_timeout_s()));
+      },
+      &reused);
+  if (f_.metrics_ != nullptr) f_.metrics_->RecordReferenceLookup(reused);
+  if (!epoch.ok()) {
+    internal_error_ = true;
+    v1::StageResult* stage = Begin(v1::STAGE_COMPILE);
+    End(stage, v1::OUTCOME_INTERNAL_ERROR,
+        absl::StrCat("the task's reference could not run: ", epoch.status().message()));
+    return false;
+  }
+  epoch_ = *std::move(epoch);
+  verdict_.set_reference_reused(reused);
+  return true;
+}
+
+}  // namespace kforge

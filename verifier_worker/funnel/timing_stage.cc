@@ -1,0 +1,284 @@
+// Stage 5, with the device to itself: the baselines' times (from the
+// baseline cache after a short drift re-check, or measured now), the
+// candidate's time by budget (timing.Budget: warm-up by time, trials until
+// the mean is known to target_rel_stderr or the cap), the fresh-input
+// probes, and on a GPU one more recorded run (what forward launches after
+// its timed runs). Every timed call gets fresh clones of its inputs and
+// runs after an L2 flush; the last timed output and every probe's output
+// are checked against the reference.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "verifier_worker/funnel/baseline_cache.h"
+#include "verifier_worker/funnel/timing_stats.h"
+#include "verifier_worker/funnel/verification.h"
+
+namespace kforge {
+namespace {
+
+void AppendTimes(const Frame& reply, bool cuda, std::vector<double>& device,
+                 std::vector<double>& host) {
+  for (const char* key : {"event_ms", "host_ms"}) {
+    const google::protobuf::Value* list = reply.Get(key);
+    if (list == nullptr) continue;
+    std::vector<double>& out = std::string(key) == "event_ms" ? device : host;
+    for (const auto& v : list->list_value().values()) out.push_back(v.number_value());
+  }
+  if (!cuda) device = host;  // no events on the CPU: the host clock is the measure
+}
+
+google::protobuf::Value StringList(const std::vector<std::string>& items) {
+  google::protobuf::Value value;
+  for (const std::string& s : items) value.mutable_list_value()->add_values()->set_string_value(s);
+  return value;
+}
+
+}  // namespace
+
+Frame Funnel::Run::BudgetFrame(const std::string& type, double min_ms, double max_ms,
+                               bool warm_up) const {
+  const v1::TimingProtocol& p = options_.timing();
+  Frame frame = Frame::Of(type);
+  frame.Set("sets", StringList(pool_))
+      .Set("flush_l2", p.flush_l2())
+      .Set("clone_inputs", p.clone_inputs())
+      .Set("min_trials", p.trials())
+      .Set("max_trials", p.max_trials())
+      .Set("min_ms", min_ms)
+      .Set("max_ms", std::max(min_ms, max_ms))
+      .Set("target_rel_stderr", p.target_rel_stderr())
+      .Set("warmup", warm_up ? p.warmup_trials() : 0)
+      .Set("warmup_ms", warm_up ? p.warmup_ms() : 0.0);
+  return frame;
+}
+
+std::string Funnel::Run::BaselineKey() const {
+  const v1::TimingProtocol& p = options_.timing();
+  // The protocol is part of the key: times measured under another budget
+  // or statistic are another measurement.
+  std::string key = absl::StrCat(HexHash(request_.task().reference_source()), "|",
+                                 f_.device_name_, "|", f_.library_versions_, "|",
+                                 HexHash(p.SerializeAsString()));
+  for (const std::string& name : pool_) {
+    const ReferenceSet& set = SetNamed(name);
+    absl::StrAppend(&key, "|", set.init_inputs.DebugString());
+    for (const TensorEntry& e : set.inputs) {
+      absl::StrAppend(&key, ";", e.dtype, "[", absl::StrJoin(e.shape, ","), "]");
+    }
+  }
+  return key;
+}
+
+absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, double min_ms,
+                                                     double max_ms, bool* unavailable) {
+  Frame request = BudgetFrame("time", min_ms, max_ms, /*warm_up=*/true);
+  request.Set("task_key", HexHash(request_.task().reference_source()))
+      .Set("source", request_.task().reference_source())
+      .Set("init_seed", static_cast<int64_t>(epoch_->init_seed))
+      .Set("max_set_bytes", options_.multi_input().max_set_bytes())
+      .Set("mode", mode)
+      .Set("device", f_.config_.harness.device);
+  // The specs let the reference server rebuild sets it has dropped since.
+  google::protobuf::Value specs;
+  for (const std::string& name : pool_) {
+    *specs.mutable_list_value()->add_values() = SetNamed(name).spec.ToValue();
+  }
+  request.Set("specs", std::move(specs));
+  absl::StatusOr<Frame> reply =
+      f_.reference_.Call(request, absl::Seconds(limits_.timing_timeout_s()));
+  if (!reply.ok()) return reply.status();
+  *unavailable = !reply->GetString("unavailable").empty();
+  std::vector<double> device, host;
+  AppendTimes(*reply, cuda(), device, host);
+  return SummarizeTiming(device, host, options_.timing());
+}
+
+bool Funnel::Run::Baselines(v1::StageResult* stage) {
+  const v1::TimingProtocol& p = options_.timing();
+  const std::string key = BaselineKey();
+  std::optional<BaselineTimes> cached;
+  if (p.cache_baselines()) cached = f_.baselines_.Get(key, absl::Seconds(p.baseline_max_age_s()));
+  std::string lookup = cached ? "hit" : "miss";
+  bool unavailable = false;
+  if (cached && cached->eager.trials() > 0 && p.drift_check_ms() > 0) {
+    absl::StatusOr<v1::Timing> recheck =
+        TimeBaseline("eager", p.drift_check_ms(), 2 * p.drift_check_ms(), &unavailable);
+    if (!recheck.ok()) {
+      internal_error_ = true;
+      return End(stage, v1::OUTCOME_INTERNAL_ERROR,
+                 absl::StrCat("re-checking the eager baseline: ", recheck.status().message()));
+    }
+    if (Drifted(cached->eager, *recheck, p)) {
+      cached.reset();
+      lookup = "drift";
+    }
+  }
+  if (f_.metrics_ != nullptr) f_.metrics_->RecordBaselineLookup(lookup);
+  if (cached) {
+    *verdict_.mutable_eager_timing() = cached->eager;
+    *verdict_.mutable_compile_timing() = cached->compile;
+    verdict_.set_baselines_cached(true);
+    return true;
+  }
+  BaselineTimes measured{.measured = absl::Now()};
+  // torch.compile is a GPU baseline: on the CPU, Inductor's first C++ build
+  // of a task takes minutes, longer than a timing budget, and CPU runs are
+  // for tests and the local demo, where the eager baseline is enough.
+  const bool compile = p.baseline_compile() && f_.has_compile_ && cuda();
+  for (const char* mode : {"eager", "compile"}) {
+    if (std::string(mode) == "eager" ? !p.baseline_eager() : !compile) continue;
+    absl::StatusOr<v1::Timing> timed =
+        TimeBaseline(mode, p.min_timed_ms(), p.max_timed_ms(), &unavailable);
+    if (!timed.ok()) {
+      internal_error_ = true;
+      return End(stage, v1::OUTCOME_INTERNAL_ERROR,
+                 absl::StrCat("timing the ", mode, " baseline: ", timed.status().message()));
+    }
+    if (unavailable) continue;
+    *(std::string(mode) == "eager" ? &measured.eager : &measured.compile) = *timed;
+  }
+  f_.baselines_.Put(key, measured);
+  *verdict_.mutable_eager_timing() = measured.eager;
+  *verdict_.mutable_compile_timing() = measured.compile;
+  return true;
+}
+
+bool Funnel::Run::TimeCandidate(v1::StageResult* stage) {
+  const v1::TimingProtocol& p = options_.timing();
+  Frame request = BudgetFrame("time", p.min_timed_ms(), p.max_timed_ms(), /*warm_up=*/true);
+  request.Set("init_inputs", SetNamed(pool_.front()).init_inputs).Set("dtype", "").Set("start", 0);
+  absl::StatusOr<Frame> reply =
+      sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
+  if (!reply.ok()) return EndWithSessionError(stage, reply.status());
+  if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "timed run: ");
+  std::vector<double> device, host;
+  AppendTimes(*reply, cuda(), device, host);
+  // Timed runs are checked too: a candidate must not answer differently
+  // when it is being timed.
+  const SetCheck recheck = CheckOutputsOnly(SetNamed(reply->GetString("last_set")),
+                                            epoch_->prepared, *reply, "last/out",
+                                            options_.tolerances());
+  if (!recheck.result.passed()) {
+    Flag(v1::HACK_NONDETERMINISTIC,
+         absl::StrCat("timed run on ", recheck.result.name(), ": ", recheck.result.message()));
+    return End(stage, v1::OUTCOME_FAILED,
+               absl::StrCat("a timed run's output is wrong: ", recheck.result.message()));
+  }
+  *verdict_.mutable_candidate_timing() = SummarizeTiming(device, host, p);
+  return true;
+}
+
+bool Funnel::Run::ProbeFreshInputs(v1::StageResult* stage, std::vector<std::string>& problems) {
+  const v1::TimingProtocol& p = options_.timing();
+  std::vector<std::string> names;
+  for (const InputSetSpec& spec : epoch_->plan.fresh) {
+    if (SetNamed(spec.name).ok) names.push_back(spec.name);
+  }
+  if (names.empty()) return true;
+  Frame request = Frame::Of("probe");
+  request.Set("sets", StringList(names)).Set("flush_l2", p.flush_l2())
+      .Set("clone_inputs", p.clone_inputs());
+  for (const std::string& name : names) AttachInputs(SetNamed(name), epoch_->prepared, request);
+  absl::StatusOr<Frame> reply =
+      sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
+  if (!reply.ok()) return EndWithSessionError(stage, reply.status());
+  if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "fresh inputs: ");
+  for (const std::string& name : names) {
+    const SetCheck check = CheckOutputsOnly(SetNamed(name), epoch_->prepared, *reply,
+                                            absl::StrCat(name, "/out"), options_.tolerances());
+    if (!check.result.passed()) {
+      const std::string detail = absl::StrCat(
+          "right on every input set it had seen, wrong on a fresh one (", name,
+          "): ", check.result.message());
+      Flag(v1::HACK_RESULT_CACHING, detail);
+      verdict_.set_correct(false);
+      return End(stage, v1::OUTCOME_FAILED, detail);
+    }
+  }
+  double fastest = 0;
+  if (const google::protobuf::Value* times = reply->Get("event_ms")) {
+    for (const auto& v : times->list_value().values()) {
+      verdict_.add_fresh_input_ms(v.number_value());
+      fastest = fastest == 0 ? v.number_value() : std::min(fastest, v.number_value());
+    }
+  }
+  // On a GPU the cold effects of a new input are an L2 flush and fresh
+  // clones, which every timed call has too: an honest kernel takes about
+  // its usual time. 5 us floors the comparison for kernels whose time is
+  // launch noise. The CPU has no flush between calls, so a first call on new
+  // data is legitimately slower there: the times are reported, not judged.
+  if (!cuda()) return true;
+  const v1::Timing& timed = verdict_.candidate_timing();
+  const double usual = std::max(Representative(timed, p), 0.005);
+  // A noisy host (the CPU, a loaded machine) moves single calls by several
+  // standard deviations; that much is not evidence.
+  const double noise = 3 * timed.cv() * timed.mean_ms();
+  if (fastest > p.fresh_input_ratio_flag() * usual + noise) {
+    problems.push_back(absl::StrFormat(
+        "%.4f ms on inputs it had never seen against %.4f ms on inputs seen before", fastest,
+        usual));
+    Flag(v1::HACK_RESULT_CACHING, problems.back());
+  }
+  return true;
+}
+
+bool Funnel::Run::AttributeAfterTiming(v1::StageResult* stage) {
+  Frame request = Frame::Of("attribute");
+  request.Set("set", pool_.front());
+  absl::StatusOr<Frame> reply =
+      sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
+  if (!reply.ok()) return EndWithSessionError(stage, reply.status());
+  if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "recorded run: ");
+  return Attribute(stage, *reply, "a run after timing");
+}
+
+void Funnel::Run::Timing() {
+  v1::StageResult* stage = Begin(v1::STAGE_TIMING);
+  const v1::TimingProtocol& protocol = options_.timing();
+  for (const InputSetSpec& spec : epoch_->plan.sets) {
+    if (spec.same_shape && SetNamed(spec.name).ok &&
+        static_cast<int>(pool_.size()) < protocol.input_pool()) {
+      pool_.push_back(spec.name);
+    }
+  }
+  if (!Baselines(stage) || !TimeCandidate(stage)) return;
+  std::vector<std::string> problems;
+  if (!ProbeFreshInputs(stage, problems)) return;
+  if (attribution_.has_value() && AttributionEnforced() && cuda() &&
+      !AttributeAfterTiming(stage)) {
+    verdict_.set_correct(false);
+    return;
+  }
+  const double cand = Representative(verdict_.candidate_timing(), protocol);
+  auto speedup = [&](const v1::Timing& base) {
+    return cand > 0 && base.trials() > 0 ? Representative(base, protocol) / cand : 0.0;
+  };
+  verdict_.set_speedup_vs_eager(speedup(verdict_.eager_timing()));
+  verdict_.set_speedup_vs_compile(speedup(verdict_.compile_timing()));
+  if (cuda()) {
+    // Work hidden on another stream or thread: events see little, the host
+    // clock (around a device-wide synchronise) sees it all.
+    const v1::Timing& c = verdict_.candidate_timing();
+    const v1::Timing& e = verdict_.eager_timing();
+    const double gap = c.host_mean_ms() - c.mean_ms();
+    const double baseline_gap = e.trials() > 0 ? e.host_mean_ms() - e.mean_ms() : 0.0;
+    if (gap > (protocol.host_event_ratio_flag() - 1) * std::max(c.mean_ms(), 0.01) &&
+        gap > baseline_gap + 0.05) {
+      problems.push_back(absl::StrFormat("host time %.4f ms is far above event time %.4f ms",
+                                         c.host_mean_ms(), c.mean_ms()));
+      Flag(v1::HACK_SIDE_STREAM, problems.back());
+    }
+  }
+  if (verdict_.speedup_vs_eager() > protocol.max_plausible_speedup()) {
+    problems.push_back(absl::StrFormat("speedup %.1fx is above the plausible bound %.0fx",
+                                       verdict_.speedup_vs_eager(),
+                                       protocol.max_plausible_speedup()));
+    Flag(v1::HACK_SPEEDUP_IMPLAUSIBLE, problems.back());
+  }
+  End(stage, problems.empty() ? v1::OUTCOME_PASSED : v1::OUTCOME_FAILED,
+      absl::StrJoin(problems, "; "));
+}
+
+}  // namespace kforge

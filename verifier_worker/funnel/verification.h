@@ -1,0 +1,95 @@
+// One candidate's way through the funnel (Funnel::Run): the request, what
+// has been learned so far and the verdict being written. Private to the
+// funnel; each stage lives in a file of its own:
+//
+//   verification.cc       orchestration, stage bookkeeping, session errors
+//   static_stage.cc       stage 1 (the zygote's AST check)
+//   reference_stage.cc    the task's shared reference epoch (ReferenceCache)
+//   correctness_stages.cc stages 2-4, with launch attribution
+//   timing_stage.cc       stage 5: cached baselines, budgeted candidate
+//                         timing, fresh-input probes
+#ifndef KFORGE_VERIFIER_WORKER_FUNNEL_VERIFICATION_H_
+#define KFORGE_VERIFIER_WORKER_FUNNEL_VERIFICATION_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "kforge/v1/verifier_service.pb.h"
+#include "verifier_worker/funnel/funnel.h"
+#include "verifier_worker/funnel/launch_attribution.h"
+#include "verifier_worker/funnel/reference_cache.h"
+#include "verifier_worker/funnel/reference_set.h"
+
+namespace kforge {
+
+// A short hex digest of text (task sources, options) for cache keys.
+std::string HexHash(const std::string& text);
+
+class Funnel::Run {
+ public:
+  Run(Funnel& funnel, const v1::VerifyRequest& request)
+      : f_(funnel), request_(request), options_(request.options()),
+        limits_(options_.limits()), started_(absl::Now()) {}
+
+  v1::Verdict Execute();
+
+ private:
+  // -- bookkeeping (verification.cc) --
+  v1::StageResult* Begin(v1::Stage stage);
+  bool End(v1::StageResult* stage, v1::StageOutcome outcome, const std::string& message = "");
+  void Flag(v1::HackFlag flag, const std::string& detail);
+  // A request to the candidate that did not come back (sandbox_ is set).
+  bool EndWithSessionError(v1::StageResult* stage, const absl::Status& status);
+  // A reply of type "failed" (the candidate raised, or a harness check).
+  bool EndWithFailedReply(v1::StageResult* stage, const Frame& reply, const std::string& context);
+  bool cuda() const;
+  // The epoch's set of that name (an empty, not-ok set when there is none).
+  const ReferenceSet& SetNamed(const std::string& name) const;
+  v1::Verdict Finish();
+
+  // -- stages --
+  bool Static();            // static_stage.cc
+  bool PrepareReference();  // reference_stage.cc
+  bool CompileAndTinyRun();  // correctness_stages.cc
+  bool MultiInput();
+  // Adds a recorded run's launches; false (stage ended, flagged) when the
+  // candidate ran library compute and attribution is enforced.
+  bool Attribute(v1::StageResult* stage, const Frame& reply, const std::string& where);
+  bool AttributionEnforced() const;
+  void Timing();  // timing_stage.cc
+
+  // -- timing helpers (timing_stage.cc) --
+  Frame BudgetFrame(const std::string& type, double min_ms, double max_ms, bool warm_up) const;
+  absl::StatusOr<v1::Timing> TimeBaseline(const std::string& mode, double min_ms, double max_ms,
+                                          bool* unavailable);
+  // Eager and compile times, from the baseline cache or measured now.
+  bool Baselines(v1::StageResult* stage);
+  bool TimeCandidate(v1::StageResult* stage);
+  bool ProbeFreshInputs(v1::StageResult* stage, std::vector<std::string>& problems);
+  bool AttributeAfterTiming(v1::StageResult* stage);
+  std::string BaselineKey() const;
+
+  Funnel& f_;
+  const v1::VerifyRequest& request_;
+  const v1::VerifierOptions& options_;
+  const v1::SandboxLimits& limits_;
+  const absl::Time started_;
+  absl::Time stage_start_;
+  v1::Verdict verdict_;
+  std::string code_;
+  std::string cache_key_;
+  std::vector<std::string> own_kernels_;
+  std::optional<LaunchAttribution> attribution_;
+  std::shared_ptr<const ReferenceEpoch> epoch_;  // from PrepareReference on
+  std::vector<std::string> pool_;                // timing's input sets
+  std::unique_ptr<CandidateSandbox> sandbox_;    // from the compile stage on
+  bool internal_error_ = false;
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_FUNNEL_VERIFICATION_H_
