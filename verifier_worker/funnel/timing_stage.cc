@@ -71,21 +71,26 @@ std::string Funnel::Run::BaselineKey() const {
   return key;
 }
 
-absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, double min_ms,
-                                                     double max_ms, bool* unavailable) {
-  Frame request = BudgetFrame("time", min_ms, max_ms, /*warm_up=*/true);
+void Funnel::Run::AddBaselineFields(const std::string& mode, Frame& request) const {
   request.Set("task_key", HexHash(request_.task().reference_source()))
       .Set("source", request_.task().reference_source())
       .Set("init_seed", static_cast<int64_t>(epoch_->init_seed))
       .Set("max_set_bytes", options_.multi_input().max_set_bytes())
       .Set("mode", mode)
-      .Set("device", f_.config_.harness.device);
+      .Set("device", f_.config_.harness.device)
+      .Set("sets", StringList(pool_));
   // The specs let the reference server rebuild sets it has dropped since.
   google::protobuf::Value specs;
   for (const std::string& name : pool_) {
     *specs.mutable_list_value()->add_values() = SetNamed(name).spec.ToValue();
   }
   request.Set("specs", std::move(specs));
+}
+
+absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, double min_ms,
+                                                     double max_ms, bool* unavailable) {
+  Frame request = BudgetFrame("time", min_ms, max_ms, /*warm_up=*/true);
+  AddBaselineFields(mode, request);
   absl::StatusOr<Frame> reply =
       f_.reference_.Call(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return reply.status();
@@ -93,6 +98,42 @@ absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, do
   std::vector<double> device, host;
   AppendTimes(*reply, cuda(), device, host);
   return SummarizeTiming(device, host, options_.timing());
+}
+
+bool Funnel::Run::CompileBaseline() const {
+  const v1::TimingProtocol& p = options_.timing();
+  // torch.compile is a GPU baseline: on the CPU, Inductor's first C++ build
+  // of a task takes minutes, longer than a timing budget, and CPU runs are
+  // for tests and the local demo, where the eager baseline is enough.
+  return p.baseline_compile() && f_.has_compile_ && cuda();
+}
+
+void Funnel::Run::ChooseTimingPool() {
+  pool_.clear();
+  for (const InputSetSpec& spec : epoch_->plan.sets) {
+    if (spec.same_shape && SetNamed(spec.name).ok &&
+        static_cast<int>(pool_.size()) < options_.timing().input_pool()) {
+      pool_.push_back(spec.name);
+    }
+  }
+}
+
+void Funnel::Run::WarmBaselines() {
+  const v1::TimingProtocol& p = options_.timing();
+  ChooseTimingPool();
+  if (pool_.empty() ||
+      (p.cache_baselines() &&
+       f_.baselines_.Get(BaselineKey(), absl::Seconds(p.baseline_max_age_s())).has_value())) {
+    return;
+  }
+  for (const char* mode : {"eager", "compile"}) {
+    if (std::string(mode) == "eager" ? !p.baseline_eager() : !CompileBaseline()) continue;
+    Frame request = Frame::Of("warm");
+    AddBaselineFields(mode, request);
+    // A failure here shows again, with its message, when the baseline is
+    // timed: nothing to report twice.
+    (void)f_.reference_.Call(request, absl::Seconds(limits_.timing_timeout_s()));
+  }
 }
 
 bool Funnel::Run::Baselines(v1::StageResult* stage) {
@@ -123,10 +164,7 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
     return true;
   }
   BaselineTimes measured{.measured = absl::Now()};
-  // torch.compile is a GPU baseline: on the CPU, Inductor's first C++ build
-  // of a task takes minutes, longer than a timing budget, and CPU runs are
-  // for tests and the local demo, where the eager baseline is enough.
-  const bool compile = p.baseline_compile() && f_.has_compile_ && cuda();
+  const bool compile = CompileBaseline();
   for (const char* mode : {"eager", "compile"}) {
     if (std::string(mode) == "eager" ? !p.baseline_eager() : !compile) continue;
     absl::StatusOr<v1::Timing> timed =
@@ -237,11 +275,11 @@ bool Funnel::Run::AttributeAfterTiming(v1::StageResult* stage) {
 void Funnel::Run::Timing() {
   v1::StageResult* stage = Begin(v1::STAGE_TIMING);
   const v1::TimingProtocol& protocol = options_.timing();
-  for (const InputSetSpec& spec : epoch_->plan.sets) {
-    if (spec.same_shape && SetNamed(spec.name).ok &&
-        static_cast<int>(pool_.size()) < protocol.input_pool()) {
-      pool_.push_back(spec.name);
-    }
+  ChooseTimingPool();
+  if (pool_.empty()) {
+    internal_error_ = true;
+    End(stage, v1::OUTCOME_INTERNAL_ERROR, "no input set of the task's own shapes to time on");
+    return;
   }
   if (!Baselines(stage) || !TimeCandidate(stage)) return;
   std::vector<std::string> problems;

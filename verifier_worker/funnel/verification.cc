@@ -119,7 +119,13 @@ v1::Verdict Funnel::Run::Execute() {
                 MultiInput();
     }
     verdict_.set_correct(correct);
-    if (correct && options_.timing().enabled() && options_.last_stage() >= v1::STAGE_TIMING) {
+    const bool timed =
+        correct && options_.timing().enabled() && options_.last_stage() >= v1::STAGE_TIMING;
+    if (timed) {
+      absl::ReaderMutexLock shared(&f_.device_mu_);
+      WarmBaselines();
+    }
+    if (timed) {
       absl::WriterMutexLock exclusive(&f_.device_mu_);
       Timing();
     }

@@ -279,6 +279,15 @@ def run_child(sock, config):
         if config.get("warm_up"):
             warmup.warm_process(config["device"])
             launch_record.warm_up(config["device"])
+        else:
+            # The profiler's first start imports what it needs lazily, and on
+            # torch 2.x that import (torch._dynamo) rebinds torch.manual_seed
+            # to a wrapped copy: started here, before the guarded functions
+            # are captured, it cannot look like the candidate's doing (seen
+            # on an H100: a first candidate without a spare process was
+            # failed with "replaced harness functions: torch.manual_seed").
+            # The CPU needs no CUDA context, so this costs a spare nothing.
+            launch_record.warm_up("cpu")
         guarded = guards.capture()
         protocol.send_frame(sock, {"type": "ready", "pid": os.getpid(), **report})
         runner = Runner(sock, config)

@@ -134,9 +134,9 @@ class ReferenceServer:
                                      for x in inputs])
         return task
 
-    def time(self, request):
-        """Baseline trials over the named sets' inputs, by budget
-        (timing.Budget, the same protocol as the candidate's)."""
+    def _baseline(self, request):
+        """(fn, pool) for a baseline over the named sets, or (None, why)
+        where the mode is unavailable."""
         task = self._ensure_sets(request)
         pool, key = [], None
         for name in request["sets"]:
@@ -145,10 +145,31 @@ class ReferenceServer:
         fn = task.models[key]
         if request["mode"] == "compile":
             if not hasattr(torch, "compile"):
-                return {"type": "timed", "unavailable": f"torch {torch.__version__} has no torch.compile"}, b""
+                return None, f"torch {torch.__version__} has no torch.compile"
             if key not in task.compiled:
                 task.compiled[key] = torch.compile(fn)
             fn = task.compiled[key]
+        return fn, pool
+
+    def warm(self, request):
+        """One untimed call of a baseline: torch.compile's compilation (seconds
+        of host work) happens here, while the GPU is shared with candidates'
+        correctness runs, not inside the timing that holds the GPU alone."""
+        fn, pool = self._baseline(request)
+        if fn is None:
+            return {"type": "warmed", "unavailable": pool}, b""
+        with torch.no_grad():
+            fn(*pool[0])
+        if str(request["device"]).startswith("cuda"):
+            torch.cuda.synchronize(torch.device(request["device"]))
+        return {"type": "warmed"}, b""
+
+    def time(self, request):
+        """Baseline trials over the named sets' inputs, by budget
+        (timing.Budget, the same protocol as the candidate's)."""
+        fn, pool = self._baseline(request)
+        if fn is None:
+            return {"type": "timed", "unavailable": pool}, b""
         timer = timing.Timer(request["device"])
         budget = timing.Budget(request)
         with torch.no_grad():
@@ -157,7 +178,8 @@ class ReferenceServer:
         return {"type": "timed", "event_ms": event_ms, "host_ms": host_ms}, b""
 
     def serve(self):
-        handlers = {"prepare": self.prepare, "time": self.time, "device_info": self.device_info}
+        handlers = {"prepare": self.prepare, "time": self.time, "warm": self.warm,
+                    "device_info": self.device_info}
         while True:
             try:
                 request, _ = protocol.recv_frame(self.sock)

@@ -27,6 +27,15 @@ import torch  # noqa: F401  (pre-imported for the children)
 import torch.nn  # noqa: F401
 import torch.nn.functional  # noqa: F401
 
+# torch 2.x: importing torch._dynamo rebinds torch.manual_seed (to a copy
+# wrapped against tracing). The profiler and Triton may import it lazily;
+# imported here, before any fork, every child captures the rebound function
+# as the one to guard, and pays nothing for the import.
+try:
+    import torch._dynamo  # noqa: F401
+except Exception:  # torch 1.x has none; a broken one must not stop the zygote
+    pass
+
 try:
     import triton  # noqa: F401
     import triton.language  # noqa: F401

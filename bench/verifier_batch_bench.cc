@@ -1,0 +1,311 @@
+// The verifier on a GRPO-shaped batch (issue #21), run by hand; prints tables
+// and writes every verdict as JSON for comparison with KernelBench's harness
+// (bench/kernelbench_peer.py, bench/compare_batch.py).
+//
+//   python3 bench/make_grpo_batch.py --kernelbench DIR --out /tmp/batch
+//   build/bin/kforge_verifier_batch_bench --batch /tmp/batch/batch.json \
+//       --devices cuda:0,cuda:1 --gpu_counts 1,2 --out /tmp/kforge_batch.json
+//
+// For each entry of --gpu_counts it starts one funnel per GPU (one verifier
+// per GPU, as a node runs them; their start-up is reported, not timed in the
+// batch) with cold caches, sends the whole batch at once through a dispatcher
+// that hands each candidate to the least busy funnel, and reports: batch wall
+// time, candidates per second per GPU, verdicts by kind, seconds per correct
+// candidate (median and p90, with and without each task's first candidate,
+// which computes the task's reference epoch and baselines) and the mean
+// seconds of each stage. After the first run, on its funnels, one kernel is
+// verified --cv_repeats times, each time after a correct candidate of
+// another task, for the spread of its measured time and speedup.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <vector>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/config/json_config.h"
+#include "common/status_macros.h"
+#include "common/server/executable_path.h"
+#include "common/server/work_pool.h"
+#include "verifier_worker/funnel/funnel.h"
+#include "verifier_worker/funnel/timing_stats.h"
+#include "verifier_worker/python/python_interpreter.h"
+#include "verifier_worker/verifier_service.h"
+
+ABSL_FLAG(std::string, batch, "", "batch.json from bench/make_grpo_batch.py");
+ABSL_FLAG(std::vector<std::string>, devices, std::vector<std::string>({"cuda:0"}),
+          "devices, one verifier funnel each");
+ABSL_FLAG(std::vector<std::string>, gpu_counts, std::vector<std::string>({"1"}),
+          "one batch run per entry, on that many of --devices");
+ABSL_FLAG(int, concurrency, 8, "candidates in stages 1-4 at once per funnel (max_concurrent)");
+ABSL_FLAG(int, spare_sandboxes, 4, "spare sandboxes per funnel");
+ABSL_FLAG(double, correctness_timeout_s, 20, "SandboxLimits.correctness_timeout_s");
+ABSL_FLAG(std::string, cv_task, "level1/23_Softmax", "task whose first correct candidate the CV run repeats");
+ABSL_FLAG(int, cv_repeats, 20, "verifications of the CV candidate");
+ABSL_FLAG(std::string, out, "", "write every verdict here as JSON");
+
+namespace kforge {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Item {
+  std::string id, task, kind, task_source, completion;
+};
+
+struct Result {
+  const Item* item;
+  v1::Verdict verdict;
+  int funnel;
+};
+
+absl::StatusOr<std::vector<Item>> LoadBatch(const std::string& path) {
+  KF_ASSIGN_OR_RETURN(std::string json, ReadFileToString(path));
+  google::protobuf::ListValue list;
+  if (!google::protobuf::util::JsonStringToMessage(json, &list).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON list"));
+  }
+  std::vector<Item> items;
+  for (const auto& value : list.values()) {
+    const auto& f = value.struct_value().fields();
+    Item item{.id = f.at("id").string_value(), .task = f.at("task").string_value(),
+              .kind = f.at("kind").string_value()};
+    KF_ASSIGN_OR_RETURN(item.task_source, ReadFileToString(f.at("task_file").string_value()));
+    KF_ASSIGN_OR_RETURN(item.completion, ReadFileToString(f.at("candidate").string_value()));
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+v1::VerifyRequest Request(const Item& item, const std::string& batch_id) {
+  v1::VerifyRequest request;
+  request.set_request_id(item.id);
+  request.set_batch_id(batch_id);
+  request.mutable_task()->set_reference_source(item.task_source);
+  request.set_completion(item.completion);
+  request.mutable_options()->set_use_cache(false);
+  request.mutable_options()->mutable_limits()->set_correctness_timeout_s(
+      absl::GetFlag(FLAGS_correctness_timeout_s));
+  (void)PrepareVerifyRequest(request);
+  return request;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+// Verifies `items` on `funnels`: every candidate handed to the funnel with
+// the fewest verifications in flight.
+std::vector<Result> RunBatch(const std::vector<Item>& items,
+                             const std::vector<std::unique_ptr<Funnel>>& funnels,
+                             const std::string& batch_id, double* wall_s) {
+  std::vector<Result> results(items.size());
+  std::vector<std::atomic<int>> busy(funnels.size());
+  std::atomic<int> done{0};
+  absl::Mutex pick;
+  const absl::Time start = absl::Now();
+  {
+    const int threads = static_cast<int>(funnels.size()) * (absl::GetFlag(FLAGS_concurrency) + 2);
+    WorkPool pool("kf-batch", threads);
+    for (size_t i = 0; i < items.size(); ++i) {
+      pool.Submit([&, i] {
+        int chosen = 0;
+        {
+          absl::MutexLock lock(&pick);
+          for (size_t f = 1; f < funnels.size(); ++f) {
+            if (busy[f].load() < busy[chosen].load()) chosen = static_cast<int>(f);
+          }
+          ++busy[chosen];
+        }
+        results[i] = {&items[i], funnels[chosen]->Verify(Request(items[i], batch_id)), chosen};
+        --busy[chosen];
+        const v1::Verdict& v = results[i].verdict;
+        std::string stages;
+        for (const v1::StageResult& s : v.stages()) {
+          absl::StrAppendFormat(&stages, " %s=%.2f", v1::Stage_Name(s.stage()).substr(6),
+                                s.seconds());
+        }
+        // One line per verdict as it lands: a run cut short still says
+        // what it measured.
+        std::printf("[%3d/%zu %6.1fs] %-70s %-7s correct=%d total=%.2fs%s\n", ++done,
+                    items.size(), absl::ToDoubleSeconds(absl::Now() - start),
+                    items[i].id.c_str(), items[i].kind.c_str(), v.correct(), v.total_seconds(),
+                    stages.c_str());
+      });
+    }
+  }
+  *wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  return results;
+}
+
+void PrintRun(const std::vector<Result>& results, int gpus, double wall_s, double start_s) {
+  std::map<std::string, std::map<std::string, int>> by_kind;  // kind -> outcome -> n
+  std::vector<double> correct_s, correct_l1_s, warm_l1_s;
+  std::map<std::string, double> stage_sum;
+  std::map<std::string, int> stage_n;
+  int correct = 0;
+  for (const Result& r : results) {
+    const v1::Verdict& v = r.verdict;
+    const std::string outcome =
+        v.correct() ? (v.stages().rbegin()->outcome() == v1::OUTCOME_PASSED ? "correct"
+                                                                            : "correct, timing flagged")
+                    : absl::StrCat(v1::Stage_Name(v.stage_reached()).substr(6), " ",
+                                   v1::StageOutcome_Name(v.stages().rbegin()->outcome()).substr(8));
+    ++by_kind[r.item->kind][outcome];
+    if (!v.correct()) continue;
+    ++correct;
+    correct_s.push_back(v.total_seconds());
+    if (absl::StartsWith(r.item->task, "level1/")) {
+      correct_l1_s.push_back(v.total_seconds());
+      if (v.reference_reused() && v.baselines_cached()) warm_l1_s.push_back(v.total_seconds());
+    }
+    for (const v1::StageResult& s : v.stages()) {
+      stage_sum[v1::Stage_Name(s.stage()).substr(6)] += s.seconds();
+      ++stage_n[v1::Stage_Name(s.stage()).substr(6)];
+    }
+  }
+  std::printf("\n== %d GPU(s): %zu candidates, funnels started in %.1f s ==\n", gpus,
+              results.size(), start_s);
+  std::printf("batch wall time            %8.1f s\n", wall_s);
+  std::printf("candidates/s per GPU       %8.2f\n", results.size() / wall_s / gpus);
+  std::printf("correct                    %8d\n", correct);
+  std::printf("s per correct candidate    median %.2f  p90 %.2f  (all levels)\n",
+              Percentile(correct_s, 0.5), Percentile(correct_s, 0.9));
+  std::printf("s per correct L1 candidate median %.2f  p90 %.2f  (n=%zu)\n",
+              Percentile(correct_l1_s, 0.5), Percentile(correct_l1_s, 0.9), correct_l1_s.size());
+  std::printf("  with reference and baselines cached: median %.2f  p90 %.2f  (n=%zu)\n",
+              Percentile(warm_l1_s, 0.5), Percentile(warm_l1_s, 0.9), warm_l1_s.size());
+  std::printf("mean s per stage of correct candidates:");
+  for (const auto& [stage, sum] : stage_sum) std::printf("  %s %.2f", stage.c_str(), sum / stage_n[stage]);
+  std::printf("\nverdicts by kind:\n");
+  for (const auto& [kind, outcomes] : by_kind) {
+    std::printf("  %-8s", kind.c_str());
+    for (const auto& [outcome, n] : outcomes) std::printf("  %d %s;", n, outcome.c_str());
+    std::printf("\n");
+  }
+}
+
+google::protobuf::Value ResultJson(const Result& r) {
+  google::protobuf::Value value;
+  auto& f = *value.mutable_struct_value()->mutable_fields();
+  f["id"].set_string_value(r.item->id);
+  f["kind"].set_string_value(r.item->kind);
+  f["funnel"].set_number_value(r.funnel);
+  std::string verdict_json;
+  (void)google::protobuf::util::MessageToJsonString(r.verdict, &verdict_json);
+  google::protobuf::Value verdict;
+  (void)google::protobuf::util::JsonStringToMessage(verdict_json, &verdict);
+  verdict.mutable_struct_value()->mutable_fields()->erase("extractedCode");
+  f["verdict"] = verdict;
+  return value;
+}
+
+void CvRun(const std::vector<Item>& items, const std::vector<std::unique_ptr<Funnel>>& funnels) {
+  const Item* timed = nullptr;
+  std::vector<const Item*> others;
+  for (const Item& item : items) {
+    if (item.kind != "correct") continue;
+    if (item.task == absl::GetFlag(FLAGS_cv_task)) {
+      if (timed == nullptr) timed = &item;
+    } else {
+      others.push_back(&item);
+    }
+  }
+  if (timed == nullptr || others.empty()) return;
+  std::vector<double> cand_ms, speedups;
+  for (int i = 0; i < absl::GetFlag(FLAGS_cv_repeats); ++i) {
+    (void)funnels[0]->Verify(Request(*others[i % others.size()], "cv"));
+    const v1::Verdict v = funnels[0]->Verify(Request(*timed, "cv"));
+    if (!v.correct()) continue;
+    cand_ms.push_back(v.candidate_timing().mean_ms());
+    speedups.push_back(v.speedup_vs_eager());
+  }
+  std::printf("\n== timing spread: %s verified %zu times, each after another task ==\n",
+              timed->id.c_str(), cand_ms.size());
+  std::printf("candidate ms: median %.4f  CV %.2f%%\n", Median(cand_ms),
+              100 * CoefficientOfVariation(cand_ms));
+  std::printf("speedup vs eager: median %.3f  CV %.2f%%\n", Median(speedups),
+              100 * CoefficientOfVariation(speedups));
+}
+
+int Main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  absl::StatusOr<std::vector<Item>> items = LoadBatch(absl::GetFlag(FLAGS_batch));
+  absl::StatusOr<PythonInfo> python = FindPythonWithTorch("", absl::Seconds(120));
+  if (!items.ok() || !python.ok()) {
+    std::fprintf(stderr, "%s\n",
+                 std::string((items.ok() ? python.status() : items.status()).message()).c_str());
+    return 1;
+  }
+  const std::vector<std::string> devices = absl::GetFlag(FLAGS_devices);
+  google::protobuf::Value runs_json;
+  for (const std::string& count_text : absl::GetFlag(FLAGS_gpu_counts)) {
+    int gpus = 0;
+    if (!absl::SimpleAtoi(count_text, &gpus) || gpus < 1 || gpus > static_cast<int>(devices.size())) {
+      std::fprintf(stderr, "--gpu_counts: %s is not between 1 and %zu\n", count_text.c_str(),
+                   devices.size());
+      return 1;
+    }
+    const absl::Time start = absl::Now();
+    std::vector<std::unique_ptr<Funnel>> funnels;
+    for (int g = 0; g < gpus; ++g) {
+      const std::string work = absl::StrCat("/tmp/kforge-batch-", ::getpid(), "-", gpus, "-", g);
+      absl::StatusOr<std::unique_ptr<Funnel>> funnel = Funnel::Create(
+          {.harness = {.python = python->path, .harness_dir = SharedDataPath("harness"),
+                       .log_dir = work + "/logs", .device = devices[g]},
+           .work_dir = work + "/candidates",
+           .max_concurrent = absl::GetFlag(FLAGS_concurrency),
+           .cache_entries = 0,
+           .spare_sandboxes = absl::GetFlag(FLAGS_spare_sandboxes)},
+          nullptr);
+      if (!funnel.ok()) {
+        std::fprintf(stderr, "%s: %s\n", devices[g].c_str(),
+                     std::string(funnel.status().message()).c_str());
+        return 1;
+      }
+      funnels.push_back(*std::move(funnel));
+    }
+    const double start_s = absl::ToDoubleSeconds(absl::Now() - start);
+    double wall_s = 0;
+    const std::vector<Result> results =
+        RunBatch(*items, funnels, absl::StrCat("grpo-step-", gpus), &wall_s);
+    PrintRun(results, gpus, wall_s, start_s);
+    google::protobuf::Value run;
+    auto& f = *run.mutable_struct_value()->mutable_fields();
+    f["gpus"].set_number_value(gpus);
+    f["wall_s"].set_number_value(wall_s);
+    for (const Result& r : results) *f["items"].mutable_list_value()->add_values() = ResultJson(r);
+    *runs_json.mutable_list_value()->add_values() = run;
+    if (!absl::GetFlag(FLAGS_out).empty()) {  // after every run: a later one may not finish
+      std::string json;
+      (void)google::protobuf::util::MessageToJsonString(runs_json, &json);
+      (void)WriteFileAtomically(absl::GetFlag(FLAGS_out), json);
+    }
+    // The spread run uses the first run's warm funnels; each run's funnels
+    // are gone before the next starts, so no run shares a GPU with another.
+    if (runs_json.list_value().values_size() == 1) CvRun(*items, funnels);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kforge
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return kforge::Main();
+}
