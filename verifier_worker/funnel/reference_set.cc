@@ -105,11 +105,19 @@ absl::StatusOr<std::map<std::string, ReferenceSet>> ParsePrepared(
     if (set.ok) {
       if (f.count("fit_scale")) set.fit_scale = f.at("fit_scale").number_value();
       set.init_inputs = f.at("init_inputs");
+      if (f.count("scalars")) set.scalars = f.at("scalars");
       for (int i = 0; i < static_cast<int>(f.at("inputs").number_value()); ++i) {
-        set.inputs.push_back(tensors.at(absl::StrCat(name, "/in", i)));
+        auto it = tensors.find(absl::StrCat(name, "/in", i));
+        if (it == tensors.end()) continue;  // a plain number, in `scalars`
+        set.inputs.push_back(it->second);
+        set.input_positions.push_back(i);
       }
       for (int i = 0; i < static_cast<int>(f.at("outputs").number_value()); ++i) {
-        set.outputs.push_back(tensors.at(absl::StrCat(name, "/out", i)));
+        auto it = tensors.find(absl::StrCat(name, "/out", i));
+        if (it == tensors.end()) {
+          return absl::DataLossError(absl::StrCat("set ", name, " lacks output ", i));
+        }
+        set.outputs.push_back(it->second);
       }
     }
     out[name] = std::move(set);
@@ -120,8 +128,12 @@ absl::StatusOr<std::map<std::string, ReferenceSet>> ParsePrepared(
 void AttachInputs(const ReferenceSet& set, const Frame& prepared, Frame& request) {
   for (size_t i = 0; i < set.inputs.size(); ++i) {
     const TensorEntry& e = set.inputs[i];
-    request.AddTensor(absl::StrCat(set.spec.name, "/in", i), prepared.TensorBytes(e), e.dtype,
-                      e.shape);
+    request.AddTensor(absl::StrCat(set.spec.name, "/in", set.input_positions[i]),
+                      prepared.TensorBytes(e), e.dtype, e.shape);
+  }
+  if (set.scalars.list_value().values_size() > 0) {
+    (*(*request.header.mutable_fields())["scalars"].mutable_struct_value()->mutable_fields())
+        [set.spec.name] = set.scalars;
   }
 }
 
@@ -159,7 +171,7 @@ SetCheck CheckCandidateOutputs(const ReferenceSet& set, const Frame& prepared, c
   }
   // Inputs must come back byte for byte as they were sent.
   for (size_t i = 0; check_inputs && i < set.inputs.size(); ++i) {
-    auto it = got.find(absl::StrCat("after/in", i));
+    auto it = got.find(absl::StrCat("after/in", set.input_positions[i]));
     if (it == got.end() || reply.TensorBytes(it->second) != prepared.TensorBytes(set.inputs[i])) {
       check.flags.emplace_back(kforge::v1::HACK_INPUT_MUTATION,
                                absl::StrCat(set.spec.name, ": input ", i, " was modified"));

@@ -26,7 +26,11 @@ struct ReferenceSet {
   double fit_scale = 1.0;
   std::string DisplayName() const;
   google::protobuf::Value init_inputs;
+  // The tensor inputs, with their positions among all inputs; plain-number
+  // inputs (a scale factor) travel in `scalars`, a list of [position, value].
   std::vector<TensorEntry> inputs;
+  std::vector<int> input_positions;
+  google::protobuf::Value scalars;
   std::vector<TensorEntry> outputs;
 };
 
@@ -35,7 +39,8 @@ struct ReferenceSet {
 absl::StatusOr<std::map<std::string, ReferenceSet>> ParsePrepared(
     const Frame& prepared, const std::vector<InputSetSpec>& specs);
 
-// Adds the set's inputs to `request` under "<set>/in<i>".
+// Adds the set's inputs to `request`: tensors under "<set>/in<i>", plain
+// numbers under the header's "scalars" (by set name).
 void AttachInputs(const ReferenceSet& set, const Frame& prepared, Frame& request);
 
 struct SetCheck {

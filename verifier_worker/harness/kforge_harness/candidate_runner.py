@@ -122,9 +122,12 @@ class Runner:
                                  "HACK_PATCHED_FUNCTION")
 
     def _inputs(self, header, payload, name):
+        """The set's inputs in order: tensors from the payload, plain numbers
+        (a scale factor) from the header's "scalars"."""
         tensors = protocol.unpack_tensors(header["tensors"], payload, self.device)
-        count = sum(1 for e in header["tensors"] if e["name"].startswith(name + "/in"))
-        inputs = [tensors[f"{name}/in{i}"] for i in range(count)]
+        scalars = {int(i): v for i, v in header.get("scalars", {}).get(name, [])}
+        count = len(scalars) + sum(1 for e in header["tensors"] if e["name"].startswith(name + "/in"))
+        inputs = [scalars[i] if i in scalars else tensors[f"{name}/in{i}"] for i in range(count)]
         self.pool[name] = inputs
         return inputs
 
@@ -134,7 +137,8 @@ class Runner:
             for i, out in enumerate(outputs):
                 packer.add(f"run{r}/out{i}", out)
         for i, x in enumerate(inputs):
-            packer.add(f"after/in{i}", x)
+            if not isinstance(x, (bool, int, float)):
+                packer.add(f"after/in{i}", x)
         header["tensors"] = packer.entries
         if record is not None:
             header["launches"] = record["launches"]

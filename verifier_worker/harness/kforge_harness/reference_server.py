@@ -8,6 +8,7 @@ connected Unix socket to the C++ verifier (frames, protocol.py).
 """
 
 import collections
+import math
 import os
 import socket
 import sys
@@ -101,13 +102,18 @@ class ReferenceServer:
             task.sets[name] = (key, on_device)
         else:
             task.sets.pop(name, None)
+        scalars = []  # [index, value]: plain numbers among the inputs (a scale factor)
         for i, x in enumerate(inputs):
-            if not isinstance(x, torch.Tensor):
-                raise ValueError(f"input {i} is a {type(x).__name__}, not a tensor")
-            packer.add(f"{name}/in{i}", x)
+            if isinstance(x, torch.Tensor):
+                packer.add(f"{name}/in{i}", x)
+            elif isinstance(x, (bool, int, float)) and math.isfinite(float(x)):
+                scalars.append([i, x])
+            else:
+                raise ValueError(f"input {i} is a {type(x).__name__}, neither a tensor nor a number")
         for i, o in enumerate(outputs):
             packer.add(f"{name}/out{i}", o)
         return {"name": name, "ok": True, "inputs": len(inputs), "outputs": len(outputs),
+                "scalars": scalars,
                 "fit_scale": spec.get("fit_scale", 1.0),
                 "init_inputs": task_inputs.encode_init_inputs(init_inputs),
                 "changed_constants": changes}
