@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "common/security/channel_security.h"
+
 namespace kforge {
 
 struct EvalOptions {
@@ -36,6 +38,7 @@ struct EvalOptions {
   std::string tasks_dir;
   std::vector<int> levels;   // empty: every level found
   std::string server;        // empty: in process
+  ChannelSecurity security;  // towards --server: a mesh peer's certificate or service token
   std::string out_dir;       // empty: print only
   std::string python;
   std::string device = "cpu";
