@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libtorch-dev python3-torch
-  libgtest-dev libgmock-dev prometheus
+  libgtest-dev libgmock-dev prometheus openssl
 )
 
 missing=()
