@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -121,6 +122,19 @@ std::string RolloutDevice(const std::string& device, int gpus, int index) {
   return absl::StrCat("cuda:", 1 + index % (gpus - 1));
 }
 
+// Where verifier `index` runs candidates: one verifier per GPU, round
+// robin, so every GPU of the node verifies (timing takes a GPU alone, so two
+// verifiers never time on one GPU unless there are more verifiers than GPUs).
+std::string VerifierDevice(const std::string& device, int gpus, int index) {
+  if (gpus < 2) return device;
+  return absl::StrCat("cuda:", index % gpus);
+}
+
+// --verifiers 0: one per GPU, one on the CPU.
+int VerifierCount(const LocalOptions& options, int gpus) {
+  return options.verifiers > 0 ? options.verifiers : std::max(1, gpus);
+}
+
 absl::Status StartAll(const LocalOptions& options, const std::string& model,
                       const std::string& device, int gpus, std::vector<Service>& services) {
   KF_ASSIGN_OR_RETURN(
@@ -131,12 +145,12 @@ absl::Status StartAll(const LocalOptions& options, const std::string& model,
                    options));
   services.push_back(std::move(learner));
   std::vector<std::string> verifier_addresses;
-  for (int i = 0; i < options.verifiers; ++i) {
+  for (int i = 0; i < VerifierCount(options, gpus); ++i) {
     // Verifiers hand scored samples to the learner themselves.
     std::vector<std::string> args = {"--port=0",
                                      absl::StrCat("--learner=", services.front().address())};
     if (!options.python.empty()) args.push_back(absl::StrCat("--python=", options.python));
-    args.push_back(absl::StrCat("--device=", device));
+    args.push_back(absl::StrCat("--device=", VerifierDevice(device, gpus, i)));
     KF_ASSIGN_OR_RETURN(Service verifier, StartService(absl::StrCat("verifier-", i),
                                                        "kforge-verifier", args, options));
     verifier_addresses.push_back(verifier.address());
@@ -261,10 +275,12 @@ int RunLocal(const LocalOptions& options) {
     return kExitConfigError;
   }
   std::vector<Service> services;
-  std::printf("kforge local: starting learner, %d verifier(s), %d rollout worker(s) on %s in %s\n",
-              options.verifiers, options.rollout_workers, device.c_str(), options.run_dir.c_str());
-  std::fflush(stdout);
   const int gpus = static_cast<int>(DescribeTorchRuntime().devices.size());
+  std::printf("kforge local: starting learner, %d verifier(s), %d rollout worker(s) on %s "
+              "(%d GPU(s)) in %s\n",
+              VerifierCount(options, gpus), options.rollout_workers, device.c_str(), gpus,
+              options.run_dir.c_str());
+  std::fflush(stdout);
   if (absl::Status started = StartAll(options, *model, device, gpus, services); !started.ok()) {
     std::fprintf(stderr, "kforge local: %s\n", std::string(started.message()).c_str());
     StopAll(services);

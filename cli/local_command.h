@@ -18,7 +18,8 @@ namespace kforge {
 struct LocalOptions {
   std::string run_dir = "kforge-local";
   int learner_port = 50051;  // 0: a free port
-  int verifiers = 1;
+  // Verifier workers; 0: one per GPU (each on its own GPU), one on the CPU.
+  int verifiers = 0;
   int rollout_workers = 1;
   std::string python;  // verifier interpreter; empty: found automatically
   // Checkpoint the rollout workers sample with; empty: <run_dir>/tiny-model,

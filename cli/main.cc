@@ -23,7 +23,9 @@ ABSL_FLAG(double, deadline_s, 30, "deadline of each unary call, seconds");
 ABSL_FLAG(bool, json, false, "print protobuf JSON instead of tables");
 ABSL_FLAG(std::string, run_dir, "kforge-local", "kforge local: folder for logs and state");
 ABSL_FLAG(int, learner_port, 50051, "kforge local: learner gRPC port (0: a free port)");
-ABSL_FLAG(int, verifiers, 1, "kforge local: number of verifier workers");
+ABSL_FLAG(int, verifiers, 0,
+          "kforge local: number of verifier workers (0: one per GPU, each on its own; one on "
+          "the CPU)");
 ABSL_FLAG(int, rollout_workers, 1, "kforge local: number of rollout workers");
 ABSL_FLAG(std::string, job, "",
           "kforge local: a JobSpec as JSON to run instead of the built-in default job");
