@@ -118,6 +118,10 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
   *request.mutable_task() = item.task();
   request.set_completion(sample.completion_text());
   *request.mutable_options() = item.verifier();
+  // Candidates sampled by one policy version are one batch: they share their
+  // tasks' reference epochs (secret seeds), and the next version draws new
+  // ones.
+  request.set_batch_id(absl::StrCat(sample.key().job_id(), "/v", sample.policy_version()));
   *request.mutable_sample() = std::move(sample);
   request.set_deliver_to_learner(true);
   const std::string id = request.request_id();
