@@ -37,14 +37,14 @@ google::protobuf::Value StringList(const std::vector<std::string>& items) {
 
 }  // namespace
 
-Frame Funnel::Run::BudgetFrame(const std::string& type, double min_ms, double max_ms,
-                               bool warm_up) const {
+Frame Funnel::Run::BudgetFrame(const std::string& type, int min_trials, double min_ms,
+                               double max_ms, bool warm_up) const {
   const v1::TimingProtocol& p = options_.timing();
   Frame frame = Frame::Of(type);
   frame.Set("sets", StringList(pool_))
       .Set("flush_l2", p.flush_l2())
       .Set("clone_inputs", p.clone_inputs())
-      .Set("min_trials", p.trials())
+      .Set("min_trials", min_trials)
       .Set("max_trials", p.max_trials())
       .Set("min_ms", min_ms)
       .Set("max_ms", std::max(min_ms, max_ms))
@@ -87,9 +87,10 @@ void Funnel::Run::AddBaselineFields(const std::string& mode, Frame& request) con
   request.Set("specs", std::move(specs));
 }
 
-absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, double min_ms,
-                                                     double max_ms, bool* unavailable) {
-  Frame request = BudgetFrame("time", min_ms, max_ms, /*warm_up=*/true);
+absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, int min_trials,
+                                                     double min_ms, double max_ms,
+                                                     bool* unavailable) {
+  Frame request = BudgetFrame("time", min_trials, min_ms, max_ms, /*warm_up=*/true);
   AddBaselineFields(mode, request);
   absl::StatusOr<Frame> reply =
       f_.reference_.Call(request, absl::Seconds(limits_.timing_timeout_s()));
@@ -144,8 +145,11 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
   std::string lookup = cached ? "hit" : "miss";
   bool unavailable = false;
   if (cached && cached->eager.trials() > 0 && p.drift_check_ms() > 0) {
+    // A short run: a few trials for drift_check_ms, not the full budget.
+    constexpr int kDriftTrials = 5;
     absl::StatusOr<v1::Timing> recheck =
-        TimeBaseline("eager", p.drift_check_ms(), 2 * p.drift_check_ms(), &unavailable);
+        TimeBaseline("eager", std::min(kDriftTrials, p.trials()), p.drift_check_ms(),
+                     2 * p.drift_check_ms(), &unavailable);
     if (!recheck.ok()) {
       internal_error_ = true;
       return End(stage, v1::OUTCOME_INTERNAL_ERROR,
@@ -168,7 +172,7 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
   for (const char* mode : {"eager", "compile"}) {
     if (std::string(mode) == "eager" ? !p.baseline_eager() : !compile) continue;
     absl::StatusOr<v1::Timing> timed =
-        TimeBaseline(mode, p.min_timed_ms(), p.max_timed_ms(), &unavailable);
+        TimeBaseline(mode, p.trials(), p.min_timed_ms(), p.max_timed_ms(), &unavailable);
     if (!timed.ok()) {
       internal_error_ = true;
       return End(stage, v1::OUTCOME_INTERNAL_ERROR,
@@ -185,7 +189,8 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
 
 bool Funnel::Run::TimeCandidate(v1::StageResult* stage) {
   const v1::TimingProtocol& p = options_.timing();
-  Frame request = BudgetFrame("time", p.min_timed_ms(), p.max_timed_ms(), /*warm_up=*/true);
+  Frame request =
+      BudgetFrame("time", p.trials(), p.min_timed_ms(), p.max_timed_ms(), /*warm_up=*/true);
   request.Set("init_inputs", SetNamed(pool_.front()).init_inputs).Set("dtype", "").Set("start", 0);
   absl::StatusOr<Frame> reply =
       sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));

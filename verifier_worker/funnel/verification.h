@@ -63,15 +63,16 @@ class Funnel::Run {
   void Timing();  // timing_stage.cc
 
   // -- timing helpers (timing_stage.cc) --
-  Frame BudgetFrame(const std::string& type, double min_ms, double max_ms, bool warm_up) const;
+  Frame BudgetFrame(const std::string& type, int min_trials, double min_ms, double max_ms,
+                    bool warm_up) const;
   void AddBaselineFields(const std::string& mode, Frame& request) const;
   bool CompileBaseline() const;
   void ChooseTimingPool();
   // Before timing takes the device alone: baselines not cached yet are
   // built and run once (torch.compile compiles) while the GPU is shared.
   void WarmBaselines();
-  absl::StatusOr<v1::Timing> TimeBaseline(const std::string& mode, double min_ms, double max_ms,
-                                          bool* unavailable);
+  absl::StatusOr<v1::Timing> TimeBaseline(const std::string& mode, int min_trials,
+                                          double min_ms, double max_ms, bool* unavailable);
   // Eager and compile times, from the baseline cache or measured now.
   bool Baselines(v1::StageResult* stage);
   bool TimeCandidate(v1::StageResult* stage);
