@@ -58,7 +58,8 @@ bool Funnel::Run::PrepareReference() {
       {.max_uses = multi.reference_reuse_candidates(),
        .max_age = absl::Seconds(multi.reference_reuse_s())},
       [&] {
-        return MakeEpoch(f_.reference_, request_, f_.config_.harness.device,
+        return MakeEpoch(f_.reference_.For(HexHash(request_.task().reference_source())),
+                         request_, f_.config_.harness.device,
                          absl::Seconds(limits_.correctness_timeout_s()));
       },
       &reused);

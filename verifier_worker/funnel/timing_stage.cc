@@ -92,8 +92,8 @@ absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, in
                                                      bool* unavailable) {
   Frame request = BudgetFrame("time", min_trials, min_ms, max_ms, /*warm_up=*/true);
   AddBaselineFields(mode, request);
-  absl::StatusOr<Frame> reply =
-      f_.reference_.Call(request, absl::Seconds(limits_.timing_timeout_s()));
+  absl::StatusOr<Frame> reply = f_.reference_.For(HexHash(request_.task().reference_source()))
+                                    .Call(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return reply.status();
   *unavailable = !reply->GetString("unavailable").empty();
   std::vector<double> device, host;
@@ -133,7 +133,8 @@ void Funnel::Run::WarmBaselines() {
     AddBaselineFields(mode, request);
     // A failure here shows again, with its message, when the baseline is
     // timed: nothing to report twice.
-    (void)f_.reference_.Call(request, absl::Seconds(limits_.timing_timeout_s()));
+    (void)f_.reference_.For(HexHash(request_.task().reference_source()))
+        .Call(request, absl::Seconds(limits_.timing_timeout_s()));
   }
 }
 
