@@ -152,6 +152,16 @@ TEST_F(VerifierGpuTest, TensorArithmeticBehindADecoyKernelEarnsNoCredit) {
   EXPECT_THAT(LastStage(verdict).message(), HasSubstr("library compute")) << Describe(verdict);
 }
 
+TEST_F(VerifierGpuTest, PythonComputeOnTheHostBehindADecoyKernelEarnsNoCredit) {
+  // No library kernel runs; the input's trip to the host and back does.
+  const v1::Verdict verdict =
+      VerifyTriton(BuiltinTask("level1/1_ReLU.py"), "attack_host_python_compute.py");
+  EXPECT_FALSE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.stages(0).outcome(), v1::OUTCOME_PASSED) << "passes the static check";
+  EXPECT_TRUE(HasFlag(verdict, v1::HACK_TORCH_FALLBACK)) << Describe(verdict);
+  EXPECT_THAT(LastStage(verdict).message(), HasSubstr("host")) << Describe(verdict);
+}
+
 TEST_F(VerifierGpuTest, ATritonKernelBehindAnImportGuardIsAccepted) {
   // Verdict (b) of the independent suite: an optional import wrapped in
   // try/except ImportError is not a fallback.

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "verifier_worker/funnel/verification.h"
 
@@ -52,6 +53,16 @@ bool Funnel::Run::Attribute(v1::StageResult* stage, const Frame& reply, const st
   if (!attribution_.has_value() || launches == nullptr) return true;
   attribution_->Add(*launches);
   if (!AttributionEnforced()) return true;
+  const double transfer_us = attribution_->HostTransferUs();
+  if (cuda() && transfer_us > options_.host_transfer_floor_us() &&
+      transfer_us > options_.max_host_transfer_share() * attribution_->TotalGpuUs()) {
+    const std::string detail = absl::StrFormat(
+        "forward copied data between the GPU and the host for %.0f us of %.0f us of GPU work "
+        "on %s (the work must run in the candidate's own Triton kernels, not on the host)",
+        transfer_us, attribution_->TotalGpuUs(), where);
+    Flag(v1::HACK_TORCH_FALLBACK, detail);
+    return End(stage, v1::OUTCOME_FAILED, detail);
+  }
   const std::vector<std::string> compute = attribution_->LibraryCompute();
   if (compute.empty()) return true;
   constexpr size_t kNamed = 4;

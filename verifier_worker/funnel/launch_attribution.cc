@@ -116,6 +116,23 @@ bool LaunchAttribution::SawGpuWork() const {
                      [](const auto& kv) { return kv.second.kind == LaunchKind::kKernel; });
 }
 
+double LaunchAttribution::HostTransferUs() const {
+  double us = 0;
+  for (const auto& [key, entry] : seen_) {
+    if (entry.kind == LaunchKind::kKernel &&
+        (absl::StrContains(key.second, "DtoH") || absl::StrContains(key.second, "HtoD"))) {
+      us += entry.gpu_us;
+    }
+  }
+  return us;
+}
+
+double LaunchAttribution::TotalGpuUs() const {
+  double us = 0;
+  for (const auto& [key, entry] : seen_) us += entry.kind == LaunchKind::kKernel ? entry.gpu_us : 0;
+  return us;
+}
+
 v1::LaunchAttribution LaunchAttribution::Summary(bool enforced) const {
   v1::LaunchAttribution summary;
   double total = 0, own = 0;

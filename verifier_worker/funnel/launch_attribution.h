@@ -56,6 +56,12 @@ class LaunchAttribution {
   // Whether any GPU work at all was recorded (false where the profiler
   // could not see the device: then OwnKernelRan says nothing).
   bool SawGpuWork() const;
+  // GPU time of copies between the device and the host ("Memcpy DtoH",
+  // "Memcpy HtoD"), and of all recorded GPU work. A candidate that pulls its
+  // inputs to the host (tolist(), cpu()) and computes there in Python runs
+  // no library kernel at all; the transfers are what shows.
+  double HostTransferUs() const;
+  double TotalGpuUs() const;
   int runs() const { return runs_; }
 
   kforge::v1::LaunchAttribution Summary(bool enforced) const;

@@ -140,6 +140,20 @@ TEST(LaunchAttributionTest, AKernelThatNeverRanIsSeenAsSuch) {
   EXPECT_FALSE(host_only.SawGpuWork());
 }
 
+TEST(LaunchAttributionTest, CopiesToAndFromTheHostAreMeasured) {
+  // A candidate computing in Python on x.tolist(): no library kernel, only
+  // the transfers and its decoy.
+  LaunchAttribution attribution(kOwn, kNone);
+  attribution.Add(Record({Row("kernel", "relu_kernel", 1, 4.0),
+                          Row("kernel", "Memcpy DtoH (Device -> Pageable)", 1, 9000.0),
+                          Row("kernel", "Memcpy HtoD (Pageable -> Device)", 1, 8000.0),
+                          Row("kernel", "Memcpy DtoD (Device -> Device)", 1, 30.0),
+                          Row("op", "aten::_local_scalar_dense", 1, 0)}));
+  EXPECT_THAT(attribution.LibraryCompute(), IsEmpty());
+  EXPECT_DOUBLE_EQ(attribution.HostTransferUs(), 17000.0);
+  EXPECT_DOUBLE_EQ(attribution.TotalGpuUs(), 17034.0);
+}
+
 TEST(LaunchAttributionTest, MalformedRowsAreIgnored) {
   LaunchAttribution attribution(kOwn, kNone);
   google::protobuf::Value bad;
