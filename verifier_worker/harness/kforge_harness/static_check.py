@@ -521,7 +521,7 @@ def _check_everywhere(tree, aliases, out):
     for node in ast.walk(tree):  # breadth first: a nest's top comes first
         if isinstance(node, ast.Attribute):
             inner.add(id(node.value))
-        if isinstance(node, _TRY_NODES) and not _is_import_guard(node):
+        if isinstance(node, _TRY_NODES) and not _is_import_guard(node, aliases):
             kind = "try/except" if node.handlers else "try/finally"
             out.add(node.lineno, TRY_EXCEPT,
                     f"{kind} can hide a failing kernel behind a fallback path")
@@ -539,19 +539,24 @@ def _check_everywhere(tree, aliases, out):
         _check_targets(node, aliases, out)
 
 
-def _inert(expr):
+def _inert(expr, aliases):
     """A constant, a name, a dotted name, or a tuple/list of them: binding it
-    runs nothing."""
-    if isinstance(expr, (ast.Constant, ast.Name)):
+    runs nothing. A name reaching into torch or NumPy is not: bound in a
+    guard, out of the alias table's sight, `mm = torch.matmul` would let
+    forward call a library op under another name."""
+    if isinstance(expr, ast.Constant):
         return True
-    if isinstance(expr, ast.Attribute):
-        return _chain(expr) is not None
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        if _chain(expr) is None:
+            return False
+        qual = _resolve(expr, aliases) or ""
+        return qual.split(".")[0] not in ("torch", "numpy")
     if isinstance(expr, (ast.Tuple, ast.List)):
-        return all(_inert(e) for e in expr.elts)
+        return all(_inert(e, aliases) for e in expr.elts)
     return False
 
 
-def _is_import_guard(node):
+def _is_import_guard(node, aliases):
     """A try/except that wraps no computation: its body imports, and every
     block only imports, binds inert values, passes or (in a handler)
     raises, as in `try: import x` / `except ImportError: x = None`. Such a
@@ -567,7 +572,7 @@ def _is_import_guard(node):
             if isinstance(st, ast.Raise) and in_handler:
                 continue
             if (isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None
-                    and _inert(st.value)):
+                    and _inert(st.value, aliases)):
                 continue
             return False
         return True
