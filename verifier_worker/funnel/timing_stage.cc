@@ -7,6 +7,7 @@
 // runs after an L2 flush; the last timed output and every probe's output
 // are checked against the reference.
 #include <algorithm>
+#include <set>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -198,10 +199,12 @@ bool Funnel::Run::TimeCandidate(v1::StageResult* stage) {
   google::protobuf::Value secret;
   if (attribution_.has_value()) {
     absl::BitGen rng;
-    for (int i = 0; i < options_.recorded_timed_calls(); ++i) {
-      secret.mutable_list_value()->add_values()->set_number_value(
-          absl::Uniform<int>(rng, 0, std::max(1, p.trials())));
+    std::set<int> calls;  // distinct: always the same number recorded
+    const int wanted = std::min(options_.recorded_timed_calls(), p.trials());
+    while (static_cast<int>(calls.size()) < wanted) {
+      calls.insert(absl::Uniform<int>(rng, 0, p.trials()));
     }
+    for (int call : calls) secret.mutable_list_value()->add_values()->set_number_value(call);
   }
   request.Set("recorded_calls", std::move(secret));
   absl::StatusOr<Frame> reply =
