@@ -27,7 +27,6 @@ Results never travel on stdout or stderr; the verifier never reads them.
 """
 
 import os
-import socket
 import sys
 import traceback
 import types

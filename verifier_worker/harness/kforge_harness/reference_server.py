@@ -9,7 +9,6 @@ connected Unix socket to the C++ verifier (frames, protocol.py).
 
 import collections
 import math
-import os
 import socket
 import sys
 import traceback
