@@ -240,6 +240,9 @@ std::vector<ChartPoint> FastPCurve(const std::vector<const v1::TaskEval*>& tasks
   }
   std::sort(speedups.begin(), speedups.end());
   std::vector<ChartPoint> points = {{0, solved / n}};
+  // Solved, but no task timed (the baseline never ran): beyond p = 0 there is
+  // no figure, and a line along 0 would claim one.
+  if (solved > 0 && speedups.empty()) return points;
   // Solved but never timed: counted at p = 0 only, faster than nothing.
   if (speedups.size() != static_cast<size_t>(solved)) points.push_back({0, speedups.size() / n});
   for (size_t i = 0; i < speedups.size();) {
@@ -281,6 +284,15 @@ std::string SpeedupHistogramSvg(const v1::EvalReport& report) {
     size_t bin = 0;
     while (bin + 1 < edges.size() && t.best_speedup_vs_eager() >= edges[bin + 1]) ++bin;
     ++counts[bin];
+  }
+  if (report.overall().timed_tasks() == 0) {
+    // No baseline ran: zero-height bars would read as measured.
+    return absl::StrFormat(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"60\" "
+        "font-family=\"sans-serif\" font-size=\"12\">\n<text class=\"no-data\" x=\"10\" "
+        "y=\"30\">No correct candidate was timed against eager PyTorch: speedups not "
+        "measured</text>\n</svg>\n",
+        kWidth);
   }
   const int most = std::max(1, *std::max_element(counts.begin(), counts.end()));
   const int bar = 70, height = 200, left = 40, top = 30;
@@ -341,7 +353,8 @@ LineChart FastPChart(const v1::EvalReport& report) {
   LineChart chart{.title = absl::StrCat("fast_p over ", all.size(), " tasks"),
                   .x_label = "p (speedup over eager PyTorch)",
                   .y_label = "share of tasks correct and faster than p",
-                  .unit_y = true};
+                  .unit_y = true,
+                  .x_range = std::make_pair(0.0, p_max)};
   size_t index = 0;
   for (const auto& [level, tasks] : by_level) {
     chart.series.push_back({.name = LevelName(level),

@@ -279,16 +279,38 @@ TEST(FastPChartTest, OverallStartsAtOneWhenEveryTaskIsSolvedAndDropsAtEachSpeedu
 TEST(FastPChartTest, SolvedButUntimedTasksCountOnlyAtZeroAndUnsolvedNever) {
   const v1::EvalReport report = SummarizeEval(
       {{.task_id = "level1/untimed", .level = 1, .verdicts = {Solved(0)}},
+       {.task_id = "level1/timed", .level = 1, .verdicts = {Solved(1.5)}},
        {.task_id = "level1/wrong", .level = 1, .verdicts = {Failed()}}});
   const LineChart chart = FastPChart(report);
   ASSERT_EQ(chart.series.size(), 2u);
   const std::vector<ChartPoint>& overall = chart.series.back().points;
-  ASSERT_EQ(overall.size(), 3u);
-  EXPECT_DOUBLE_EQ(overall[0].y, 0.5);  // fast_0: solved at all
+  ASSERT_EQ(overall.size(), 5u);
+  EXPECT_NEAR(overall[0].y, 2.0 / 3, 1e-12);  // fast_0: solved at all
   EXPECT_DOUBLE_EQ(overall[1].x, 0);
-  EXPECT_DOUBLE_EQ(overall[1].y, 0);
-  EXPECT_GT(overall[2].x, 1.0);  // the axis always reaches past p = 1
-  EXPECT_DOUBLE_EQ(overall[2].y, 0);
+  EXPECT_NEAR(overall[1].y, 1.0 / 3, 1e-12);  // faster than nothing: timed only
+  EXPECT_DOUBLE_EQ(overall[3].x, 1.5);
+  EXPECT_DOUBLE_EQ(overall[3].y, 0);
+  EXPECT_GT(overall[4].x, 1.5);
+}
+
+TEST(FastPChartTest, WithNoTaskTimedOnlyFast0IsDrawnNotALineAlongZero) {
+  // Timing off, or no baseline ran: solved tasks, no speedups.
+  const v1::EvalReport report = SummarizeEval(
+      {{.task_id = "level1/untimed", .level = 1, .verdicts = {Solved(0)}},
+       {.task_id = "level1/wrong", .level = 1, .verdicts = {Failed()}}});
+  const LineChart chart = FastPChart(report);
+  const std::vector<ChartPoint>& overall = chart.series.back().points;
+  ASSERT_EQ(overall.size(), 1u);
+  EXPECT_DOUBLE_EQ(overall[0].x, 0);
+  EXPECT_DOUBLE_EQ(overall[0].y, 0.5);
+  ASSERT_TRUE(chart.x_range.has_value());  // the p axis still reaches past 1
+  EXPECT_GT(chart.x_range->second, 1.0);
+  EXPECT_TRUE(WellFormed(FastPSvg(report)));
+  // Nothing timed: the histogram says so instead of drawing empty bars.
+  const std::string histogram = SpeedupHistogramSvg(report);
+  EXPECT_TRUE(WellFormed(histogram));
+  EXPECT_THAT(histogram, HasSubstr("not measured"));
+  EXPECT_THAT(histogram, Not(HasSubstr("<rect")));
 }
 
 TEST(PassAtKChartTest, OneSeriesPerLevelAndOverallAgainstK) {
