@@ -40,7 +40,9 @@ ABSL_FLAG(std::string, device, "cpu", "kforge verify: cpu or cuda:N (in-process 
 ABSL_FLAG(bool, require_triton, true,
           "kforge verify: require @triton.jit kernels (turn off for CPU-only candidates)");
 ABSL_FLAG(std::string, candidates, "", "kforge eval: folder of candidate files (see help)");
-ABSL_FLAG(std::string, tasks, "", "kforge eval: task folder in the KernelBench layout");
+ABSL_FLAG(std::string, tasks, "",
+          "kforge eval: task folder in the KernelBench layout (default: KernelBench's problems: "
+          "$KFORGE_KERNELBENCH_DIR, third_party/kernelbench/KernelBench, ../shared/kernelbench)");
 ABSL_FLAG(std::vector<std::string>, levels, {}, "kforge eval: levels to evaluate, e.g. 1,2");
 ABSL_FLAG(std::string, out, "", "kforge eval: folder for report.json, report.md and plots");
 ABSL_FLAG(int, concurrency, 2, "kforge eval: candidates verified at once in process");
@@ -70,8 +72,9 @@ commands:
   verify                verify one candidate: --task TASK.py --candidate FILE
                         [--json] [--server HOST:PORT] [--device cuda:0]
                         [--require_triton=false] [--options OPTIONS.json]
-  eval                  score a model or a folder of candidates: --tasks DIR and
-                        --model DIR [--samples K] or --candidates DIR
+  eval                  score a model or a folder of candidates: --model DIR
+                        [--samples K] or --candidates DIR; [--tasks DIR] (default:
+                        KernelBench's problems, as scripts/kernelbench-dir.sh finds them)
                         [--levels 1,2] [--server HOST:PORT] [--out DIR] [--json]
                         [--require_triton=false] [--device cuda:0]
   tiny-model OUT_DIR    write a small random Hugging Face checkpoint (and tokenizer)
