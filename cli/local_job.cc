@@ -69,6 +69,16 @@ v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu) {
   return spec;
 }
 
+v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu) {
+  v1::JobSpec spec = DefaultLocalJob(model_dir, gpu);
+  spec.set_name("kforge-local-short");
+  // The whole warm start (a shorter one leaves the tiny model writing no
+  // parseable answer, and every reward 0), then a tenth of the GRPO steps:
+  // periodic checkpoints, the final one and the curves are all written.
+  spec.set_total_steps(10);
+  return spec;
+}
+
 LocalJobWatcher::LocalJobWatcher(const std::string& learner_address)
     : stub_(v1::JobService::NewStub(MakeChannel(learner_address))), tty_(::isatty(1) != 0) {}
 

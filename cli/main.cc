@@ -27,6 +27,8 @@ ABSL_FLAG(int, verifiers, 1, "kforge local: number of verifier workers");
 ABSL_FLAG(int, rollout_workers, 1, "kforge local: number of rollout workers");
 ABSL_FLAG(std::string, job, "",
           "kforge local: a JobSpec as JSON to run instead of the built-in default job");
+ABSL_FLAG(bool, short, false,
+          "kforge local: the default job with 10 GRPO steps instead of 100, as CI runs it");
 ABSL_FLAG(bool, serve, false,
           "kforge local: submit no job; serve until Ctrl-C (for grpcurl / kforge submit)");
 ABSL_FLAG(std::string, python, "", "kforge local / verify: the verifier's Python interpreter");
@@ -62,7 +64,8 @@ usage: kforge COMMAND [flags] [args]
 commands:
   local                 run learner, verifiers and rollout workers on loopback and train
                         the built-in job on the tiny model, showing progress (or --job
-                        FILE.json; --serve: no job, serve until Ctrl-C)
+                        FILE.json; --short: a short default job; --serve: no job,
+                        serve until Ctrl-C)
                         (--run_dir, --learner_port, --verifiers, --rollout_workers, --python,
                         --model)
   submit FILE.json      submit a JobSpec (JSON) to the learner (--server)
@@ -115,6 +118,7 @@ int main(int argc, char** argv) {
                              .python = absl::GetFlag(FLAGS_python),
                              .model = absl::GetFlag(FLAGS_model),
                              .job_file = absl::GetFlag(FLAGS_job),
+                             .short_job = absl::GetFlag(FLAGS_short),
                              .serve = absl::GetFlag(FLAGS_serve)});
   }
   if (command == "submit") {
