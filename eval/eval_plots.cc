@@ -175,7 +175,7 @@ void AppendSeries(const LineChart& chart, const Frame& f, std::string* svg) {
       if (Finite(p)) points.push_back(p);
     }
     const std::string colour = Escape(s.colour);
-    if (!points.empty()) {
+    if (!points.empty() && s.line) {
       std::string coords;
       for (const ChartPoint& p : points) {
         absl::StrAppendFormat(&coords, "%s%.1f,%.1f", coords.empty() ? "" : " ", f.Px(p.x),
@@ -185,18 +185,26 @@ void AppendSeries(const LineChart& chart, const Frame& f, std::string* svg) {
                             "fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n",
                             Escape(s.name), coords, colour);
     }
-    if (s.markers || points.size() == 1) {
+    if (s.markers || !s.line || points.size() == 1) {
+      // Points alone are smaller: there are many of them.
+      const double radius = s.line ? 3.5 : 2.5;
       for (const ChartPoint& p : points) {
-        absl::StrAppendFormat(svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
-                              f.Px(p.x), f.Py(p.y), colour);
+        absl::StrAppendFormat(svg, "<circle class=\"point\" data-series=\"%s\" cx=\"%.1f\" "
+                              "cy=\"%.1f\" r=\"%.1f\" fill=\"%s\"/>\n",
+                              Escape(s.name), f.Px(p.x), f.Py(p.y), radius, colour);
       }
     }
     // Every series is named, also an empty one: the reader sees what is missing.
     const double x = f.left + f.width + 14, y = f.top + 10 + 20.0 * static_cast<double>(i);
-    absl::StrAppendFormat(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                          "stroke=\"%s\" stroke-width=\"3\"/>\n<text class=\"legend\" "
-                          "x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                          x, y, x + 22, y, colour, x + 28, y + 4, Escape(s.name));
+    if (s.line) {
+      absl::StrAppendFormat(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                            "stroke=\"%s\" stroke-width=\"3\"/>\n", x, y, x + 22, y, colour);
+    } else {
+      absl::StrAppendFormat(svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                            x + 11, y, colour);
+    }
+    absl::StrAppendFormat(svg, "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                          x + 28, y + 4, Escape(s.name));
   }
 }
 
@@ -254,19 +262,6 @@ std::vector<ChartPoint> FastPCurve(const std::vector<const v1::TaskEval*>& tasks
     i = j;
   }
   points.push_back({p_max, 0});
-  return points;
-}
-
-// `history` as (step, value) points, its newest entry at `last_step`; only
-// steps after `after`.
-std::vector<ChartPoint> StepPoints(const google::protobuf::RepeatedField<double>& history,
-                                   int64_t last_step, int64_t after) {
-  std::vector<ChartPoint> points;
-  const int64_t first = last_step - history.size() + 1;
-  for (int i = 0; i < history.size(); ++i) {
-    const int64_t step = first + i;
-    if (step > after && step >= 1) points.push_back({static_cast<double>(step), history[i]});
-  }
   return points;
 }
 
@@ -368,45 +363,12 @@ LineChart FastPChart(const v1::EvalReport& report) {
 
 std::string FastPSvg(const v1::EvalReport& report) { return LineChartSvg(FastPChart(report)); }
 
-std::string TrainingCurvesSvg(const v1::TrainerState& state, const TrainingCurvesOptions& options) {
-  std::vector<v1::HeldOutPoint> heldout(state.heldout_history().begin(),
-                                        state.heldout_history().end());
-  std::stable_sort(heldout.begin(), heldout.end(),
-                   [](const v1::HeldOutPoint& a, const v1::HeldOutPoint& b) {
-                     return a.step() < b.step();
-                   });
-  int64_t last = state.step();
-  for (const v1::HeldOutPoint& p : heldout) last = std::max(last, p.step());
-  // Both charts share the x axis, so a step lines up across them.
-  const std::pair<double, double> x_range = {0, static_cast<double>(std::max<int64_t>(1, last))};
-  std::optional<ChartBand> band;
-  if (options.supervised_steps > 0) {
-    band = ChartBand{.from = 0, .to = static_cast<double>(options.supervised_steps),
-                     .label = "supervised: no samples"};
+std::string StackedChartsSvg(const std::vector<LineChart>& charts) {
+  std::string svg = SvgOpen(kWidth, kChartHeight * static_cast<int>(charts.size()));
+  for (size_t i = 0; i < charts.size(); ++i) {
+    svg += ChartGroup(charts[i], kChartHeight * static_cast<int>(i));
   }
-  const int64_t sampled_after = options.supervised_steps;
-  LineChart reward{.title = options.title, .x_label = "optimiser step", .y_label = "mean reward",
-                   .integer_x = true, .x_range = x_range, .band = band,
-                   .empty_note = "no sampled step yet"};
-  reward.series.push_back(
-      {.name = "mean reward", .colour = kPalette[0],
-       .points = StepPoints(state.reward_history(), state.step(), sampled_after)});
-  LineChart rates{.title = "pass rates", .x_label = "optimiser step", .y_label = "share",
-                  .unit_y = true, .integer_x = true, .x_range = x_range, .band = band,
-                  .empty_note = "no sampled step or held-out round yet"};
-  rates.series.push_back(
-      {.name = "training pass rate", .colour = kPalette[1],
-       .points = StepPoints(state.correct_rate_history(), state.step(), sampled_after)});
-  ChartSeries correct{.name = "held-out correct rate", .colour = kPalette[2], .markers = true};
-  ChartSeries compiled{.name = "held-out compile rate", .colour = kPalette[4], .markers = true};
-  for (const v1::HeldOutPoint& p : heldout) {
-    correct.points.push_back({static_cast<double>(p.step()), p.overall().correct_rate()});
-    compiled.points.push_back({static_cast<double>(p.step()), p.overall().compile_rate()});
-  }
-  rates.series.push_back(std::move(correct));
-  rates.series.push_back(std::move(compiled));
-  return SvgOpen(kWidth, 2 * kChartHeight) + ChartGroup(reward, 0) +
-         ChartGroup(rates, kChartHeight) + "</svg>\n";
+  return svg + "</svg>\n";
 }
 
 }  // namespace kforge
