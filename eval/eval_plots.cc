@@ -16,9 +16,9 @@ namespace {
 // One chart's canvas; the plot frame inside it leaves room for the title
 // above, tick labels and the x label below, the y label left and the legend
 // right.
-constexpr int kWidth = 720;
+constexpr int kWidth = 760;
 constexpr int kChartHeight = 380;
-constexpr double kLeft = 70, kTop = 40, kRight = 200, kBottom = 60;
+constexpr double kLeft = 70, kTop = 40, kRight = 240, kBottom = 60;
 constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c",
                                     "#d62728", "#9467bd", "#8c564b"};
 constexpr const char* kOverallColour = "#222222";
