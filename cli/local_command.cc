@@ -187,6 +187,10 @@ void PrintTable(const std::vector<Service>& services, bool serve) {
 // The job to run: --job FILE, or the default one.
 absl::StatusOr<v1::JobSpec> LocalJobSpec(const LocalOptions& options, const std::string& model,
                                          bool gpu) {
+  if (options.short_job && !options.job_file.empty()) {
+    return absl::InvalidArgumentError("--short and --job exclude each other");
+  }
+  if (options.short_job) return ShortLocalJob(model, gpu);
   if (options.job_file.empty()) return DefaultLocalJob(model, gpu);
   KF_ASSIGN_OR_RETURN(std::string json, ReadFileToString(options.job_file));
   v1::JobSpec spec;

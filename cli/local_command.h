@@ -1,13 +1,14 @@
 // `kforge local`: the whole mesh on one machine. Starts a learner, verifier
 // workers and rollout workers as child processes on loopback, waits until
 // each reports SERVING and prints their addresses; then submits the default
-// job (local_job.h; or --job FILE, or picks up the job an earlier run left
-// unfinished), shows its progress until it ends, prints a summary and stops
-// everything. --serve submits nothing and serves until Ctrl-C, for jobs
-// submitted with grpcurl or `kforge submit`. Ctrl-C (SIGINT) or SIGTERM
-// stops the services cleanly: the learner checkpoints the running job, which
-// the next `kforge local` resumes. A child that dies stops the rest and the
-// command exits non-zero, naming it and showing the end of its log.
+// job (local_job.h; --short its short version, --job FILE, or picks up the
+// job an earlier run left unfinished), shows its progress until it ends,
+// prints a summary and stops everything. --serve submits nothing and serves
+// until Ctrl-C, for jobs submitted with grpcurl or `kforge submit`. Ctrl-C
+// (SIGINT) or SIGTERM stops the services cleanly: the learner checkpoints the
+// running job, which the next `kforge local` resumes. A child that dies stops
+// the rest and the command exits non-zero, naming it and showing the end of
+// its log.
 #ifndef KFORGE_CLI_LOCAL_COMMAND_H_
 #define KFORGE_CLI_LOCAL_COMMAND_H_
 
@@ -28,6 +29,8 @@ struct LocalOptions {
   double start_timeout_s = 120;
   // A JobSpec as JSON to run instead of the default job.
   std::string job_file;
+  // The short version of the default job (ShortLocalJob); not with job_file.
+  bool short_job = false;
   // Serve without submitting a job, until Ctrl-C.
   bool serve = false;
 };

@@ -114,9 +114,10 @@ if [ "$what" = decode ]; then
     --batches "${ROLLOUT_BATCHES:-1,64}" 2>&1 | tee -a "$out/rollout-bench.txt"
   if [ -n "${DECODE_PROFILE:-}" ]; then
     # Nsight Systems ships inside Nsight Compute there; its importer needs
-    # libdw1 and libelf1 (.prof-debs, Debian packages carried along).
+    # libdw1 and libelf1 (Debian packages that scripts/gpu-prepare.sh fetched
+    # into .gpu-work/prof-debs).
     nsys=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys | head -1)
-    mkdir -p /tmp/dw && for deb in .prof-debs/*.deb; do dpkg -x "$deb" /tmp/dw; done
+    mkdir -p /tmp/dw && for deb in .gpu-work/prof-debs/*.deb; do dpkg -x "$deb" /tmp/dw; done
     LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH "$nsys" profile \
       --cuda-graph-trace=node -o /tmp/decode -f true build/bin/kforge_rollout_bench \
       --checkpoint "$ckpt" --tokenizer tests/data/tokenizer/gpt2/tokenizer.json --batches 64 \
