@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cli/local_funnel.h"
 #include "common/config/json_config.h"
+#include "common/paths/kernelbench_dir.h"
 #include "common/server/executable_path.h"
 #include "common/server/process_main.h"
 #include "common/server/work_pool.h"
@@ -261,11 +262,22 @@ absl::StatusOr<std::vector<Job>> SampleCandidates(const EvalOptions& options,
 
 }  // namespace
 
-int RunEval(const EvalOptions& options) {
-  if (options.candidates_dir.empty() == options.model_dir.empty() || options.tasks_dir.empty()) {
-    std::fprintf(stderr,
-                 "kforge eval: --tasks DIR and one of --candidates DIR or --model DIR are required\n");
+int RunEval(const EvalOptions& given) {
+  EvalOptions options = given;
+  if (options.candidates_dir.empty() == options.model_dir.empty()) {
+    std::fprintf(stderr, "kforge eval: one of --candidates DIR or --model DIR is required\n");
     return kExitConfigError;
+  }
+  if (options.tasks_dir.empty()) {
+    absl::StatusOr<KernelBenchDir> kernelbench = FindKernelBenchDir();
+    if (!kernelbench.ok()) {
+      std::fprintf(stderr, "kforge eval: no --tasks, and %s\n",
+                   std::string(kernelbench.status().message()).c_str());
+      return kExitConfigError;
+    }
+    options.tasks_dir = kernelbench->path;
+    std::fprintf(stderr, "kforge eval: tasks from %s (%s)\n", options.tasks_dir.c_str(),
+                 kernelbench->found_by.c_str());
   }
   if (options.samples < 1) {
     std::fprintf(stderr, "kforge eval: --samples %d is below 1\n", options.samples);

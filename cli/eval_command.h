@@ -1,4 +1,4 @@
-// `kforge eval (--candidates DIR | --model DIR) --tasks DIR [--levels 1,2]
+// `kforge eval (--candidates DIR | --model DIR) [--tasks DIR] [--levels 1,2]
 //              [--samples K] [--server HOST:PORT] [--out DIR] [--json]`
 // samples K completions per task from a model (greedy for K = 1, the job
 // prompt template's defaults, continuous batching on --device), or takes a
@@ -13,6 +13,10 @@
 // candidate counts as one failed sample. Verification runs in process (a
 // zygote and reference server of its own, `--concurrency` at once) or on a
 // remote verifier (--server, a list or dns:/// name, many at once).
+// Without --tasks, the KernelBench problems where FindKernelBenchDir finds
+// them (common/paths/kernelbench_dir.h: KFORGE_KERNELBENCH_DIR, the fetched
+// copy, ../shared/kernelbench). A speed figure whose baseline never ran (no
+// torch.compile on LibTorch 1.13, timing off) is "n/a", not 0.00x.
 // Prints a Markdown table (or, with --json, the EvalReport as JSON); --out
 // also writes report.json, report.md and the charts speedup_histogram.svg,
 // pass_at_k.svg and fast_p.svg (eval/eval_plots.h) there.
@@ -35,7 +39,7 @@ struct EvalOptions {
   double temperature = 0.8;    // with --model and samples > 1 (K = 1 is greedy)
   int max_new_tokens = 1024;
   int max_sequence_tokens = 8192;
-  std::string tasks_dir;
+  std::string tasks_dir;      // empty: FindKernelBenchDir()
   std::vector<int> levels;   // empty: every level found
   std::string server;        // empty: in process
   ChannelSecurity security;  // towards --server: a mesh peer's certificate or service token

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -124,6 +125,19 @@ std::string RolloutDevice(const std::string& device, int gpus, int index) {
   return absl::StrCat("cuda:", 1 + index % (gpus - 1));
 }
 
+// Where verifier `index` runs candidates: one verifier per GPU, round
+// robin, so every GPU of the node verifies (timing takes a GPU alone, so two
+// verifiers never time on one GPU unless there are more verifiers than GPUs).
+std::string VerifierDevice(const std::string& device, int gpus, int index) {
+  if (gpus < 2) return device;
+  return absl::StrCat("cuda:", index % gpus);
+}
+
+// --verifiers 0: one per GPU, one on the CPU.
+int VerifierCount(const LocalOptions& options, int gpus) {
+  return options.verifiers > 0 ? options.verifiers : std::max(1, gpus);
+}
+
 // The learner's model and task roots: the run folder (the tiny model) and
 // the folder of --model, the built-in tasks, and what the flags add.
 std::vector<std::string> RootArgs(const LocalOptions& options) {
@@ -149,12 +163,12 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
                                                     options, security));
   services.push_back(std::move(learner));
   std::vector<std::string> verifier_addresses;
-  for (int i = 0; i < options.verifiers; ++i) {
+  for (int i = 0; i < VerifierCount(options, gpus); ++i) {
     // Verifiers hand scored samples to the learner themselves.
     std::vector<std::string> args = {"--port=0",
                                      absl::StrCat("--learner=", services.front().address())};
     if (!options.python.empty()) args.push_back(absl::StrCat("--python=", options.python));
-    args.push_back(absl::StrCat("--device=", device));
+    args.push_back(absl::StrCat("--device=", VerifierDevice(device, gpus, i)));
     for (const std::string& arg : security.ServiceArgs("verifier")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service verifier, StartService(absl::StrCat("verifier-", i),
                                                        "kforge-verifier", args, options, security));
@@ -196,6 +210,10 @@ void PrintTable(const std::vector<Service>& services, bool serve, const LocalSec
 // The job to run: --job FILE, or the default one.
 absl::StatusOr<v1::JobSpec> LocalJobSpec(const LocalOptions& options, const std::string& model,
                                          bool gpu) {
+  if (options.short_job && !options.job_file.empty()) {
+    return absl::InvalidArgumentError("--short and --job exclude each other");
+  }
+  if (options.short_job) return ShortLocalJob(model, gpu);
   if (options.job_file.empty()) return DefaultLocalJob(model, gpu);
   KF_ASSIGN_OR_RETURN(std::string json, ReadFileToString(options.job_file));
   v1::JobSpec spec;
@@ -292,11 +310,13 @@ int RunLocal(const LocalOptions& options) {
     return kExitConfigError;
   }
   std::vector<Service> services;
-  std::printf("kforge local: starting learner, %d verifier(s), %d rollout worker(s) on %s in %s\n",
-              options.verifiers, options.rollout_workers, device.c_str(), options.run_dir.c_str());
+  const int gpus = static_cast<int>(DescribeTorchRuntime().devices.size());
+  std::printf("kforge local: starting learner, %d verifier(s), %d rollout worker(s) on %s "
+              "(%d GPU(s)) in %s\n",
+              VerifierCount(options, gpus), options.rollout_workers, device.c_str(), gpus,
+              options.run_dir.c_str());
   std::printf("kforge local: %s\n", security->Describe().c_str());
   std::fflush(stdout);
-  const int gpus = static_cast<int>(DescribeTorchRuntime().devices.size());
   if (absl::Status started = StartAll(options, *security, *model, device, gpus, services);
       !started.ok()) {
     std::fprintf(stderr, "kforge local: %s\n", std::string(started.message()).c_str());

@@ -1,13 +1,14 @@
 // `kforge local`: the whole mesh on one machine. Starts a learner, verifier
 // workers and rollout workers as child processes on loopback, waits until
 // each reports SERVING and prints their addresses; then submits the default
-// job (local_job.h; or --job FILE, or picks up the job an earlier run left
-// unfinished), shows its progress until it ends, prints a summary and stops
-// everything. --serve submits nothing and serves until Ctrl-C, for jobs
-// submitted with grpcurl or `kforge submit`. Ctrl-C (SIGINT) or SIGTERM
-// stops the services cleanly: the learner checkpoints the running job, which
-// the next `kforge local` resumes. A child that dies stops the rest and the
-// command exits non-zero, naming it and showing the end of its log.
+// job (local_job.h; --short its short version, --job FILE, or picks up the
+// job an earlier run left unfinished), shows its progress until it ends,
+// prints a summary and stops everything. --serve submits nothing and serves
+// until Ctrl-C, for jobs submitted with grpcurl or `kforge submit`. Ctrl-C
+// (SIGINT) or SIGTERM stops the services cleanly: the learner checkpoints the
+// running job, which the next `kforge local` resumes. A child that dies stops
+// the rest and the command exits non-zero, naming it and showing the end of
+// its log.
 //
 // The run folder is locked for the command's life (a second `kforge local`
 // on it refuses to start, naming the first). The mesh speaks plaintext on
@@ -26,7 +27,8 @@ namespace kforge {
 struct LocalOptions {
   std::string run_dir = "kforge-local";
   int learner_port = 50051;  // 0: a free port
-  int verifiers = 1;
+  // Verifier workers; 0: one per GPU (each on its own GPU), one on the CPU.
+  int verifiers = 0;
   int rollout_workers = 1;
   std::string python;  // verifier interpreter; empty: found automatically
   // Checkpoint the rollout workers sample with; empty: <run_dir>/tiny-model,
@@ -35,6 +37,8 @@ struct LocalOptions {
   double start_timeout_s = 120;
   // A JobSpec as JSON to run instead of the default job.
   std::string job_file;
+  // The short version of the default job (ShortLocalJob); not with job_file.
+  bool short_job = false;
   // Serve without submitting a job, until Ctrl-C.
   bool serve = false;
   // TLS certificates (local_security.h) and the JobService token file.

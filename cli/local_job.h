@@ -29,6 +29,11 @@ namespace kforge {
 // they are plain PyTorch (require_triton off, "solutions-torch").
 v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu);
 
+// The default job cut short (`kforge local --short`, what CI runs): the same
+// shape (three services, a warm start, GRPO on the real funnel, checkpoints,
+// the final one and the curves written) in a few minutes on two cores.
+v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu);
+
 class LocalJobWatcher {
  public:
   LocalJobWatcher(const std::string& learner_address, const ChannelSecurity& security);

@@ -24,10 +24,14 @@ ABSL_FLAG(double, deadline_s, 30, "deadline of each unary call, seconds");
 ABSL_FLAG(bool, json, false, "print protobuf JSON instead of tables");
 ABSL_FLAG(std::string, run_dir, "kforge-local", "kforge local: folder for logs and state");
 ABSL_FLAG(int, learner_port, 50051, "kforge local: learner gRPC port (0: a free port)");
-ABSL_FLAG(int, verifiers, 1, "kforge local: number of verifier workers");
+ABSL_FLAG(int, verifiers, 0,
+          "kforge local: number of verifier workers (0: one per GPU, each on its own; one on "
+          "the CPU)");
 ABSL_FLAG(int, rollout_workers, 1, "kforge local: number of rollout workers");
 ABSL_FLAG(std::string, job, "",
           "kforge local: a JobSpec as JSON to run instead of the built-in default job");
+ABSL_FLAG(bool, short, false,
+          "kforge local: the default job with 10 GRPO steps instead of 100, as CI runs it");
 ABSL_FLAG(bool, serve, false,
           "kforge local: submit no job; serve until Ctrl-C (for grpcurl / kforge submit)");
 ABSL_FLAG(std::string, python, "", "kforge local / verify: the verifier's Python interpreter");
@@ -41,7 +45,9 @@ ABSL_FLAG(std::string, device, "cpu", "kforge verify: cpu or cuda:N (in-process 
 ABSL_FLAG(bool, require_triton, true,
           "kforge verify: require @triton.jit kernels (turn off for CPU-only candidates)");
 ABSL_FLAG(std::string, candidates, "", "kforge eval: folder of candidate files (see help)");
-ABSL_FLAG(std::string, tasks, "", "kforge eval: task folder in the KernelBench layout");
+ABSL_FLAG(std::string, tasks, "",
+          "kforge eval: task folder in the KernelBench layout (default: KernelBench's problems: "
+          "$KFORGE_KERNELBENCH_DIR, third_party/kernelbench/KernelBench, ../shared/kernelbench)");
 ABSL_FLAG(std::vector<std::string>, levels, {}, "kforge eval: levels to evaluate, e.g. 1,2");
 ABSL_FLAG(std::string, out, "", "kforge eval: folder for report.json, report.md and plots");
 ABSL_FLAG(int, concurrency, 2, "kforge eval: candidates verified at once in process");
@@ -79,7 +85,8 @@ usage: kforge COMMAND [flags] [args]
 commands:
   local                 run learner, verifiers and rollout workers on loopback and train
                         the built-in job on the tiny model, showing progress (or --job
-                        FILE.json; --serve: no job, serve until Ctrl-C)
+                        FILE.json; --short: a short default job; --serve: no job,
+                        serve until Ctrl-C)
                         (--run_dir, --learner_port, --verifiers, --rollout_workers, --python,
                         --model)
   submit FILE.json      submit a JobSpec (JSON) to the learner (--server)
@@ -92,8 +99,9 @@ commands:
   verify                verify one candidate: --task TASK.py --candidate FILE
                         [--json] [--server HOST:PORT] [--device cuda:0]
                         [--require_triton=false] [--options OPTIONS.json]
-  eval                  score a model or a folder of candidates: --tasks DIR and
-                        --model DIR [--samples K] or --candidates DIR
+  eval                  score a model or a folder of candidates: --model DIR
+                        [--samples K] or --candidates DIR; [--tasks DIR] (default:
+                        KernelBench's problems, as scripts/kernelbench-dir.sh finds them)
                         [--levels 1,2] [--server HOST:PORT] [--out DIR] [--json]
                         [--require_triton=false] [--device cuda:0]
   tiny-model OUT_DIR    write a small random Hugging Face checkpoint (and tokenizer)
@@ -170,6 +178,7 @@ int main(int argc, char** argv) {
                              .python = absl::GetFlag(FLAGS_python),
                              .model = absl::GetFlag(FLAGS_model),
                              .job_file = absl::GetFlag(FLAGS_job),
+                             .short_job = absl::GetFlag(FLAGS_short),
                              .serve = absl::GetFlag(FLAGS_serve),
                              .tls_dir = absl::GetFlag(FLAGS_tls_dir),
                              .token_file = absl::GetFlag(FLAGS_token_file),

@@ -63,6 +63,8 @@ void PrintTable(const v1::Verdict& verdict) {
                 verdict.eager_timing().mean_ms(), verdict.speedup_vs_eager());
     if (verdict.compile_timing().trials() > 0) {
       std::printf("   vs torch.compile %.2fx", verdict.speedup_vs_compile());
+    } else {
+      std::printf("   vs torch.compile n/a (not run)");
     }
     std::printf("\n");
   }

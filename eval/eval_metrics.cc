@@ -46,6 +46,14 @@ v1::TaskEval EvaluateTask(const TaskVerdicts& task) {
   return out;
 }
 
+// A figure whose baseline never ran is not a speedup of 0.
+constexpr const char* kNotMeasured = "n/a";
+
+// A geometric mean of speedups is positive; 0 is the mean of none (LevelEval).
+std::string Speedup(double geomean) {
+  return geomean > 0 ? absl::StrFormat("%.2fx", geomean) : kNotMeasured;
+}
+
 double GeoMean(const std::vector<double>& values) {
   if (values.empty()) return 0;
   double log_sum = 0;
@@ -125,6 +133,7 @@ v1::EvalReport SummarizeEval(const std::vector<TaskVerdicts>& tasks,
 }
 
 std::string EvalMarkdown(const v1::EvalReport& report) {
+  // Columns "n/a": the baseline never ran (timed 0), so there is no figure.
   std::vector<int> ks;
   for (const auto& [k, value] : report.overall().pass_at_k()) ks.push_back(k);
   std::sort(ks.begin(), ks.end());
@@ -143,12 +152,20 @@ std::string EvalMarkdown(const v1::EvalReport& report) {
       auto it = l.pass_at_k().find(k);
       absl::StrAppend(&out, " ", it == l.pass_at_k().end() ? "-" : absl::StrFormat("%.3f", it->second), " |");
     }
+    // Solved tasks that were never timed leave fast_p above 0 unmeasured;
+    // with nothing solved, 0 is the measured answer.
+    const bool speed_unmeasured = l.timed_tasks() == 0 && l.fast_p().contains("0") &&
+                                  l.fast_p().at("0") > 0;
     for (const std::string& p : ps) {
       auto it = l.fast_p().find(p);
-      absl::StrAppend(&out, " ", it == l.fast_p().end() ? "-" : absl::StrFormat("%.3f", it->second), " |");
+      absl::StrAppend(&out, " ",
+                      it == l.fast_p().end()             ? "-"
+                      : p != "0" && speed_unmeasured     ? kNotMeasured
+                                                         : absl::StrFormat("%.3f", it->second),
+                      " |");
     }
-    absl::StrAppend(&out, " ", absl::StrFormat("%.2fx", l.geomean_speedup_vs_eager()), " | ",
-                    absl::StrFormat("%.2fx", l.geomean_speedup_vs_compile()), " | ",
+    absl::StrAppend(&out, " ", Speedup(l.geomean_speedup_vs_eager()), " | ",
+                    Speedup(l.geomean_speedup_vs_compile()), " | ",
                     l.timed_tasks(), " |\n");
   };
   for (const v1::LevelEval& l : report.levels()) row(l, absl::StrCat(l.level()));

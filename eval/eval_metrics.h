@@ -37,7 +37,10 @@ double PassAtK(int n, int c, int k);
 v1::EvalReport SummarizeEval(const std::vector<TaskVerdicts>& tasks,
                              const EvalSummaryOptions& options = {});
 
-// The report as a Markdown table (one row per level, then overall).
+// The report as a Markdown table (one row per level, then overall). A
+// speed figure whose baseline never ran is "n/a": a geometric mean over no
+// timed task (0 in the report), and fast_p above 0 where tasks were solved
+// but none timed.
 std::string EvalMarkdown(const v1::EvalReport& report);
 
 }  // namespace kforge

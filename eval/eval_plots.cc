@@ -16,9 +16,9 @@ namespace {
 // One chart's canvas; the plot frame inside it leaves room for the title
 // above, tick labels and the x label below, the y label left and the legend
 // right.
-constexpr int kWidth = 720;
+constexpr int kWidth = 760;
 constexpr int kChartHeight = 380;
-constexpr double kLeft = 70, kTop = 40, kRight = 200, kBottom = 60;
+constexpr double kLeft = 70, kTop = 40, kRight = 240, kBottom = 60;
 constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c",
                                     "#d62728", "#9467bd", "#8c564b"};
 constexpr const char* kOverallColour = "#222222";
@@ -175,7 +175,7 @@ void AppendSeries(const LineChart& chart, const Frame& f, std::string* svg) {
       if (Finite(p)) points.push_back(p);
     }
     const std::string colour = Escape(s.colour);
-    if (!points.empty()) {
+    if (!points.empty() && s.line) {
       std::string coords;
       for (const ChartPoint& p : points) {
         absl::StrAppendFormat(&coords, "%s%.1f,%.1f", coords.empty() ? "" : " ", f.Px(p.x),
@@ -185,18 +185,26 @@ void AppendSeries(const LineChart& chart, const Frame& f, std::string* svg) {
                             "fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n",
                             Escape(s.name), coords, colour);
     }
-    if (s.markers || points.size() == 1) {
+    if (s.markers || !s.line || points.size() == 1) {
+      // Points alone are smaller: there are many of them.
+      const double radius = s.line ? 3.5 : 2.5;
       for (const ChartPoint& p : points) {
-        absl::StrAppendFormat(svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
-                              f.Px(p.x), f.Py(p.y), colour);
+        absl::StrAppendFormat(svg, "<circle class=\"point\" data-series=\"%s\" cx=\"%.1f\" "
+                              "cy=\"%.1f\" r=\"%.1f\" fill=\"%s\"/>\n",
+                              Escape(s.name), f.Px(p.x), f.Py(p.y), radius, colour);
       }
     }
     // Every series is named, also an empty one: the reader sees what is missing.
     const double x = f.left + f.width + 14, y = f.top + 10 + 20.0 * static_cast<double>(i);
-    absl::StrAppendFormat(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                          "stroke=\"%s\" stroke-width=\"3\"/>\n<text class=\"legend\" "
-                          "x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                          x, y, x + 22, y, colour, x + 28, y + 4, Escape(s.name));
+    if (s.line) {
+      absl::StrAppendFormat(svg, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                            "stroke=\"%s\" stroke-width=\"3\"/>\n", x, y, x + 22, y, colour);
+    } else {
+      absl::StrAppendFormat(svg, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                            x + 11, y, colour);
+    }
+    absl::StrAppendFormat(svg, "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                          x + 28, y + 4, Escape(s.name));
   }
 }
 
@@ -240,6 +248,9 @@ std::vector<ChartPoint> FastPCurve(const std::vector<const v1::TaskEval*>& tasks
   }
   std::sort(speedups.begin(), speedups.end());
   std::vector<ChartPoint> points = {{0, solved / n}};
+  // Solved, but no task timed (the baseline never ran): beyond p = 0 there is
+  // no figure, and a line along 0 would claim one.
+  if (solved > 0 && speedups.empty()) return points;
   // Solved but never timed: counted at p = 0 only, faster than nothing.
   if (speedups.size() != static_cast<size_t>(solved)) points.push_back({0, speedups.size() / n});
   for (size_t i = 0; i < speedups.size();) {
@@ -251,19 +262,6 @@ std::vector<ChartPoint> FastPCurve(const std::vector<const v1::TaskEval*>& tasks
     i = j;
   }
   points.push_back({p_max, 0});
-  return points;
-}
-
-// `history` as (step, value) points, its newest entry at `last_step`; only
-// steps after `after`.
-std::vector<ChartPoint> StepPoints(const google::protobuf::RepeatedField<double>& history,
-                                   int64_t last_step, int64_t after) {
-  std::vector<ChartPoint> points;
-  const int64_t first = last_step - history.size() + 1;
-  for (int i = 0; i < history.size(); ++i) {
-    const int64_t step = first + i;
-    if (step > after && step >= 1) points.push_back({static_cast<double>(step), history[i]});
-  }
   return points;
 }
 
@@ -281,6 +279,15 @@ std::string SpeedupHistogramSvg(const v1::EvalReport& report) {
     size_t bin = 0;
     while (bin + 1 < edges.size() && t.best_speedup_vs_eager() >= edges[bin + 1]) ++bin;
     ++counts[bin];
+  }
+  if (report.overall().timed_tasks() == 0) {
+    // No baseline ran: zero-height bars would read as measured.
+    return absl::StrFormat(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"60\" "
+        "font-family=\"sans-serif\" font-size=\"12\">\n<text class=\"no-data\" x=\"10\" "
+        "y=\"30\">No correct candidate was timed against eager PyTorch: speedups not "
+        "measured</text>\n</svg>\n",
+        kWidth);
   }
   const int most = std::max(1, *std::max_element(counts.begin(), counts.end()));
   const int bar = 70, height = 200, left = 40, top = 30;
@@ -341,7 +348,8 @@ LineChart FastPChart(const v1::EvalReport& report) {
   LineChart chart{.title = absl::StrCat("fast_p over ", all.size(), " tasks"),
                   .x_label = "p (speedup over eager PyTorch)",
                   .y_label = "share of tasks correct and faster than p",
-                  .unit_y = true};
+                  .unit_y = true,
+                  .x_range = std::make_pair(0.0, p_max)};
   size_t index = 0;
   for (const auto& [level, tasks] : by_level) {
     chart.series.push_back({.name = LevelName(level),
@@ -355,45 +363,12 @@ LineChart FastPChart(const v1::EvalReport& report) {
 
 std::string FastPSvg(const v1::EvalReport& report) { return LineChartSvg(FastPChart(report)); }
 
-std::string TrainingCurvesSvg(const v1::TrainerState& state, const TrainingCurvesOptions& options) {
-  std::vector<v1::HeldOutPoint> heldout(state.heldout_history().begin(),
-                                        state.heldout_history().end());
-  std::stable_sort(heldout.begin(), heldout.end(),
-                   [](const v1::HeldOutPoint& a, const v1::HeldOutPoint& b) {
-                     return a.step() < b.step();
-                   });
-  int64_t last = state.step();
-  for (const v1::HeldOutPoint& p : heldout) last = std::max(last, p.step());
-  // Both charts share the x axis, so a step lines up across them.
-  const std::pair<double, double> x_range = {0, static_cast<double>(std::max<int64_t>(1, last))};
-  std::optional<ChartBand> band;
-  if (options.supervised_steps > 0) {
-    band = ChartBand{.from = 0, .to = static_cast<double>(options.supervised_steps),
-                     .label = "supervised: no samples"};
+std::string StackedChartsSvg(const std::vector<LineChart>& charts) {
+  std::string svg = SvgOpen(kWidth, kChartHeight * static_cast<int>(charts.size()));
+  for (size_t i = 0; i < charts.size(); ++i) {
+    svg += ChartGroup(charts[i], kChartHeight * static_cast<int>(i));
   }
-  const int64_t sampled_after = options.supervised_steps;
-  LineChart reward{.title = options.title, .x_label = "optimiser step", .y_label = "mean reward",
-                   .integer_x = true, .x_range = x_range, .band = band,
-                   .empty_note = "no sampled step yet"};
-  reward.series.push_back(
-      {.name = "mean reward", .colour = kPalette[0],
-       .points = StepPoints(state.reward_history(), state.step(), sampled_after)});
-  LineChart rates{.title = "pass rates", .x_label = "optimiser step", .y_label = "share",
-                  .unit_y = true, .integer_x = true, .x_range = x_range, .band = band,
-                  .empty_note = "no sampled step or held-out round yet"};
-  rates.series.push_back(
-      {.name = "training pass rate", .colour = kPalette[1],
-       .points = StepPoints(state.correct_rate_history(), state.step(), sampled_after)});
-  ChartSeries correct{.name = "held-out correct rate", .colour = kPalette[2], .markers = true};
-  ChartSeries compiled{.name = "held-out compile rate", .colour = kPalette[4], .markers = true};
-  for (const v1::HeldOutPoint& p : heldout) {
-    correct.points.push_back({static_cast<double>(p.step()), p.overall().correct_rate()});
-    compiled.points.push_back({static_cast<double>(p.step()), p.overall().compile_rate()});
-  }
-  rates.series.push_back(std::move(correct));
-  rates.series.push_back(std::move(compiled));
-  return SvgOpen(kWidth, 2 * kChartHeight) + ChartGroup(reward, 0) +
-         ChartGroup(rates, kChartHeight) + "</svg>\n";
+  return svg + "</svg>\n";
 }
 
 }  // namespace kforge

@@ -1,7 +1,7 @@
 // Charts a person opens in a browser: self-contained SVG (no scripts, no
-// external fonts or styles) of an evaluation report and of a job's training
-// curves. `kforge eval` writes the report charts beside report.json; the
-// learner writes curves.svg into the job's folder.
+// external fonts or styles), and the charts of an evaluation report, which
+// `kforge eval` writes beside report.json (a job's training curves are
+// eval/training_curves.h).
 //
 //   WriteFileAtomically(dir + "/fast_p.svg", FastPSvg(report));
 //
@@ -11,8 +11,9 @@
 //
 // Every element a reader (or a test) looks for carries a class: the plot
 // frame is <rect class="plot-area">, each series a <polyline class="series"
-// data-series="NAME" points="x,y ...">, each legend entry <text
-// class="legend">, the empty-chart note <text class="no-data">. Text is
+// data-series="NAME" points="x,y ...">, each dot <circle class="point"
+// data-series="NAME">, each legend entry <text class="legend">, the
+// empty-chart note <text class="no-data">. Text is
 // XML-escaped. No LibTorch, no gRPC: the CLI and the learner share it.
 #ifndef KFORGE_EVAL_EVAL_PLOTS_H_
 #define KFORGE_EVAL_EVAL_PLOTS_H_
@@ -22,7 +23,6 @@
 #include <vector>
 
 #include "kforge/v1/eval.pb.h"
-#include "kforge/v1/learner_state.pb.h"
 
 namespace kforge {
 
@@ -39,6 +39,9 @@ struct ChartSeries {
   // A dot on every point, for sparse series (pass@k, held-out rounds). A
   // series of one point always gets its dot: a line of one point is invisible.
   bool markers = false;
+  // Joined by a line; off, the points stand alone (markers then always):
+  // noisy per-step figures under a smoothed line.
+  bool line = true;
 };
 
 // A shaded span of the x axis with a label (the warm start of a job).
@@ -69,6 +72,9 @@ struct LineChart {
 // The chart as a complete SVG document.
 std::string LineChartSvg(const LineChart& chart);
 
+// Several charts stacked top to bottom in one SVG document (a job's curves).
+std::string StackedChartsSvg(const std::vector<LineChart>& charts);
+
 // A histogram of each solved task's best speedup over eager, as SVG.
 std::string SpeedupHistogramSvg(const v1::EvalReport& report);
 
@@ -84,20 +90,6 @@ std::string PassAtKSvg(const v1::EvalReport& report);
 // "overall", computed from report.task_results.
 LineChart FastPChart(const v1::EvalReport& report);
 std::string FastPSvg(const v1::EvalReport& report);
-
-struct TrainingCurvesOptions {
-  std::string title;
-  // Steps 1..supervised_steps sampled nothing (warm start; every step of an
-  // SFT job): they get no reward or pass-rate point and are shaded instead.
-  int64_t supervised_steps = 0;
-};
-
-// A job's curves against the optimiser step, two charts in one SVG: the
-// mean reward per step ("mean reward"), then the rates ("training pass
-// rate": share of the step's samples that were correct; "held-out correct
-// rate" and "held-out compile rate" at each evaluation round). Histories
-// align with state.step() from their newest end (see TrainerState).
-std::string TrainingCurvesSvg(const v1::TrainerState& state, const TrainingCurvesOptions& options);
 
 }  // namespace kforge
 

@@ -118,8 +118,17 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
   v1::VerifyRequest request;
   request.set_request_id(sample.key().sample_id());
   *request.mutable_task() = item.task();
-  request.set_completion(sample.completion_text());
+  // A model that ends at once writes no text. The verifier refuses an empty
+  // completion as a malformed request, and a refused sample never reaches
+  // the learner: its group would stall until group_timeout_s. One space is
+  // an answer without code, which the funnel fails at its first stage like
+  // any other (kforge eval sends the same).
+  request.set_completion(sample.completion_text().empty() ? " " : sample.completion_text());
   *request.mutable_options() = item.verifier();
+  // Candidates sampled by one policy version are one batch: they share their
+  // tasks' reference epochs (secret seeds), and the next version draws new
+  // ones.
+  request.set_batch_id(absl::StrCat(sample.key().job_id(), "/v", sample.policy_version()));
   *request.mutable_sample() = std::move(sample);
   request.set_deliver_to_learner(true);
   const std::string id = request.request_id();

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Configures (once) and builds kforge with the CPU preset into build/.
+#   scripts/build.sh            everything, tests included
+#   scripts/build.sh TARGET...  only those targets (and what they need)
 # Incremental: a second run only rebuilds what changed; ccache keeps object
 # files across clean checkouts.
 set -euo pipefail
@@ -16,4 +18,7 @@ jobs="${KFORGE_JOBS:-$(nproc)}"
 if [ ! -f build/build.ninja ]; then
   cmake --preset cpu
 fi
-cmake --build build -j "$jobs" "$@"
+# cmake 3.25 takes targets only after --target; a bare name is an error.
+targets=()
+if [ $# -gt 0 ]; then targets=(--target "$@"); fi
+cmake --build build -j "$jobs" "${targets[@]}"

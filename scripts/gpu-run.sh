@@ -2,7 +2,7 @@
 # Builds kforge with the cuda preset on the GPU machine and runs what needs
 # a GPU: the verifier's GPU tests, the whole test suite, and the verifier
 # benchmark. Logs go to $OUT (the device tool brings them back).
-#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|mesh|model|rollout-bench|train|all]
+#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|verifier-corpus|verifier-batch|mesh|model|rollout-bench|train|all]
 # gpu-test: only the tests labelled gpu; test: every other test.
 # model: builds only the model libraries' tests and the rollout benchmark,
 # then runs them on the GPU, with transformers' logits as the reference.
@@ -10,6 +10,16 @@
 # rollout-bench: kforge_rollout_bench against transformers' generate() on the
 # same random Qwen2.5-Coder-shaped checkpoints (ROLLOUT_SHAPES, ROLLOUT_BATCHES,
 # HF_FULL_BATCHES, HF_SHORT_BATCHES, HF_SHORT_TOKENS).
+# verifier-corpus: builds the verifier and its GPU tests, then verifies every
+# solution of tasks/kernelbench-solutions on its task (sharded over the GPUs,
+# one test process per GPU) and the GPU attack tests; corpus.txt has a line
+# per solution.
+# verifier-batch: the GRPO-shaped batch (bench/make_grpo_batch.py) through
+# kforge_verifier_batch_bench on 1 GPU and, with two, on 2 (BATCH_GPU_COUNTS),
+# with the timing-spread run; KernelBench's harness (bench/kernelbench_peer.py,
+# .gpu-work/kernelbench-repo from scripts/fetch-kernelbench.sh) on the same
+# batch afterwards on every GPU, for PEER_SECONDS (default 240); then
+# bench/compare_batch.py. Each part is capped so the call ends in time.
 # verifier: builds only the verifier, its GPU tests and benchmark, then runs
 # the GPU verifier tests (VERIFIER_TEST_FILTER) and the benchmark
 # (VERIFIER_BENCH_ARGS are appended to the bench mode's flags).
@@ -104,9 +114,10 @@ if [ "$what" = decode ]; then
     --batches "${ROLLOUT_BATCHES:-1,64}" 2>&1 | tee -a "$out/rollout-bench.txt"
   if [ -n "${DECODE_PROFILE:-}" ]; then
     # Nsight Systems ships inside Nsight Compute there; its importer needs
-    # libdw1 and libelf1 (.prof-debs, Debian packages carried along).
+    # libdw1 and libelf1 (Debian packages that scripts/gpu-prepare.sh fetched
+    # into .gpu-work/prof-debs).
     nsys=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys | head -1)
-    mkdir -p /tmp/dw && for deb in .prof-debs/*.deb; do dpkg -x "$deb" /tmp/dw; done
+    mkdir -p /tmp/dw && for deb in .gpu-work/prof-debs/*.deb; do dpkg -x "$deb" /tmp/dw; done
     LD_LIBRARY_PATH=/tmp/dw/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH "$nsys" profile \
       --cuda-graph-trace=node -o /tmp/decode -f true build/bin/kforge_rollout_bench \
       --checkpoint "$ckpt" --tokenizer tests/data/tokenizer/gpt2/tokenizer.json --batches 64 \
@@ -282,6 +293,53 @@ JOB
       --candidates tasks/kforge-mini/solutions --tasks tasks/kforge-mini --device cuda:0 \
       --concurrency 4 --out /tmp/eval-gdb > "$out/eval-gdb.log" 2>&1
     grep -v "^\[New Thread\|^\[Thread .* exited" "$out/eval-gdb.log" | tail -120
+  fi
+fi
+
+if [ "$what" = verifier-corpus ] || [ "$what" = verifier-batch ]; then
+  start=$(date +%s)
+  configure
+  cmake --build build -j "$(nproc)" --target kforge-verifier kforge_verifier_gpu_tests \
+    kforge_verifier_batch_bench > "$out/build.log" 2>&1 \
+    || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
+  echo "verifier build: $(( $(date +%s) - start )) s"
+fi
+
+if [ "$what" = verifier-corpus ]; then
+  ngpu=$(nvidia-smi -L | wc -l)
+  t0=$(date +%s)
+  for i in $(seq 0 $((ngpu - 1))); do
+    CUDA_VISIBLE_DEVICES=$i GTEST_TOTAL_SHARDS=$ngpu GTEST_SHARD_INDEX=$i timeout "${CORPUS_SECONDS:-300}" \
+      build/bin/kforge_verifier_gpu_tests --gtest_filter='KernelBench/*' > "$out/corpus-$i.log" 2>&1 &
+  done
+  wait
+  echo "corpus: $(( $(date +%s) - t0 )) s on $ngpu GPU(s)"
+  cat "$out"/corpus-*.log | grep -E "^corpus" | sort > "$out/corpus.txt"
+  awk '{print $3}' "$out/corpus.txt" | sort | uniq -c
+  grep -h -E "^\[  FAILED  \] KernelBench" "$out"/corpus-*.log | sed 's/, where.*//' | sort -u
+  CUDA_VISIBLE_DEVICES=0 timeout 200 build/bin/kforge_verifier_gpu_tests \
+    --gtest_filter='-KernelBench/*' > "$out/gpu-tests.log" 2>&1
+  echo "other GPU tests: exit $?"; grep -E "^\[ +(OK|FAILED) " "$out/gpu-tests.log"
+fi
+
+if [ "$what" = verifier-batch ]; then
+  python3 bench/make_grpo_batch.py --kernelbench "$KFORGE_KERNELBENCH_DIR" --out /tmp/batch
+  ngpu=$(nvidia-smi -L | wc -l)
+  devices=$(seq -s, -f 'cuda:%g' 0 $((ngpu - 1)))
+  counts=${BATCH_GPU_COUNTS:-$( [ "$ngpu" -ge 2 ] && echo 1,2 || echo 1 )}
+  timeout "${BATCH_SECONDS:-420}" build/bin/kforge_verifier_batch_bench --batch /tmp/batch/batch.json \
+    --devices "$devices" --gpu_counts "$counts" --concurrency 8 --spare_sandboxes 4 \
+    --correctness_timeout_s 30 --cv_repeats 20 --out "$out/kforge_batch.json" \
+    > "$out/kforge_batch.txt" 2>&1
+  echo "kforge batch: exit $?"; grep -v "^\[" "$out/kforge_batch.txt" | tail -45
+  if [ -d .gpu-work/kernelbench-repo ]; then
+    python3 -c 'import json; k={i["id"]: i["kind"] for i in json.load(open("/tmp/batch/batch.json"))}; json.dump([p for p in json.load(open("/tmp/batch/pairs.json")) if k[p["id"]] != "hang"], open("/tmp/batch/pairs-peer.json", "w"))'
+    PYTHONUNBUFFERED=1 python3 bench/kernelbench_peer.py --pairs /tmp/batch/pairs-peer.json \
+      --kernelbench .gpu-work/kernelbench-repo --devices "$devices" --timeout 120 \
+      --deadline "${PEER_SECONDS:-240}" --out "$out/kb_peer.json" > "$out/kb_peer.log" 2>&1
+    tail -12 "$out/kb_peer.log"
+    python3 bench/compare_batch.py --batch /tmp/batch/batch.json --kforge "$out/kforge_batch.json" \
+      --peer "$out/kb_peer.json" | tee "$out/compare.txt"
   fi
 fi
 

@@ -102,7 +102,8 @@ int Run() {
        .candidate_threads = config.candidate_threads(),
        .cgroups = *cgroups,
        .spare_sandboxes = config.spare_sandboxes(),
-       .reference_cache_bytes = config.reference_cache_bytes()},
+       .reference_cache_bytes = config.reference_cache_bytes(),
+       .reference_servers = config.reference_servers()},
       &metrics);
   if (!created.ok()) {
     log.Error("cannot start the verifier funnel", {{"error", created.status().message()}});

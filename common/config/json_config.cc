@@ -6,7 +6,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/type_resolver_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/config/proto_defaults.h"
@@ -14,6 +18,11 @@
 #include "common/status_macros.h"
 
 namespace kforge {
+namespace {
+
+constexpr const char* kTypeUrlPrefix = "type.googleapis.com";
+
+}  // namespace
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -67,8 +76,28 @@ std::string ToJson(const google::protobuf::Message& message, bool multiline) {
   options.add_whitespace = multiline;
   options.preserve_proto_field_names = true;
   std::string out;
-  // Printing a valid message cannot fail.
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  const google::protobuf::DescriptorPool* pool = message.GetDescriptor()->file()->pool();
+  if (pool != google::protobuf::DescriptorPool::generated_pool()) {
+    // Printing a valid message cannot fail.
+    (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+    return out;
+  }
+  // MessageToJsonString prints a map (a Struct's keys, a proto map field) in
+  // hash order, which changes from run to run; a deterministic serialisation
+  // sorts map keys, so the same message always prints the same text.
+  std::string binary;
+  {
+    google::protobuf::io::StringOutputStream stream(&binary);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  static google::protobuf::util::TypeResolver* const resolver =
+      google::protobuf::util::NewTypeResolverForDescriptorPool(
+          kTypeUrlPrefix, google::protobuf::DescriptorPool::generated_pool());
+  (void)google::protobuf::util::BinaryToJsonString(
+      resolver, absl::StrCat(kTypeUrlPrefix, "/", message.GetDescriptor()->full_name()), binary,
+      &out, options);
   return out;
 }
 

@@ -29,7 +29,10 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 // parser's explanation, which names the offending field.
 absl::Status ParseJsonMessage(absl::string_view json, google::protobuf::Message* message);
 
-// Message to JSON with the proto field names, for files people read.
+// Message to JSON with the proto field names, for files people read, by
+// protobuf's JSON printer. Deterministic: map keys (and a
+// google::protobuf::Struct's, the JSON tree that ParseJsonMessage reads
+// into) come out sorted, so the same message always prints the same bytes.
 std::string ToJson(const google::protobuf::Message& message, bool multiline = true);
 
 // Applies annotation defaults, then checks every annotated range; errors are

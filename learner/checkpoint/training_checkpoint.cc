@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -81,7 +82,7 @@ absl::Status WriteModelShards(const fs::path& dir,
     }
     return WriteSafetensors(dir / "model.safetensors", tensors, metadata);
   }
-  std::string weight_map;
+  std::map<std::string, std::string> weight_map;
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string file =
         absl::StrFormat("model-%05d-of-%05d.safetensors", s + 1, shards.size());
@@ -89,15 +90,12 @@ absl::Status WriteModelShards(const fs::path& dir,
     for (size_t i : shards[s]) {
       KF_ASSIGN_OR_RETURN(TensorToWrite t, ToWrite(params[i].first, params[i].second));
       tensors.push_back(std::move(t));
-      absl::StrAppend(&weight_map, weight_map.empty() ? "" : ",\n", "    \"", params[i].first,
-                      "\": \"", file, "\"");
+      weight_map[params[i].first] = file;
     }
     KF_RETURN_IF_ERROR(WriteSafetensors(dir / file, tensors, metadata));
   }
-  return WriteFileAtomically(
-      (dir / "model.safetensors.index.json").string(),
-      absl::StrCat("{\n  \"metadata\": {\"total_size\": ", total, "},\n  \"weight_map\": {\n",
-                   weight_map, "\n  }\n}\n"));
+  return WriteFileAtomically((dir / "model.safetensors.index.json").string(),
+                             SafetensorsIndexJson(weight_map, static_cast<uint64_t>(total)));
 }
 
 absl::Status CopySideFiles(const fs::path& from, const fs::path& to) {

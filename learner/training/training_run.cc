@@ -12,10 +12,10 @@
 #include "common/logging/logger.h"
 #include "common/status_macros.h"
 #include "eval/eval_metrics.h"
-#include "eval/eval_plots.h"
 #include "learner/checkpoint/training_checkpoint.h"
 #include "learner/curriculum/curriculum.h"
 #include "learner/prompts/task_prompt.h"
+#include "learner/training/curves_files.h"
 #include "learner/tasks/task_set.h"
 #include "learner/training/policy_trainer.h"
 #include "learner/training/step_batches.h"
@@ -91,8 +91,8 @@ class TrainingRun {
                           LearnerMetrics::StepFigures figures, absl::Time started);
   absl::Status Publish();
   absl::Status Checkpoint();
-  // <job_dir_>/curves.svg from state_'s histories; a failure is a warning:
-  // the plot is for people, the job does not depend on it.
+  // <job_dir_>/curves.svg (and curves.png) from state_'s histories; a
+  // failure is a warning: the plot is for people, the job does not depend on it.
   void WriteCurves();
   // Held-out evaluation: a round of one group per held-out task every
   // eval.every_steps steps; summarised (eval/eval_metrics) once all are back.
@@ -122,6 +122,7 @@ class TrainingRun {
   fs::path source_model_dir_;
   int64_t total_steps_ = 0;
   int64_t last_checkpoint_step_ = -1;
+  bool png_note_logged_ = false;
   int64_t group_counter_ = 0;
   int32_t eos_ = 0;
   std::vector<v1::Task> heldout_tasks_;
@@ -369,6 +370,7 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
   state_.add_loss_history(stats.loss);
   state_.add_reward_history(progress.mean_reward());
   state_.add_correct_rate_history(progress.pass_rates().correct());
+  *state_.add_pass_rate_history() = progress.pass_rates();
   const GroupTracker::Stats tracker = deps_.groups->stats();
   progress.set_step(state_.step());
   progress.set_total_steps(total_steps_);
@@ -520,16 +522,19 @@ void TrainingRun::WriteCurves() {
   const int64_t supervised =
       spec_.algorithm() == v1::ALGORITHM_SFT ? total_steps_ : spec_.warm_start_steps();
   const std::string& name = spec_.name();  // the job's id when none was given
-  const std::string svg = TrainingCurvesSvg(
-      state_, {.title = name.empty() || name == job_.id() ? job_.id()
-                                                          : absl::StrCat(job_.id(), " ", name),
-               .supervised_steps = supervised});
-  std::error_code ec;
-  fs::create_directories(job_dir_, ec);  // before the first checkpoint it may not exist
-  const fs::path path = job_dir_ / "curves.svg";
-  if (absl::Status s = WriteFileAtomically(path.string(), svg); !s.ok()) {
-    log_.Warning("cannot write the training curves",
-                 {{"job", job_.id()}, {"path", path.string()}, {"error", s.message()}});
+  const CurvesFiles files = WriteCurvesFiles(
+      job_dir_, state_,
+      {.title = name.empty() || name == job_.id() ? job_.id() : absl::StrCat(job_.id(), " ", name),
+       .supervised_steps = supervised});
+  if (!files.svg_status.ok()) {
+    log_.Warning("cannot write the training curves", {{"job", job_.id()},
+                                                      {"path", files.svg.string()},
+                                                      {"error", files.svg_status.message()}});
+  }
+  // Said once a job: the same reason holds at every checkpoint.
+  if (!files.png_note.empty() && !png_note_logged_) {
+    log_.Info(files.png_note, {{"job", job_.id()}});
+    png_note_logged_ = true;
   }
 }
 

@@ -1,7 +1,10 @@
 #include "model/checkpoint/chatml_tokenizer.h"
 
+#include <google/protobuf/struct.pb.h>
+
+#include <vector>
+
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/config/json_config.h"
 #include "common/status_macros.h"
 #include "model/checkpoint/json_fields.h"
@@ -10,7 +13,15 @@
 namespace kforge {
 namespace {
 
-using checkpoint::JsonQuote;
+using checkpoint::JsonBool;
+using checkpoint::JsonList;
+using checkpoint::JsonNull;
+using checkpoint::JsonNumber;
+using checkpoint::JsonObjectOf;
+using checkpoint::JsonObjectValue;
+using checkpoint::JsonString;
+using google::protobuf::Struct;
+using google::protobuf::Value;
 
 constexpr const char* kSpecialTokens[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 
@@ -21,11 +32,47 @@ constexpr const char* kChatTemplate =
     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-std::string AddedTokenJson(int64_t id, absl::string_view content, bool with_id) {
-  return absl::StrCat("{", with_id ? absl::StrCat("\"id\": ", id, ", ") : "",
-                      "\"content\": ", JsonQuote(content),
-                      ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
-                      "\"normalized\": false, \"special\": true}");
+// An added token as tokenizer.json lists it (with its id) and as
+// tokenizer_config.json's added_tokens_decoder maps it (keyed by id).
+Value AddedToken(int64_t id, absl::string_view content, bool with_id) {
+  Struct token = JsonObjectOf({{"content", JsonString(content)},
+                               {"single_word", JsonBool(false)},
+                               {"lstrip", JsonBool(false)},
+                               {"rstrip", JsonBool(false)},
+                               {"normalized", JsonBool(false)},
+                               {"special", JsonBool(true)}});
+  if (with_id) (*token.mutable_fields())["id"] = JsonNumber(static_cast<double>(id));
+  return JsonObjectValue(std::move(token));
+}
+
+// The byte-level stages that pre-tokenizer, post-processor and decoder share.
+Value ByteLevel() {
+  return JsonObjectValue(JsonObjectOf({{"type", JsonString("ByteLevel")},
+                                       {"add_prefix_space", JsonBool(false)},
+                                       {"trim_offsets", JsonBool(false)},
+                                       {"use_regex", JsonBool(false)}}));
+}
+
+Value BpeModel(const TrainedBpe& bpe) {
+  Struct vocab;
+  for (size_t id = 0; id < bpe.tokens.size(); ++id) {
+    (*vocab.mutable_fields())[bpe.tokens[id]] = JsonNumber(static_cast<double>(id));
+  }
+  std::vector<Value> merges;
+  merges.reserve(bpe.merges.size());
+  for (const auto& [left, right] : bpe.merges) {
+    merges.push_back(JsonString(absl::StrCat(left, " ", right)));
+  }
+  return JsonObjectValue(JsonObjectOf({{"type", JsonString("BPE")},
+                                       {"dropout", JsonNull()},
+                                       {"unk_token", JsonNull()},
+                                       {"continuing_subword_prefix", JsonString("")},
+                                       {"end_of_word_suffix", JsonString("")},
+                                       {"fuse_unk", JsonBool(false)},
+                                       {"byte_fallback", JsonBool(false)},
+                                       {"ignore_merges", JsonBool(false)},
+                                       {"vocab", JsonObjectValue(std::move(vocab))},
+                                       {"merges", JsonList(std::move(merges))}}));
 }
 
 }  // namespace
@@ -37,58 +84,53 @@ ChatMlTokenIds ChatMlIds(const TrainedBpe& bpe) {
 
 std::string ChatMlTokenizerJson(const TrainedBpe& bpe) {
   const ChatMlTokenIds ids = ChatMlIds(bpe);
-  std::vector<std::string> added;
+  std::vector<Value> added;
   for (int i = 0; i < 3; ++i) {
-    added.push_back(AddedTokenJson(ids.endoftext + i, kSpecialTokens[i], /*with_id=*/true));
+    added.push_back(AddedToken(ids.endoftext + i, kSpecialTokens[i], /*with_id=*/true));
   }
-  std::vector<std::string> vocab;
-  vocab.reserve(bpe.tokens.size());
-  for (size_t id = 0; id < bpe.tokens.size(); ++id) {
-    vocab.push_back(absl::StrCat(JsonQuote(bpe.tokens[id]), ": ", id));
-  }
-  std::vector<std::string> merges;
-  merges.reserve(bpe.merges.size());
-  for (const auto& [left, right] : bpe.merges) {
-    merges.push_back(JsonQuote(absl::StrCat(left, " ", right)));
-  }
-  const std::string split =
-      JsonQuote(tokenizer::SplitPatternRegex(tokenizer::SplitPattern::kQwen2));
-  return absl::StrCat(
-      "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n",
-      "  \"added_tokens\": [\n    ", absl::StrJoin(added, ",\n    "), "\n  ],\n",
-      "  \"normalizer\": null,\n",
-      "  \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [\n",
-      "    {\"type\": \"Split\", \"pattern\": {\"Regex\": ", split,
-      "}, \"behavior\": \"Isolated\", \"invert\": false},\n",
-      "    {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": false, "
-      "\"use_regex\": false}]},\n",
-      "  \"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
-      "\"trim_offsets\": false, \"use_regex\": false},\n",
-      "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
-      "\"trim_offsets\": false, \"use_regex\": false},\n",
-      "  \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
-      "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", "
-      "\"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": false,\n",
-      "    \"vocab\": {\n      ", absl::StrJoin(vocab, ",\n      "), "\n    },\n",
-      "    \"merges\": [\n      ", absl::StrJoin(merges, ",\n      "), "\n    ]\n  }\n}\n");
+  const Value pattern = JsonObjectValue(JsonObjectOf(
+      {{"Regex", JsonString(tokenizer::SplitPatternRegex(tokenizer::SplitPattern::kQwen2))}}));
+  const Value split = JsonObjectValue(JsonObjectOf({{"type", JsonString("Split")},
+                                                    {"pattern", pattern},
+                                                    {"behavior", JsonString("Isolated")},
+                                                    {"invert", JsonBool(false)}}));
+  return checkpoint::JsonText(JsonObjectOf(
+      {{"version", JsonString("1.0")},
+       {"truncation", JsonNull()},
+       {"padding", JsonNull()},
+       {"added_tokens", JsonList(std::move(added))},
+       {"normalizer", JsonNull()},
+       {"pre_tokenizer", JsonObjectValue(JsonObjectOf(
+                             {{"type", JsonString("Sequence")},
+                              {"pretokenizers", JsonList({split, ByteLevel()})}}))},
+       {"post_processor", ByteLevel()},
+       {"decoder", ByteLevel()},
+       {"model", BpeModel(bpe)}}));
 }
 
 std::string ChatMlTokenizerConfigJson(const TrainedBpe& bpe) {
   const ChatMlTokenIds ids = ChatMlIds(bpe);
-  std::vector<std::string> decoder;
+  Struct decoder;
   for (int i = 0; i < 3; ++i) {
-    decoder.push_back(absl::StrCat(
-        "\"", ids.endoftext + i, "\": ", AddedTokenJson(0, kSpecialTokens[i], /*with_id=*/false)));
+    (*decoder.mutable_fields())[absl::StrCat(ids.endoftext + i)] =
+        AddedToken(0, kSpecialTokens[i], /*with_id=*/false);
   }
-  return absl::StrCat(
-      "{\n  \"add_bos_token\": false,\n  \"add_prefix_space\": false,\n",
-      "  \"added_tokens_decoder\": {\n    ", absl::StrJoin(decoder, ",\n    "), "\n  },\n",
-      "  \"additional_special_tokens\": [\"<|im_start|>\", \"<|im_end|>\"],\n",
-      "  \"bos_token\": null,\n  \"chat_template\": ", JsonQuote(kChatTemplate), ",\n",
-      "  \"clean_up_tokenization_spaces\": false,\n  \"eos_token\": \"<|im_end|>\",\n",
-      "  \"errors\": \"replace\",\n  \"model_max_length\": 32768,\n",
-      "  \"pad_token\": \"<|endoftext|>\",\n  \"split_special_tokens\": false,\n",
-      "  \"tokenizer_class\": \"Qwen2Tokenizer\",\n  \"unk_token\": null\n}\n");
+  return checkpoint::JsonText(JsonObjectOf(
+      {{"add_bos_token", JsonBool(false)},
+       {"add_prefix_space", JsonBool(false)},
+       {"added_tokens_decoder", JsonObjectValue(std::move(decoder))},
+       {"additional_special_tokens",
+        JsonList({JsonString("<|im_start|>"), JsonString("<|im_end|>")})},
+       {"bos_token", JsonNull()},
+       {"chat_template", JsonString(kChatTemplate)},
+       {"clean_up_tokenization_spaces", JsonBool(false)},
+       {"eos_token", JsonString("<|im_end|>")},
+       {"errors", JsonString("replace")},
+       {"model_max_length", JsonNumber(32768)},
+       {"pad_token", JsonString("<|endoftext|>")},
+       {"split_special_tokens", JsonBool(false)},
+       {"tokenizer_class", JsonString("Qwen2Tokenizer")},
+       {"unk_token", JsonNull()}}));
 }
 
 absl::StatusOr<ChatMlTokenIds> WriteChatMlTokenizer(const std::filesystem::path& dir,

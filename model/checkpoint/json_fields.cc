@@ -89,36 +89,52 @@ absl::StatusOr<std::string> JsonObject::StringOr(const std::string& name,
   return RequiredString(name);
 }
 
-std::string JsonQuote(absl::string_view s) {
-  std::string out = "\"";
-  out.reserve(s.size() + 2);
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
-  return out;
+google::protobuf::Value JsonNumber(double value) {
+  Value v;
+  v.set_number_value(value);
+  return v;
+}
+
+google::protobuf::Value JsonString(absl::string_view value) {
+  Value v;
+  v.set_string_value(std::string(value));
+  return v;
+}
+
+google::protobuf::Value JsonBool(bool value) {
+  Value v;
+  v.set_bool_value(value);
+  return v;
+}
+
+google::protobuf::Value JsonNull() {
+  Value v;
+  v.set_null_value(google::protobuf::NULL_VALUE);
+  return v;
+}
+
+google::protobuf::Value JsonList(std::vector<google::protobuf::Value> items) {
+  Value v;
+  google::protobuf::ListValue* list = v.mutable_list_value();
+  for (Value& item : items) *list->add_values() = std::move(item);
+  return v;
+}
+
+google::protobuf::Struct JsonObjectOf(
+    std::vector<std::pair<std::string, google::protobuf::Value>> fields) {
+  google::protobuf::Struct object;
+  for (auto& [name, value] : fields) (*object.mutable_fields())[name] = std::move(value);
+  return object;
+}
+
+google::protobuf::Value JsonObjectValue(google::protobuf::Struct object) {
+  Value v;
+  *v.mutable_struct_value() = std::move(object);
+  return v;
+}
+
+std::string JsonText(const google::protobuf::Struct& object) {
+  return ToJson(object, /*multiline=*/true) + "\n";
 }
 
 }  // namespace kforge::checkpoint

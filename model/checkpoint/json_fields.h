@@ -7,7 +7,14 @@
 //   KF_ASSIGN_OR_RETURN(int64_t hidden, config.RequiredInt("hidden_size"));
 //   // errors read "/m/config.json: field \"hidden_size\" is missing"
 //
-// And the one thing the writers need: JsonQuote, a JSON string literal.
+// And for the writers (config.json, tokenizer files, safetensors headers and
+// index, written here and by learner/checkpoint): values to build a Struct
+// from, printed by ToJson (protobuf's JSON printer, keys sorted), so quoting
+// and escaping are the library's, never string concatenation:
+//
+//   google::protobuf::Struct config = JsonObjectOf({{"hidden_size", JsonNumber(64)},
+//                                                   {"architectures", JsonList({JsonString(a)})}});
+//   WriteFileAtomically(path, JsonText(config));
 #ifndef KFORGE_MODEL_CHECKPOINT_JSON_FIELDS_H_
 #define KFORGE_MODEL_CHECKPOINT_JSON_FIELDS_H_
 
@@ -17,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -60,8 +68,18 @@ class JsonObject {
 // fraction, beyond 2^53, not a number).
 std::optional<int64_t> AsInt(const google::protobuf::Value& value);
 
-// `s` as a JSON string literal, quotes included; control characters escaped.
-std::string JsonQuote(absl::string_view s);
+google::protobuf::Value JsonNumber(double value);
+google::protobuf::Value JsonString(absl::string_view value);
+google::protobuf::Value JsonBool(bool value);
+google::protobuf::Value JsonNull();
+google::protobuf::Value JsonList(std::vector<google::protobuf::Value> items);
+// An object from (name, value) pairs; a repeated name keeps the last value.
+google::protobuf::Struct JsonObjectOf(
+    std::vector<std::pair<std::string, google::protobuf::Value>> fields);
+google::protobuf::Value JsonObjectValue(google::protobuf::Struct object);
+
+// A file's text: the object indented, keys sorted, a final newline.
+std::string JsonText(const google::protobuf::Struct& object);
 
 }  // namespace kforge::checkpoint
 

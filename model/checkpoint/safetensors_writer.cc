@@ -1,5 +1,7 @@
 #include "model/checkpoint/safetensors_writer.h"
 
+#include <google/protobuf/struct.pb.h>
+
 #include <bit>
 #include <cstring>
 
@@ -13,7 +15,11 @@
 namespace kforge {
 namespace {
 
-using checkpoint::JsonQuote;
+// A JSON number holds integers exactly up to 2^53 (8 PiB of offsets), and
+// protobuf's printer writes them without a fraction or exponent below 1e15.
+google::protobuf::Value JsonInteger(uint64_t value) {
+  return checkpoint::JsonNumber(static_cast<double>(value));
+}
 
 absl::Status CheckTensor(const TensorToWrite& tensor, absl::flat_hash_set<std::string>* seen) {
   if (tensor.name.empty() || tensor.name == "__metadata__") {
@@ -43,26 +49,30 @@ absl::Status CheckTensor(const TensorToWrite& tensor, absl::flat_hash_set<std::s
 
 std::string Header(const std::vector<TensorToWrite>& tensors,
                    const std::map<std::string, std::string>& metadata) {
-  std::vector<std::string> entries;
+  google::protobuf::Struct header;
+  auto& fields = *header.mutable_fields();
   if (!metadata.empty()) {
-    std::vector<std::string> pairs;
+    google::protobuf::Struct pairs;
     for (const auto& [key, value] : metadata) {
-      pairs.push_back(absl::StrCat(JsonQuote(key), ":", JsonQuote(value)));
+      (*pairs.mutable_fields())[key] = checkpoint::JsonString(value);
     }
-    entries.push_back(absl::StrCat("\"__metadata__\":{", absl::StrJoin(pairs, ","), "}"));
+    fields["__metadata__"] = checkpoint::JsonObjectValue(std::move(pairs));
   }
   size_t offset = 0;
   for (const TensorToWrite& tensor : tensors) {
-    entries.push_back(absl::StrCat(JsonQuote(tensor.name), ":{\"dtype\":\"",
-                                   TensorDtypeName(tensor.dtype), "\",\"shape\":[",
-                                   absl::StrJoin(tensor.shape, ","), "],\"data_offsets\":[", offset,
-                                   ",", offset + tensor.data.size(), "]}"));
-    offset += tensor.data.size();
+    std::vector<google::protobuf::Value> shape;
+    for (const int64_t dim : tensor.shape) shape.push_back(JsonInteger(dim));
+    const size_t end = offset + tensor.data.size();
+    fields[tensor.name] = checkpoint::JsonObjectValue(checkpoint::JsonObjectOf(
+        {{"dtype", checkpoint::JsonString(TensorDtypeName(tensor.dtype))},
+         {"shape", checkpoint::JsonList(std::move(shape))},
+         {"data_offsets", checkpoint::JsonList({JsonInteger(offset), JsonInteger(end)})}}));
+    offset = end;
   }
-  std::string header = absl::StrCat("{", absl::StrJoin(entries, ","), "}");
+  std::string text = ToJson(header, /*multiline=*/false);
   // Padding to 8 bytes keeps the data region aligned for 8-byte dtypes.
-  header.append((8 - header.size() % 8) % 8, ' ');
-  return header;
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
 }
 
 uint16_t ToBfloat16(float value) {
@@ -101,6 +111,19 @@ absl::Status WriteSafetensors(const std::filesystem::path& path,
                               const std::map<std::string, std::string>& metadata) {
   KF_ASSIGN_OR_RETURN(std::string file, EncodeSafetensors(tensors, metadata));
   return WriteFileAtomically(path.string(), file);
+}
+
+std::string SafetensorsIndexJson(const std::map<std::string, std::string>& weight_map,
+                                 uint64_t total_size) {
+  google::protobuf::Struct map;
+  for (const auto& [tensor, shard] : weight_map) {
+    (*map.mutable_fields())[tensor] = checkpoint::JsonString(shard);
+  }
+  const google::protobuf::Struct metadata =
+      checkpoint::JsonObjectOf({{"total_size", JsonInteger(total_size)}});
+  return checkpoint::JsonText(
+      checkpoint::JsonObjectOf({{"metadata", checkpoint::JsonObjectValue(metadata)},
+                                {"weight_map", checkpoint::JsonObjectValue(std::move(map))}}));
 }
 
 absl::StatusOr<std::vector<std::byte>> FloatsToBytes(absl::Span<const float> values,

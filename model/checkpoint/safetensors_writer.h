@@ -8,7 +8,8 @@
 //   KF_RETURN_IF_ERROR(WriteSafetensors(dir / "model.safetensors", tensors, {{"format", "pt"}}));
 //
 // The layout is Hugging Face's: the JSON header padded with spaces to a
-// multiple of 8 bytes, then the tensors' bytes in the order given.
+// multiple of 8 bytes, then the tensors' bytes in the order given. JSON goes
+// through protobuf's printer (ToJson), so any tensor name is quoted right.
 #ifndef KFORGE_MODEL_CHECKPOINT_SAFETENSORS_WRITER_H_
 #define KFORGE_MODEL_CHECKPOINT_SAFETENSORS_WRITER_H_
 
@@ -42,6 +43,11 @@ absl::StatusOr<std::string> EncodeSafetensors(const std::vector<TensorToWrite>& 
 absl::Status WriteSafetensors(const std::filesystem::path& path,
                               const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata);
+
+// model.safetensors.index.json of a sharded folder, as transformers writes
+// it: {"metadata": {"total_size": BYTES}, "weight_map": {TENSOR: SHARD}}.
+std::string SafetensorsIndexJson(const std::map<std::string, std::string>& weight_map,
+                                 uint64_t total_size);
 
 // `values` as little-endian F32, or BF16 rounded to nearest even (NaN kept a
 // NaN). INVALID_ARGUMENT for any other dtype.

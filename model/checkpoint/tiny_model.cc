@@ -19,7 +19,16 @@ namespace kforge {
 namespace {
 
 namespace fs = std::filesystem;
-using checkpoint::JsonQuote;
+using checkpoint::JsonBool;
+using checkpoint::JsonList;
+using checkpoint::JsonNull;
+using checkpoint::JsonNumber;
+using checkpoint::JsonObjectOf;
+using checkpoint::JsonObjectValue;
+using checkpoint::JsonString;
+using checkpoint::JsonText;
+using google::protobuf::Struct;
+using google::protobuf::Value;
 
 constexpr size_t kMaxCorpusBytes = 4u << 20;
 constexpr float kInitStd = 0.02f;
@@ -92,13 +101,6 @@ ModelConfig TinyConfig(Architecture arch, const ChatMlTokenIds& ids, TensorDtype
   return c;
 }
 
-// A JSON number that Python reads back as a float ("8.0", not "8").
-std::string JsonFloat(double x) {
-  std::string s = absl::StrCat(x);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
-
 const char* ModelType(Architecture arch) {
   switch (arch) {
     case Architecture::kQwen2:
@@ -111,67 +113,72 @@ const char* ModelType(Architecture arch) {
   return "";
 }
 
+// Every JSON number is a double; config values are integers well below 2^53.
+Value Number(double x) { return JsonNumber(x); }
+
 // The fields each family's real config.json spells out: Qwen2 has neither
 // head_dim nor attention_bias (its biases are not optional), Qwen3 has both.
-std::vector<std::string> ArchitectureFields(const ModelConfig& c) {
-  std::vector<std::string> f;
-  const auto add = [&f](absl::string_view key, absl::string_view value) {
-    f.push_back(absl::StrCat(JsonQuote(key), ": ", value));
-  };
-  if (c.architecture == Architecture::kQwen2) add("use_sliding_window", "false");
+void AddArchitectureFields(const ModelConfig& c, Struct* config) {
+  auto& f = *config->mutable_fields();
+  if (c.architecture == Architecture::kQwen2) f["use_sliding_window"] = JsonBool(false);
   if (c.architecture == Architecture::kQwen3) {
-    add("head_dim", absl::StrCat(c.head_dim));
-    add("use_sliding_window", "false");
+    f["head_dim"] = Number(static_cast<double>(c.head_dim));
+    f["use_sliding_window"] = JsonBool(false);
   }
-  if (c.architecture != Architecture::kQwen2) add("attention_bias", "false");
-  if (c.architecture == Architecture::kLlama) add("mlp_bias", "false");
+  if (c.architecture != Architecture::kQwen2) f["attention_bias"] = JsonBool(false);
+  if (c.architecture == Architecture::kLlama) f["mlp_bias"] = JsonBool(false);
   if (c.rope_scaling.type == "llama3") {
     const RopeScaling& r = c.rope_scaling;
-    add("rope_scaling",
-        absl::StrCat("{\"rope_type\": \"llama3\", \"factor\": ", JsonFloat(r.factor),
-                     ", \"low_freq_factor\": ", JsonFloat(r.low_freq_factor),
-                     ", \"high_freq_factor\": ", JsonFloat(r.high_freq_factor),
-                     ", \"original_max_position_embeddings\": ", r.original_max_position_embeddings,
-                     "}"));
+    f["rope_scaling"] = JsonObjectValue(JsonObjectOf(
+        {{"rope_type", JsonString("llama3")},
+         {"factor", Number(r.factor)},
+         {"low_freq_factor", Number(r.low_freq_factor)},
+         {"high_freq_factor", Number(r.high_freq_factor)},
+         {"original_max_position_embeddings",
+          Number(static_cast<double>(r.original_max_position_embeddings))}}));
   } else {
-    add("rope_scaling", "null");
+    f["rope_scaling"] = JsonNull();
   }
-  return f;
 }
 
 std::string ConfigJson(const ModelConfig& c) {
-  std::vector<std::string> f = {
-      absl::StrCat("\"architectures\": [", JsonQuote(c.architecture_name), "]"),
-      absl::StrCat("\"model_type\": ", JsonQuote(ModelType(c.architecture))),
-      "\"hidden_act\": \"silu\"",
-      absl::StrCat("\"vocab_size\": ", c.vocab_size),
-      absl::StrCat("\"hidden_size\": ", c.hidden_size),
-      absl::StrCat("\"intermediate_size\": ", c.intermediate_size),
-      absl::StrCat("\"num_hidden_layers\": ", c.num_hidden_layers),
-      absl::StrCat("\"num_attention_heads\": ", c.num_attention_heads),
-      absl::StrCat("\"num_key_value_heads\": ", c.num_key_value_heads),
-      absl::StrCat("\"max_position_embeddings\": ", c.max_position_embeddings),
-      absl::StrCat("\"rms_norm_eps\": ", JsonFloat(c.rms_norm_eps)),
-      absl::StrCat("\"rope_theta\": ", JsonFloat(c.rope_theta)),
-      absl::StrCat("\"tie_word_embeddings\": ", c.tie_word_embeddings ? "true" : "false"),
-      absl::StrCat("\"torch_dtype\": ", JsonQuote(c.torch_dtype)),
-      absl::StrCat("\"bos_token_id\": ", c.bos_token_id),
-      absl::StrCat("\"eos_token_id\": ",
-                   c.eos_token_ids.size() == 1
-                       ? absl::StrCat(c.eos_token_ids[0])
-                       : absl::StrCat("[", absl::StrJoin(c.eos_token_ids, ", "), "]")),
-      "\"attention_dropout\": 0.0",
-      "\"initializer_range\": 0.02",
-      "\"use_cache\": true"};
-  for (std::string& field : ArchitectureFields(c)) f.push_back(std::move(field));
-  return absl::StrCat("{\n  ", absl::StrJoin(f, ",\n  "), "\n}\n");
+  std::vector<Value> eos;
+  for (const int64_t id : c.eos_token_ids) eos.push_back(Number(static_cast<double>(id)));
+  Struct config = JsonObjectOf(
+      {{"architectures", JsonList({JsonString(c.architecture_name)})},
+       {"model_type", JsonString(ModelType(c.architecture))},
+       {"hidden_act", JsonString("silu")},
+       {"vocab_size", Number(static_cast<double>(c.vocab_size))},
+       {"hidden_size", Number(static_cast<double>(c.hidden_size))},
+       {"intermediate_size", Number(static_cast<double>(c.intermediate_size))},
+       {"num_hidden_layers", Number(static_cast<double>(c.num_hidden_layers))},
+       {"num_attention_heads", Number(static_cast<double>(c.num_attention_heads))},
+       {"num_key_value_heads", Number(static_cast<double>(c.num_key_value_heads))},
+       {"max_position_embeddings", Number(static_cast<double>(c.max_position_embeddings))},
+       {"rms_norm_eps", Number(c.rms_norm_eps)},
+       {"rope_theta", Number(c.rope_theta)},
+       {"tie_word_embeddings", JsonBool(c.tie_word_embeddings)},
+       {"torch_dtype", JsonString(c.torch_dtype)},
+       {"bos_token_id", Number(static_cast<double>(c.bos_token_id))},
+       // One id is written as a number, several as a list, as the families do.
+       {"eos_token_id", eos.size() == 1 ? eos[0] : JsonList(eos)},
+       {"attention_dropout", Number(0.0)},
+       {"initializer_range", Number(0.02)},
+       {"use_cache", JsonBool(true)}});
+  AddArchitectureFields(c, &config);
+  return JsonText(config);
 }
 
 std::string GenerationConfigJson(const ChatMlTokenIds& ids) {
-  return absl::StrCat("{\n  \"bos_token_id\": ", ids.endoftext, ",\n  \"eos_token_id\": [",
-                      ids.im_end, ", ", ids.endoftext, "],\n  \"pad_token_id\": ", ids.endoftext,
-                      ",\n  \"do_sample\": true,\n  \"temperature\": 0.7,\n  \"top_p\": 0.8,\n"
-                      "  \"top_k\": 20\n}\n");
+  return JsonText(JsonObjectOf(
+      {{"bos_token_id", Number(static_cast<double>(ids.endoftext))},
+       {"eos_token_id", JsonList({Number(static_cast<double>(ids.im_end)),
+                                  Number(static_cast<double>(ids.endoftext))})},
+       {"pad_token_id", Number(static_cast<double>(ids.endoftext))},
+       {"do_sample", JsonBool(true)},
+       {"temperature", Number(0.7)},
+       {"top_p", Number(0.8)},
+       {"top_k", Number(20)}}));
 }
 
 absl::StatusOr<std::vector<TensorToWrite>> RandomWeights(const ModelConfig& config, uint64_t seed,

@@ -3,6 +3,7 @@
 // and a missing one) with its own in-process verifier, and writes a report
 // whose figures match what those candidates deserve.
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -28,9 +29,10 @@ struct Finished {
   std::string output;  // stdout and stderr
 };
 
-absl::StatusOr<Finished> RunKforge(std::vector<std::string> args) {
+absl::StatusOr<Finished> RunKforge(std::vector<std::string> args,
+                                   std::map<std::string, std::string> env = {}) {
   args.insert(args.begin(), testing::BinaryPath("kforge"));
-  auto child = ChildProcess::Spawn({.argv = args, .capture_output = true});
+  auto child = ChildProcess::Spawn({.argv = args, .env = std::move(env), .capture_output = true});
   if (!child.ok()) return child.status();
   absl::StatusOr<ExitInfo> exit = (*child)->WaitFor(absl::Seconds(240));
   if (!exit.ok()) return exit.status();
@@ -77,6 +79,11 @@ TEST(EvalCommandTest, ScoresAFolderOfCandidatesAndWritesTheReport) {
     }
   }
   EXPECT_TRUE(fs::exists(dir.Sub("out/report.md")));
+  // LibTorch 1.13 has no torch.compile: that baseline never ran, and the
+  // table says so instead of printing a speedup of 0.
+  EXPECT_EQ(report.overall().geomean_speedup_vs_compile(), 0);
+  EXPECT_THAT(exit->output, HasSubstr("| n/a | "));
+  EXPECT_THAT(exit->output, ::testing::Not(HasSubstr("0.00x")));
   absl::StatusOr<std::string> svg = ReadFileToString(dir.Sub("out/speedup_histogram.svg"));
   ASSERT_TRUE(svg.ok());
   EXPECT_THAT(*svg, HasSubstr("<svg"));
@@ -117,8 +124,29 @@ TEST(EvalCommandTest, SamplesTheTinyModelOnTheBuiltInTasksAndScoresEveryCompleti
   }
 }
 
+TEST(EvalCommandTest, WithoutTasksItReadsKernelBenchWhereTheLookupFindsIt) {
+  testing::TempDir dir;
+  fs::create_directories(dir.Sub("candidates"));
+  // KFORGE_KERNELBENCH_DIR comes first; the built-in set has the same layout.
+  const std::string tasks = (kSource / "tasks/kforge-mini").string();
+  auto exit = RunKforge({"eval", "--candidates=" + dir.Sub("candidates"), "--levels=2",
+                         "--require_triton=false"},
+                        {{"KFORGE_KERNELBENCH_DIR", tasks}});
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  EXPECT_EQ(exit->code, 0) << exit->output;
+  EXPECT_THAT(exit->output, HasSubstr("tasks from " + tasks + " (KFORGE_KERNELBENCH_DIR)"));
+  EXPECT_THAT(exit->output, HasSubstr("| all | 1 | 1 |"));
+
+  auto nowhere = RunKforge({"eval", "--candidates=" + dir.Sub("candidates")},
+                           {{"KFORGE_KERNELBENCH_DIR", dir.Sub("none")}});
+  ASSERT_TRUE(nowhere.ok()) << nowhere.status();
+  EXPECT_EQ(nowhere->code, 2);
+  EXPECT_THAT(nowhere->output, HasSubstr(dir.Sub("none") + " holds no level1/"));
+  EXPECT_THAT(nowhere->output, HasSubstr("scripts/fetch-kernelbench.sh"));
+}
+
 TEST(EvalCommandTest, BadArgumentsExitWithCode2NamingThem) {
-  auto missing = RunKforge({"eval", "--tasks=/nonexistent"});
+  auto missing = RunKforge({"eval", "--tasks=/nonexistent"});  // neither --candidates nor --model
   ASSERT_TRUE(missing.ok());
   EXPECT_EQ(missing->code, 2);
   auto no_folder = RunKforge({"eval", "--candidates=/nonexistent/c", "--tasks=/nonexistent/t"});

@@ -1,7 +1,9 @@
 // `kforge local` starts the whole mesh, reports it SERVING, and Ctrl-C stops
 // every service it started.
 #include <signal.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -14,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/client/rpc_client.h"
 #include "common/config/json_config.h"
 #include "common/process/child_process.h"
@@ -26,6 +29,16 @@ namespace kforge {
 namespace {
 
 using ::testing::HasSubstr;
+
+// rsvg-convert on PATH, as the learner looks for it; empty when absent.
+std::string FindRsvgConvert() {
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path == nullptr ? "" : path, ':')) {
+    const std::string candidate = absl::StrCat(dir, "/rsvg-convert");
+    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
 
 bool IsRunning(int pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -154,21 +167,54 @@ TEST(KforgeLocalTest, RunsAJobToTheEndWithProgressAndASummary) {
   ASSERT_TRUE(ParseJsonMessage(*state_json, &state).ok());
   EXPECT_EQ(state.reward_history_size(), 5);
   EXPECT_EQ(state.correct_rate_history_size(), 5);
+  EXPECT_EQ(state.pass_rate_history_size(), 5);
+  // The summary gives the reward's spread beside its means.
+  EXPECT_THAT(output, ::testing::ContainsRegex("mean reward, first/last 1 +[0-9.]+ \\(sd "));
   // The job's curves, beside its checkpoints and named in the summary: the
-  // three GRPO steps' reward and pass rate, and the held-out rounds.
+  // warm-start loss, the three GRPO steps' reward and stage pass rates, and
+  // the held-out rounds.
   const std::string curves_path = dir.Sub("run/state/jobs/job-000001/curves.svg");
   EXPECT_THAT(output, HasSubstr(curves_path));
   auto curves = ReadFileToString(curves_path);
   ASSERT_TRUE(curves.ok()) << curves.status();
   EXPECT_THAT(*curves, HasSubstr("<svg "));
-  for (const char* series : {"mean reward", "training pass rate", "held-out correct rate"}) {
+  for (const char* series : {"warm-start loss", "moving average of 10 steps", "compile",
+                             "correct", "held-out correct"}) {
     EXPECT_THAT(*curves, ::testing::ContainsRegex(absl::StrCat(
                              "data-series=\"", series, "\" points=\"[0-9.]+,[0-9.]+")))
         << series;
   }
   EXPECT_THAT(*curves, ::testing::ContainsRegex(
-                           "data-series=\"mean reward\" points=\"([0-9.]+,[0-9.]+ ){2}[0-9.]+,"
-                           "[0-9.]+\""));  // steps 3, 4 and 5
+                           "data-series=\"moving average of 10 steps\" points=\"([0-9.]+,[0-9.]+ "
+                           "){2}[0-9.]+,[0-9.]+\""));  // steps 3, 4 and 5
+  // The reward of each step as a dot under the smoothed line.
+  size_t dots = 0;
+  for (size_t at = 0; (at = curves->find("data-series=\"mean reward per step\"", at)) !=
+                      std::string::npos;
+       ++at) {
+    ++dots;
+  }
+  EXPECT_EQ(dots, 3u);
+  // A PNG beside it where rsvg-convert is installed (setup installs it).
+  if (!FindRsvgConvert().empty()) {
+    const std::string png = dir.Sub("run/state/jobs/job-000001/curves.png");
+    auto bytes = ReadFileToString(png);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(bytes->substr(0, 8), "\x89PNG\r\n\x1a\n");
+    EXPECT_THAT(output, HasSubstr(png));
+  }
+}
+
+TEST(KforgeLocalTest, ShortAndJobExcludeEachOther) {
+  testing::TempDir dir;
+  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local", "--short",
+                                             "--job=" + WriteJob(dir, kShortJob),
+                                             "--run_dir=" + dir.Sub("run")},
+                                    .capture_output = true});
+  ASSERT_TRUE(local.ok());
+  const ExitInfo exit = Finish(**local, absl::Seconds(60));
+  EXPECT_EQ(exit.code, 2) << (*local)->output();
+  EXPECT_THAT((*local)->output(), HasSubstr("--short and --job exclude each other"));
 }
 
 TEST(KforgeLocalTest, CtrlCLeavesACheckpointThatTheNextRunResumes) {

@@ -135,6 +135,8 @@ TEST_P(CorpusSolutionTest, IsAcceptedOnItsTaskWithoutFlags) {
   EXPECT_EQ(verdict.hack_flags_size(), 0) << Describe(verdict);
 }
 
+// A checkout without the corpus has no case to run, which is not a failure.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CorpusSolutionTest);
 INSTANTIATE_TEST_SUITE_P(KernelBench, CorpusSolutionTest, ::testing::ValuesIn(CorpusFiles()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return testing::FileParamName(info.param);
@@ -150,6 +152,16 @@ TEST_F(VerifierGpuTest, TensorArithmeticBehindADecoyKernelEarnsNoCredit) {
   EXPECT_EQ(verdict.stages(0).outcome(), v1::OUTCOME_PASSED) << "passes the static check";
   EXPECT_TRUE(HasFlag(verdict, v1::HACK_TORCH_FALLBACK)) << Describe(verdict);
   EXPECT_THAT(LastStage(verdict).message(), HasSubstr("library compute")) << Describe(verdict);
+}
+
+TEST_F(VerifierGpuTest, PythonComputeOnTheHostBehindADecoyKernelEarnsNoCredit) {
+  // No library kernel runs; the input's trip to the host and back does.
+  const v1::Verdict verdict =
+      VerifyTriton(BuiltinTask("level1/1_ReLU.py"), "attack_host_python_compute.py");
+  EXPECT_FALSE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.stages(0).outcome(), v1::OUTCOME_PASSED) << "passes the static check";
+  EXPECT_TRUE(HasFlag(verdict, v1::HACK_TORCH_FALLBACK)) << Describe(verdict);
+  EXPECT_THAT(LastStage(verdict).message(), HasSubstr("host")) << Describe(verdict);
 }
 
 TEST_F(VerifierGpuTest, ATritonKernelBehindAnImportGuardIsAccepted) {

@@ -1,9 +1,12 @@
 #include "tests/support/fixtures.h"
 
-#include <cstdlib>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
+
+#include "common/paths/kernelbench_dir.h"
 
 namespace kforge::testing {
 
@@ -14,13 +17,16 @@ std::string BinaryPath(const std::string& name) {
 }
 
 std::string SharedKernelBenchDir() {
-  // On the GPU machine ../shared does not travel; a copy's path comes in here.
-  if (const char* env = std::getenv("KFORGE_KERNELBENCH_DIR"); env != nullptr && *env != 0) {
-    return fs::is_directory(fs::path(env) / "level1") ? std::string(env) : "";
-  }
-  const fs::path dir = fs::path(KFORGE_TEST_SOURCE_DIR).parent_path() / "shared" / "kernelbench";
-  std::error_code ec;
-  return fs::is_directory(dir / "level1", ec) ? dir.string() : "";
+  absl::StatusOr<KernelBenchDir> found = FindKernelBenchDir(KFORGE_TEST_SOURCE_DIR);
+  if (found.ok()) return found->path;
+  // Once per test binary, not once per skipped test: the how-to, then each
+  // skip names only what it missed.
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    std::fprintf(stderr, "[kforge tests] tests that read KernelBench's problems skip: %s\n",
+                 std::string(found.status().message()).c_str());
+  });
+  return "";
 }
 
 void WriteFile(const std::string& path, const std::string& contents) {

@@ -1,6 +1,6 @@
 // Files that tests build on: a checkpoint folder that passes the learner's
 // submission check, a small KernelBench-layout task folder, and paths to
-// the binaries under test and to ../shared/kernelbench.
+// the binaries under test and to KernelBench's problems.
 #ifndef KFORGE_TESTS_SUPPORT_FIXTURES_H_
 #define KFORGE_TESTS_SUPPORT_FIXTURES_H_
 
@@ -13,9 +13,14 @@ namespace kforge::testing {
 // build/bin/<name>.
 std::string BinaryPath(const std::string& name);
 
-// $KFORGE_KERNELBENCH_DIR if set, else ../shared/kernelbench beside the
-// checkout; "" when absent.
+// The KernelBench problems where FindKernelBenchDir finds them
+// (common/paths/kernelbench_dir.h); "" when absent, and then, once per test
+// binary, a note on stderr of where it looked and how to get them.
 std::string SharedKernelBenchDir();
+
+// The skip message of a test that needs them.
+inline constexpr const char* kNoKernelBench =
+    "needs KernelBench's problems (how to get them: the [kforge tests] note above)";
 
 void WriteFile(const std::string& path, const std::string& contents);
 

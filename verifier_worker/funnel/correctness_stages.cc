@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "verifier_worker/funnel/verification.h"
 
@@ -47,12 +48,22 @@ bool Funnel::Run::AttributionEnforced() const {
   }
 }
 
-bool Funnel::Run::Attribute(v1::StageResult* stage, const Frame& reply, const std::string& where) {
-  const google::protobuf::Value* launches = reply.Get("launches");
+bool Funnel::Run::Attribute(v1::StageResult* stage, const google::protobuf::Value* launches,
+                            const std::string& where) {
   if (!attribution_.has_value() || launches == nullptr) return true;
-  attribution_->Add(*launches);
+  const LaunchAttribution::RunFacts facts = attribution_->Add(*launches);
   if (!AttributionEnforced()) return true;
-  const std::vector<std::string> compute = attribution_->LibraryCompute();
+  // Judged per run: a long decoy kernel in another run cannot dilute it.
+  if (cuda() && facts.host_transfer_us > options_.max_host_transfer_us()) {
+    const std::string detail = absl::StrFormat(
+        "forward copied data between the GPU and the host for %.0f us on %s (over %.0f us: "
+        "the work must run in the candidate's own Triton kernels, not on the host)",
+        facts.host_transfer_us, where, options_.max_host_transfer_us());
+    Flag(v1::HACK_TORCH_FALLBACK, detail);
+    return End(stage, v1::OUTCOME_FAILED, detail);
+  }
+  const std::vector<std::string> compute =
+      attribution_->LibraryCompute(cuda() ? LaunchKind::kKernel : LaunchKind::kOp);
   if (compute.empty()) return true;
   constexpr size_t kNamed = 4;
   std::vector<std::string> named(compute.begin(),
@@ -101,7 +112,7 @@ bool Funnel::Run::CompileAndTinyRun() {
   if (options_.last_stage() < v1::STAGE_TINY_RUN) return false;
 
   stage = Begin(v1::STAGE_TINY_RUN);
-  if (!Attribute(stage, *reply, tiny.DisplayName())) return false;
+  if (!Attribute(stage, reply->Get("launches"), tiny.DisplayName())) return false;
   const SetCheck check =
       CheckCandidateOutputs(tiny, epoch_->prepared, *reply, 1, /*check_inputs=*/true,
                             options_.tolerances());
@@ -138,7 +149,7 @@ bool Funnel::Run::MultiInput() {
     if (reply->type() == "failed") {
       return EndWithFailedReply(stage, *reply, absl::StrCat(name, " inputs: "));
     }
-    if (!Attribute(stage, *reply, set->DisplayName())) return false;
+    if (!Attribute(stage, reply->Get("launches"), set->DisplayName())) return false;
     const SetCheck check = CheckCandidateOutputs(*set, epoch_->prepared, *reply, repeat, own,
                                                  options_.tolerances());
     for (const auto& [flag, detail] : check.flags) Flag(flag, detail);

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 }  // namespace
 
 Funnel::Funnel(FunnelConfig config, VerifierMetrics* metrics)
-    : config_(std::move(config)), metrics_(metrics), reference_(config_.harness),
+    : config_(std::move(config)), metrics_(metrics), reference_(config_.harness, config_.reference_servers),
       cache_(config_.cache_entries), references_(config_.reference_cache_bytes),
       free_slots_(config_.max_concurrent) {}
 
@@ -102,7 +102,7 @@ absl::StatusOr<std::unique_ptr<Funnel>> Funnel::Create(FunnelConfig config,
   KF_RETURN_IF_ERROR(funnel->Zygote().status());
   Frame info_request = Frame::Of("device_info");
   info_request.Set("device", funnel->config_.harness.device);
-  KF_ASSIGN_OR_RETURN(Frame info, funnel->reference_.Call(info_request, funnel->config_.start_timeout));
+  KF_ASSIGN_OR_RETURN(Frame info, funnel->reference_.First().Call(info_request, funnel->config_.start_timeout));
   funnel->device_name_ = info.GetString("device");
   funnel->has_compile_ = info.GetBool("compile");
   // Baseline timings are only comparable under the same libraries.

@@ -27,7 +27,7 @@
 #include "verifier_worker/funnel/sandbox_pool.h"
 #include "verifier_worker/funnel/verdict_cache.h"
 #include "verifier_worker/sandbox/candidate_cgroup.h"
-#include "verifier_worker/sandbox/reference_client.h"
+#include "verifier_worker/sandbox/reference_pool.h"
 #include "verifier_worker/sandbox/zygote_client.h"
 #include "verifier_worker/verifier_metrics.h"
 
@@ -57,6 +57,8 @@ struct FunnelConfig {
   int spare_sandboxes = 0;
   // Host memory for the shared reference epochs (ReferenceCache).
   int64_t reference_cache_bytes = int64_t{8} << 30;
+  // Trusted reference servers, tasks spread over them (ReferencePool).
+  int reference_servers = 2;
 };
 
 class Funnel {
@@ -95,7 +97,7 @@ class Funnel {
 
   const FunnelConfig config_;
   VerifierMetrics* const metrics_;  // may be null
-  ReferenceClient reference_;
+  ReferencePool reference_;
   VerdictCache cache_;
   ReferenceCache references_;
   BaselineCache baselines_;

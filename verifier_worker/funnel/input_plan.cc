@@ -17,7 +17,7 @@ google::protobuf::Value InputSetSpec::ToValue() const {
   f["dtype"].set_string_value(dtype);
   // The reference server keeps these on the device: the baselines are
   // timed on them.
-  f["same_shape"].set_bool_value(same_shape);
+  f["same_shape"].set_bool_value(same_shape && !probe);
   // Value-changing sets must keep the reference finite, or they test nothing.
   f["require_finite"].set_bool_value(name != "task_inputs");
   return value;
@@ -66,7 +66,7 @@ InputPlan BuildInputPlan(const kforge::v1::MultiInputOptions& options,
   }
   for (int i = 0; i < fresh_sets; ++i) {
     plan.fresh.push_back({.name = absl::StrCat("fresh_", i + 1), .seed = secret(),
-                          .same_shape = true});
+                          .same_shape = true, .probe = true});
   }
   return plan;
 }

@@ -29,6 +29,9 @@ struct InputSetSpec {
   std::string dtype;  // "" keeps the task's dtype
   // Same shapes and dtype as the task's own inputs: usable for timing.
   bool same_shape = false;
+  // A fresh-input probe set: timed once per candidate, never kept on the
+  // reference server's device.
+  bool probe = false;
 
   google::protobuf::Value ToValue() const;
 };

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -31,6 +32,8 @@ const absl::flat_hash_set<std::string>& MemoryOps() {
       "view_as_real", "view_as_complex", "_has_compatible_shallow_copy_type", "result_type",
       // copies, conversion and concatenation (data movement)
       "contiguous", "clone", "copy_", "to", "_to_copy", "type_as", "cat", "stack",
+      "constant_pad_nd", "pad", "broadcast_to", "swapaxes", "swapdims", "adjoint",
+      "numpy_T", "matrix_H", "repeat",
       // reading a value back to the host
       "item", "_local_scalar_dense", "is_nonzero"};
   return *ops;
@@ -49,9 +52,20 @@ absl::string_view OpBase(absl::string_view name) {
   return name.substr(0, name.find('.'));
 }
 
+// Triton 3 names a kernel exactly after its function; Triton 2 appended its
+// argument specialisation ("_0d1d2de"). Nothing looser: a candidate kernel
+// named "sm90" must not make cuBLAS's sm90_* kernels its own.
 bool IsOwnKernel(absl::string_view name, const std::vector<std::string>& own) {
   return std::any_of(own.begin(), own.end(), [&](const std::string& k) {
-    return !k.empty() && (name == k || absl::StartsWith(name, absl::StrCat(k, "_")));
+    if (k.empty()) return false;
+    if (name == k) return true;
+    absl::string_view rest = name;
+    if (!absl::ConsumePrefix(&rest, k) || !absl::ConsumePrefix(&rest, "_") || rest.empty()) {
+      return false;
+    }
+    return std::all_of(rest.begin(), rest.end(), [](char c) {
+      return absl::ascii_isdigit(c) || c == 'c' || c == 'd' || c == 'e';
+    });
   });
 }
 
@@ -80,28 +94,42 @@ LaunchOrigin ClassifyLaunch(LaunchKind kind, absl::string_view name,
   return v1::LAUNCH_LIBRARY_COMPUTE;
 }
 
-void LaunchAttribution::Add(const google::protobuf::Value& launches) {
+LaunchAttribution::RunFacts LaunchAttribution::Add(const google::protobuf::Value& launches) {
   ++runs_;
+  RunFacts facts;
   for (const google::protobuf::Value& row : launches.list_value().values()) {
     const auto& cells = row.list_value().values();
     if (cells.size() != 4 || !cells[0].has_string_value() || !cells[1].has_string_value()) continue;
     const LaunchKind kind =
         cells[0].string_value() == "kernel" ? LaunchKind::kKernel : LaunchKind::kOp;
     const std::string& name = cells[1].string_value();
+    // Counts and times come from the candidate's process: clamped, so a
+    // NaN or a huge value cannot become undefined behaviour here.
+    const double calls = std::clamp(cells[2].number_value(), 0.0, 1e12);
+    const double gpu_us = std::clamp(cells[3].number_value(), 0.0, 1e15);
     auto [it, inserted] = seen_.try_emplace({static_cast<int>(kind), name});
     if (inserted) {
       it->second.kind = kind;
       it->second.origin = ClassifyLaunch(kind, name, own_, allowed_);
     }
-    it->second.calls += static_cast<int64_t>(cells[2].number_value());
-    it->second.gpu_us += cells[3].number_value();
+    it->second.calls += static_cast<int64_t>(calls);
+    it->second.gpu_us += gpu_us;
+    if (kind == LaunchKind::kKernel) {
+      facts.gpu_us += gpu_us;
+      if (absl::StrContains(name, "DtoH") || absl::StrContains(name, "HtoD")) {
+        facts.host_transfer_us += gpu_us;
+      }
+    }
   }
+  return facts;
 }
 
-std::vector<std::string> LaunchAttribution::LibraryCompute() const {
+std::vector<std::string> LaunchAttribution::LibraryCompute(LaunchKind kind) const {
   std::vector<std::string> out;
-  for (const auto& [key, entry] : seen_) {  // kKernel (0) sorts before kOp (1)
-    if (entry.origin == v1::LAUNCH_LIBRARY_COMPUTE) out.push_back(key.second);
+  for (const auto& [key, entry] : seen_) {
+    if (entry.kind == kind && entry.origin == v1::LAUNCH_LIBRARY_COMPUTE) {
+      out.push_back(key.second);
+    }
   }
   return out;
 }

@@ -44,13 +44,23 @@ class LaunchAttribution {
   LaunchAttribution(std::vector<std::string> own_kernels, std::vector<std::string> task_allowed)
       : own_(std::move(own_kernels)), allowed_(std::move(task_allowed)) {}
 
-  // One recorded run's "launches": a list of [kind, name, calls, gpu_us].
-  // Malformed rows are ignored (they can only hide nothing: a record that
-  // says nothing proves no own kernel ran).
-  void Add(const google::protobuf::Value& launches);
+  // What one recorded run shows on its own.
+  struct RunFacts {
+    double gpu_us = 0;            // all recorded GPU work
+    double host_transfer_us = 0;  // "Memcpy DtoH" and "Memcpy HtoD"
+  };
 
-  // Distinct library-compute names seen so far, GPU kernels first.
-  std::vector<std::string> LibraryCompute() const;
+  // One recorded run's "launches": a list of [kind, name, calls, gpu_us].
+  // Malformed rows are ignored: a record that says too little proves no own
+  // kernel ran. The harness names at most 256 launches a run and counts the
+  // rest under a name this classifies as library compute (fail closed).
+  RunFacts Add(const google::protobuf::Value& launches);
+
+  // Distinct library-compute names of that kind seen so far. On a GPU the
+  // GPU kernels decide (host-side ops on host tensors, such as Triton's
+  // autotuner's statistics, launch nothing there; work moved to the host
+  // shows as transfers); on the CPU, the ATen ops.
+  std::vector<std::string> LibraryCompute(LaunchKind kind) const;
   // Whether any of the candidate's own Triton kernels ran on the GPU.
   bool OwnKernelRan() const;
   // Whether any GPU work at all was recorded (false where the profiler

@@ -2,45 +2,74 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace kforge {
 
 absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> ReferenceCache::Get(
     const std::string& scope, const std::string& batch_id, const Reuse& reuse, const Maker& make,
     bool* reused) {
-  absl::MutexLock lock(&mu_);
-  Slot* slot = &slots_[scope];
-  while (slot->making) {
+  // One slot per scope and batch: candidates of two policy versions in
+  // flight at once (asynchronous training) keep their own epochs instead of
+  // replacing each other's.
+  const std::string key = absl::StrCat(scope, "\x1f", batch_id);
+  mu_.Lock();
+  int64_t waited_for = -1;  // the make this caller waited on, if any
+  while (slots_[key].making) {
+    waited_for = slots_[key].generation;
     made_.Wait(&mu_);
-    slot = &slots_[scope];  // the map may have rehashed
+  }
+  Slot* slot = &slots_[key];
+  // The make this caller waited for failed: its error is this caller's too
+  // (a reference that cannot run fails every candidate once, not in turn).
+  if (waited_for >= 0 && slot->generation == waited_for + 1 && !slot->last_error.ok()) {
+    absl::Status error = slot->last_error;
+    mu_.Unlock();
+    return error;
   }
   const absl::Time now = absl::Now();
-  if (slot->epoch != nullptr && slot->batch_id == batch_id && slot->uses < reuse.max_uses &&
-      now - slot->created < reuse.max_age) {
+  if (slot->epoch != nullptr && slot->uses < reuse.max_uses && now - slot->created < reuse.max_age) {
     ++slot->uses;
     slot->last_used = now;
     *reused = true;
-    return slot->epoch;
+    std::shared_ptr<const ReferenceEpoch> epoch = slot->epoch;
+    mu_.Unlock();
+    return epoch;
   }
   *reused = false;
   slot->making = true;
-  absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> made;
-  {
-    // Other scopes go on while this one is computed (seconds, on the
-    // reference server).
-    mu_.Unlock();
-    made = make();
-    mu_.Lock();
+  mu_.Unlock();
+  // Other scopes go on while this one is computed (seconds, on the
+  // reference server). `make` must not throw (it returns a status); were it
+  // to, the guard below still clears `making` and wakes the waiters.
+  struct Unwind {  // only if `make` threw: the normal path finishes below
+    ReferenceCache* cache;
+    const std::string* key;
+    bool finished = false;
+    ~Unwind() {
+      if (!finished) cache->FinishMake(*key, absl::InternalError("reference epoch not made"));
+    }
+  } unwind{this, &key};
+  absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> made = make();
+  FinishMake(key, made);
+  unwind.finished = true;
+  return made;
+}
+
+void ReferenceCache::FinishMake(const std::string& key,
+                                const absl::StatusOr<std::shared_ptr<const ReferenceEpoch>>& made) {
+  absl::MutexLock lock(&mu_);
+  Slot& slot = slots_[key];
+  slot.making = false;
+  ++slot.generation;
+  slot.last_error = made.status();
+  if (made.ok()) {
+    slot.epoch = *made;
+    slot.uses = 1;
+    slot.created = slot.last_used = absl::Now();
+    EvictLocked(key);
   }
-  slot = &slots_[scope];
-  slot->making = false;
   made_.SignalAll();
-  if (!made.ok()) return made.status();
-  slot->epoch = *made;
-  slot->batch_id = batch_id;
-  slot->uses = 1;
-  slot->created = slot->last_used = absl::Now();
-  EvictLocked(scope);
-  return *made;
 }
 
 void ReferenceCache::EvictLocked(const std::string& keep) {

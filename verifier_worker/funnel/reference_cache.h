@@ -15,7 +15,7 @@
 //
 // Epochs are immutable once made, and held by shared_ptr: one dropped from
 // the cache (for room, or because a new one replaced it) lives on while a
-// verification still reads it. Thread-safe.
+// verification still reads it, outside the byte bound. Thread-safe.
 #ifndef KFORGE_VERIFIER_WORKER_FUNNEL_REFERENCE_CACHE_H_
 #define KFORGE_VERIFIER_WORKER_FUNNEL_REFERENCE_CACHE_H_
 
@@ -53,10 +53,10 @@ class ReferenceCache {
 
   explicit ReferenceCache(int64_t max_bytes) : max_bytes_(max_bytes) {}
 
-  // The current epoch of `scope` (a task under one input-plan config) if it
-  // belongs to `batch_id` and has uses and time left; else a new one from
-  // `make`, which then becomes current. `reused` says which. A failed make
-  // is returned and not cached.
+  // The current epoch of `scope` (a task under one input-plan config) and
+  // `batch_id` if it has uses and time left; else a new one from `make`,
+  // which then becomes current. `reused` says which. A failed make is
+  // returned, to the callers that waited for it too, and not cached.
   absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> Get(const std::string& scope,
                                                             const std::string& batch_id,
                                                             const Reuse& reuse, const Maker& make,
@@ -69,12 +69,15 @@ class ReferenceCache {
  private:
   struct Slot {
     std::shared_ptr<const ReferenceEpoch> epoch;
-    std::string batch_id;
     int uses = 0;
     absl::Time created;
     absl::Time last_used;
     bool making = false;
+    int64_t generation = 0;     // makes finished
+    absl::Status last_error;    // of the last make
   };
+  void FinishMake(const std::string& key,
+                  const absl::StatusOr<std::shared_ptr<const ReferenceEpoch>>& made);
   void EvictLocked(const std::string& keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t max_bytes_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -100,19 +101,35 @@ absl::StatusOr<std::map<std::string, ReferenceSet>> ParsePrepared(
                              [&](const InputSetSpec& s) { return s.name == name; });
     if (spec == specs.end()) return absl::DataLossError(absl::StrCat("unplanned set ", name));
     set.spec = *spec;
-    set.ok = f.count("ok") && f.at("ok").bool_value();
-    set.message = f.count("message") ? f.at("message").string_value() : "";
+    auto field = [&](const char* key) -> const google::protobuf::Value& {
+      static const google::protobuf::Value* const kNull = new google::protobuf::Value();
+      auto it = f.find(key);
+      return it == f.end() ? *kNull : it->second;
+    };
+    set.ok = field("ok").bool_value();
+    set.message = field("message").string_value();
     if (set.ok) {
-      if (f.count("fit_scale")) set.fit_scale = f.at("fit_scale").number_value();
-      set.init_inputs = f.at("init_inputs");
-      if (f.count("scalars")) set.scalars = f.at("scalars");
-      for (int i = 0; i < static_cast<int>(f.at("inputs").number_value()); ++i) {
+      if (f.count("fit_scale")) set.fit_scale = field("fit_scale").number_value();
+      set.init_inputs = field("init_inputs");
+      set.scalars = field("scalars");
+      std::set<int> scalar_positions;
+      for (const auto& s : set.scalars.list_value().values()) {
+        if (s.list_value().values_size() > 0) {
+          scalar_positions.insert(static_cast<int>(s.list_value().values(0).number_value()));
+        }
+      }
+      const int inputs = static_cast<int>(std::clamp(field("inputs").number_value(), 0.0, 1e6));
+      for (int i = 0; i < inputs; ++i) {
         auto it = tensors.find(absl::StrCat(name, "/in", i));
-        if (it == tensors.end()) continue;  // a plain number, in `scalars`
+        if (it == tensors.end()) {
+          if (scalar_positions.contains(i)) continue;  // a plain number
+          return absl::DataLossError(absl::StrCat("set ", name, " lacks input ", i));
+        }
         set.inputs.push_back(it->second);
         set.input_positions.push_back(i);
       }
-      for (int i = 0; i < static_cast<int>(f.at("outputs").number_value()); ++i) {
+      const int outputs = static_cast<int>(std::clamp(field("outputs").number_value(), 0.0, 1e6));
+      for (int i = 0; i < outputs; ++i) {
         auto it = tensors.find(absl::StrCat(name, "/out", i));
         if (it == tensors.end()) {
           return absl::DataLossError(absl::StrCat("set ", name, " lacks output ", i));

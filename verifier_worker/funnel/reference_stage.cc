@@ -58,7 +58,10 @@ bool Funnel::Run::PrepareReference() {
       {.max_uses = multi.reference_reuse_candidates(),
        .max_age = absl::Seconds(multi.reference_reuse_s())},
       [&] {
-        return MakeEpoch(f_.reference_, request_, f_.config_.harness.device,
+        // Reference outputs are GPU work: not while a candidate is timed.
+        absl::ReaderMutexLock shared(&f_.device_mu_);
+        return MakeEpoch(f_.reference_.For(HexHash(request_.task().reference_source())),
+                         request_, f_.config_.harness.device,
                          absl::Seconds(limits_.correctness_timeout_s()));
       },
       &reused);

@@ -7,7 +7,9 @@
 // runs after an L2 flush; the last timed output and every probe's output
 // are checked against the reference.
 #include <algorithm>
+#include <set>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -37,14 +39,14 @@ google::protobuf::Value StringList(const std::vector<std::string>& items) {
 
 }  // namespace
 
-Frame Funnel::Run::BudgetFrame(const std::string& type, double min_ms, double max_ms,
-                               bool warm_up) const {
+Frame Funnel::Run::BudgetFrame(const std::string& type, int min_trials, double min_ms,
+                               double max_ms, bool warm_up) const {
   const v1::TimingProtocol& p = options_.timing();
   Frame frame = Frame::Of(type);
   frame.Set("sets", StringList(pool_))
       .Set("flush_l2", p.flush_l2())
       .Set("clone_inputs", p.clone_inputs())
-      .Set("min_trials", p.trials())
+      .Set("min_trials", min_trials)
       .Set("max_trials", p.max_trials())
       .Set("min_ms", min_ms)
       .Set("max_ms", std::max(min_ms, max_ms))
@@ -87,12 +89,13 @@ void Funnel::Run::AddBaselineFields(const std::string& mode, Frame& request) con
   request.Set("specs", std::move(specs));
 }
 
-absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, double min_ms,
-                                                     double max_ms, bool* unavailable) {
-  Frame request = BudgetFrame("time", min_ms, max_ms, /*warm_up=*/true);
+absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, int min_trials,
+                                                     double min_ms, double max_ms,
+                                                     bool* unavailable) {
+  Frame request = BudgetFrame("time", min_trials, min_ms, max_ms, /*warm_up=*/true);
   AddBaselineFields(mode, request);
-  absl::StatusOr<Frame> reply =
-      f_.reference_.Call(request, absl::Seconds(limits_.timing_timeout_s()));
+  absl::StatusOr<Frame> reply = f_.reference_.For(HexHash(request_.task().reference_source()))
+                                    .Call(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return reply.status();
   *unavailable = !reply->GetString("unavailable").empty();
   std::vector<double> device, host;
@@ -132,7 +135,8 @@ void Funnel::Run::WarmBaselines() {
     AddBaselineFields(mode, request);
     // A failure here shows again, with its message, when the baseline is
     // timed: nothing to report twice.
-    (void)f_.reference_.Call(request, absl::Seconds(limits_.timing_timeout_s()));
+    (void)f_.reference_.For(HexHash(request_.task().reference_source()))
+        .Call(request, absl::Seconds(limits_.timing_timeout_s()));
   }
 }
 
@@ -144,8 +148,10 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
   std::string lookup = cached ? "hit" : "miss";
   bool unavailable = false;
   if (cached && cached->eager.trials() > 0 && p.drift_check_ms() > 0) {
+    // A short run: a few trials for drift_check_ms, not the full budget.
     absl::StatusOr<v1::Timing> recheck =
-        TimeBaseline("eager", p.drift_check_ms(), 2 * p.drift_check_ms(), &unavailable);
+        TimeBaseline("eager", std::min(p.drift_check_trials(), p.trials()), p.drift_check_ms(),
+                     2 * p.drift_check_ms(), &unavailable);
     if (!recheck.ok()) {
       internal_error_ = true;
       return End(stage, v1::OUTCOME_INTERNAL_ERROR,
@@ -168,7 +174,7 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
   for (const char* mode : {"eager", "compile"}) {
     if (std::string(mode) == "eager" ? !p.baseline_eager() : !compile) continue;
     absl::StatusOr<v1::Timing> timed =
-        TimeBaseline(mode, p.min_timed_ms(), p.max_timed_ms(), &unavailable);
+        TimeBaseline(mode, p.trials(), p.min_timed_ms(), p.max_timed_ms(), &unavailable);
     if (!timed.ok()) {
       internal_error_ = true;
       return End(stage, v1::OUTCOME_INTERNAL_ERROR,
@@ -185,8 +191,22 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
 
 bool Funnel::Run::TimeCandidate(v1::StageResult* stage) {
   const v1::TimingProtocol& p = options_.timing();
-  Frame request = BudgetFrame("time", p.min_timed_ms(), p.max_timed_ms(), /*warm_up=*/true);
+  Frame request =
+      BudgetFrame("time", p.trials(), p.min_timed_ms(), p.max_timed_ms(), /*warm_up=*/true);
   request.Set("init_inputs", SetNamed(pool_.front()).init_inputs).Set("dtype", "").Set("start", 0);
+  // Secret calls recorded instead of timed: drawn here, per candidate, among
+  // the first `trials` calls (every run makes at least that many).
+  google::protobuf::Value secret;
+  if (attribution_.has_value()) {
+    absl::BitGen rng;
+    std::set<int> calls;  // distinct: always the same number recorded
+    const int wanted = std::min(options_.recorded_timed_calls(), p.trials());
+    while (static_cast<int>(calls.size()) < wanted) {
+      calls.insert(absl::Uniform<int>(rng, 0, p.trials()));
+    }
+    for (int call : calls) secret.mutable_list_value()->add_values()->set_number_value(call);
+  }
+  request.Set("recorded_calls", std::move(secret));
   absl::StatusOr<Frame> reply =
       sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
@@ -194,15 +214,36 @@ bool Funnel::Run::TimeCandidate(v1::StageResult* stage) {
   std::vector<double> device, host;
   AppendTimes(*reply, cuda(), device, host);
   // Timed runs are checked too: a candidate must not answer differently
-  // when it is being timed.
-  const SetCheck recheck = CheckOutputsOnly(SetNamed(reply->GetString("last_set")),
-                                            epoch_->prepared, *reply, "last/out",
-                                            options_.tolerances());
-  if (!recheck.result.passed()) {
-    Flag(v1::HACK_NONDETERMINISTIC,
-         absl::StrCat("timed run on ", recheck.result.name(), ": ", recheck.result.message()));
-    return End(stage, v1::OUTCOME_FAILED,
-               absl::StrCat("a timed run's output is wrong: ", recheck.result.message()));
+  // when it is being timed. The last one, and every secretly recorded one.
+  std::vector<std::pair<std::string, std::string>> checks = {
+      {reply->GetString("last_set"), "last/out"}};
+  std::vector<const google::protobuf::Value*> records;
+  if (const google::protobuf::Value* recorded = reply->Get("recorded")) {
+    for (const auto& r : recorded->list_value().values()) {
+      const auto& f = r.struct_value().fields();
+      auto set = f.find("set");
+      auto launches = f.find("launches");
+      if (set == f.end() || launches == f.end()) continue;
+      checks.emplace_back(set->second.string_value(), absl::StrCat("rec", records.size(), "/out"));
+      records.push_back(&launches->second);
+    }
+  }
+  for (const auto& [set, prefix] : checks) {
+    const SetCheck recheck =
+        CheckOutputsOnly(SetNamed(set), epoch_->prepared, *reply, prefix, options_.tolerances());
+    if (!recheck.result.passed()) {
+      Flag(v1::HACK_NONDETERMINISTIC,
+           absl::StrCat("timed run on ", recheck.result.name(), ": ", recheck.result.message()));
+      verdict_.set_correct(false);
+      return End(stage, v1::OUTCOME_FAILED,
+                 absl::StrCat("a timed run's output is wrong: ", recheck.result.message()));
+    }
+  }
+  for (const google::protobuf::Value* launches : records) {
+    if (!Attribute(stage, launches, "a timed call")) {
+      verdict_.set_correct(false);
+      return false;
+    }
   }
   *verdict_.mutable_candidate_timing() = SummarizeTiming(device, host, p);
   return true;
@@ -244,16 +285,12 @@ bool Funnel::Run::ProbeFreshInputs(v1::StageResult* stage, std::vector<std::stri
   }
   // On a GPU the cold effects of a new input are an L2 flush and fresh
   // clones, which every timed call has too: an honest kernel takes about
-  // its usual time. 5 us floors the comparison for kernels whose time is
-  // launch noise. The CPU has no flush between calls, so a first call on new
-  // data is legitimately slower there: the times are reported, not judged.
+  // its usual time. The CPU has no flush between calls, so a first call on
+  // new data is legitimately slower there: the times are reported, not
+  // judged.
   if (!cuda()) return true;
-  const v1::Timing& timed = verdict_.candidate_timing();
-  const double usual = std::max(Representative(timed, p), 0.005);
-  // A noisy host (the CPU, a loaded machine) moves single calls by several
-  // standard deviations; that much is not evidence.
-  const double noise = 3 * timed.cv() * timed.mean_ms();
-  if (fastest > p.fresh_input_ratio_flag() * usual + noise) {
+  const double usual = std::max(verdict_.candidate_timing().median_ms(), p.fresh_input_floor_ms());
+  if (fastest > p.fresh_input_ratio_flag() * usual) {
     problems.push_back(absl::StrFormat(
         "%.4f ms on inputs it had never seen against %.4f ms on inputs seen before", fastest,
         usual));
@@ -269,7 +306,7 @@ bool Funnel::Run::AttributeAfterTiming(v1::StageResult* stage) {
       sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "recorded run: ");
-  return Attribute(stage, *reply, "a run after timing");
+  return Attribute(stage, reply->Get("launches"), "a run after timing");
 }
 
 void Funnel::Run::Timing() {

@@ -50,21 +50,6 @@ kforge::v1::Timing SummarizeTiming(const std::vector<double>& device_ms,
   return timing;
 }
 
-int LaterBlockTrials(const std::vector<double>& times_so_far_ms, int later_blocks,
-                     const kforge::v1::TimingProtocol& protocol) {
-  if (later_blocks <= 0) return 0;
-  int64_t target = protocol.trials();
-  const double per_trial = Median(times_so_far_ms);
-  if (per_trial > 0 && protocol.min_timed_ms() > 0) {
-    const double needed = std::ceil(protocol.min_timed_ms() / per_trial);
-    target = std::max<int64_t>(target, static_cast<int64_t>(needed));
-  }
-  target = std::min<int64_t>(target, protocol.max_trials());
-  const int64_t done = static_cast<int64_t>(times_so_far_ms.size());
-  const int64_t remaining = std::max<int64_t>(0, target - done);
-  return static_cast<int>((remaining + later_blocks - 1) / later_blocks);
-}
-
 double Representative(const kforge::v1::Timing& timing,
                       const kforge::v1::TimingProtocol& protocol) {
   return protocol.statistic() == kforge::v1::TIMING_MEDIAN ? timing.median_ms() : timing.mean_ms();

@@ -22,15 +22,6 @@ kforge::v1::Timing SummarizeTiming(const std::vector<double>& device_ms,
                                    const std::vector<double>& host_ms,
                                    const kforge::v1::TimingProtocol& protocol);
 
-// How many trials each of `later_blocks` blocks runs so that one side
-// (candidate or a baseline) is measured for at least
-// protocol.min_timed_ms in all, with at least protocol.trials and at most
-// protocol.max_trials trials, given the times of its trials so far (their
-// median is the estimate). Short kernels get many trials, long ones keep
-// protocol.trials; 0 once the side has what it needs.
-int LaterBlockTrials(const std::vector<double>& times_so_far_ms, int later_blocks,
-                     const kforge::v1::TimingProtocol& protocol);
-
 // The protocol's statistic of a Timing (trimmed mean or median).
 double Representative(const kforge::v1::Timing& timing, const kforge::v1::TimingProtocol& protocol);
 

@@ -58,20 +58,22 @@ class Funnel::Run {
   bool MultiInput();
   // Adds a recorded run's launches; false (stage ended, flagged) when the
   // candidate ran library compute and attribution is enforced.
-  bool Attribute(v1::StageResult* stage, const Frame& reply, const std::string& where);
+  bool Attribute(v1::StageResult* stage, const google::protobuf::Value* launches,
+                 const std::string& where);
   bool AttributionEnforced() const;
   void Timing();  // timing_stage.cc
 
   // -- timing helpers (timing_stage.cc) --
-  Frame BudgetFrame(const std::string& type, double min_ms, double max_ms, bool warm_up) const;
+  Frame BudgetFrame(const std::string& type, int min_trials, double min_ms, double max_ms,
+                    bool warm_up) const;
   void AddBaselineFields(const std::string& mode, Frame& request) const;
   bool CompileBaseline() const;
   void ChooseTimingPool();
   // Before timing takes the device alone: baselines not cached yet are
-  // built and run once (torch.compile compiles) while the GPU is shared.
+  // built and run once (torch.compile compiles), holding no device lock.
   void WarmBaselines();
-  absl::StatusOr<v1::Timing> TimeBaseline(const std::string& mode, double min_ms, double max_ms,
-                                          bool* unavailable);
+  absl::StatusOr<v1::Timing> TimeBaseline(const std::string& mode, int min_trials,
+                                          double min_ms, double max_ms, bool* unavailable);
   // Eager and compile times, from the baseline cache or measured now.
   bool Baselines(v1::StageResult* stage);
   bool TimeCandidate(v1::StageResult* stage);

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <google/protobuf/struct.pb.h>
+
 #include "kforge/v1/job.pb.h"
 #include "kforge/v1/service_config.pb.h"
 #include "tests/support/fixtures.h"
@@ -71,6 +73,31 @@ TEST(JsonConfigTest, JsonRoundTrip) {
   v1::JobSpec back;
   ASSERT_TRUE(ParseJsonMessage(ToJson(spec), &back).ok());
   EXPECT_EQ(back.SerializeAsString(), spec.SerializeAsString());
+}
+
+TEST(JsonConfigTest, AStructPrintsWithSortedKeysTheSameEveryTimeAndReadsBackExactly) {
+  // A Struct is the JSON tree checkpoints and model folders are written from.
+  google::protobuf::Struct tree;
+  for (const char* key : {"zeta", "alpha", "mid", "beta", "omega", "kappa", "eps", "delta"}) {
+    (*tree.mutable_fields())[key].set_number_value(1e-6);
+  }
+  // Every character that needs escaping, unquoted parameter names' old trap
+  // included, and text beyond ASCII.
+  const std::string awkward = "a \"quoted\" \\ name\n\t\x01 <|im_end|> \xc3\xa9";
+  (*tree.mutable_fields())[awkward].set_string_value(awkward);
+  (*tree.mutable_fields())["big"].set_number_value(3087007744.0);
+  const std::string json = ToJson(tree);
+  EXPECT_EQ(ToJson(tree), json);
+  // Sorted keys: "a \"quoted..." < "alpha" < "beta" < "big" < ... < "zeta".
+  EXPECT_LT(json.find("\"alpha\""), json.find("\"beta\""));
+  EXPECT_LT(json.find("\"mid\""), json.find("\"omega\""));
+  EXPECT_LT(json.find("\"omega\""), json.find("\"zeta\""));
+  EXPECT_THAT(json, HasSubstr("3087007744"));  // an integer stays one
+  google::protobuf::Struct back;
+  ASSERT_TRUE(ParseJsonMessage(json, &back).ok()) << json;
+  EXPECT_EQ(back.fields().at(awkward).string_value(), awkward);
+  EXPECT_EQ(back.fields().at("big").number_value(), 3087007744.0);
+  EXPECT_EQ(back.fields_size(), tree.fields_size());
 }
 
 }  // namespace

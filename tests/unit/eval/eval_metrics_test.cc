@@ -83,5 +83,26 @@ TEST(SummarizeEvalTest, LevelsAndOverallMatchHandComputedFigures) {
   EXPECT_THAT(markdown, HasSubstr("| all | 3 | 6 |"));
 }
 
+TEST(EvalMarkdownTest, AFigureWhoseBaselineNeverRanIsNotAvailableRatherThanZero) {
+  // Level 1 timed against eager only (no torch.compile, as LibTorch 1.13);
+  // level 2 solved but never timed (timing off); level 3 solved nothing.
+  v1::Verdict eager_only = Verdict(true, true, 1.5);
+  eager_only.set_speedup_vs_compile(0);
+  std::vector<TaskVerdicts> tasks = {
+      {"level1/A", 1, {eager_only}},
+      {"level2/B", 2, {Verdict(true, true, /*speedup=*/0)}},
+      {"level3/C", 3, {Verdict(true, false)}},
+  };
+  const v1::EvalReport report = SummarizeEval(tasks);
+  EXPECT_EQ(report.levels(0).timed_tasks(), 1);
+  EXPECT_EQ(report.levels(0).geomean_speedup_vs_compile(), 0);
+  const std::string markdown = EvalMarkdown(report);
+  // fast_0 fast_1 fast_1.5 fast_2 | vs eager | vs compile | timed
+  EXPECT_THAT(markdown, HasSubstr("| 1.000 | 1.000 | 0.000 | 0.000 | 1.50x | n/a | 1 |"));
+  EXPECT_THAT(markdown, HasSubstr("| 1.000 | n/a | n/a | n/a | n/a | n/a | 0 |"));
+  EXPECT_THAT(markdown, HasSubstr("| 0.000 | 0.000 | 0.000 | 0.000 | n/a | n/a | 0 |"));
+  EXPECT_THAT(markdown, ::testing::Not(HasSubstr("0.00x")));
+}
+
 }  // namespace
 }  // namespace kforge

@@ -1,6 +1,6 @@
 // The SVG charts read back: series pixels against the data they stand for,
-// legends, escaping, the fast_p step curve against the report's fast_p
-// figures, and the training curves' step alignment.
+// legends, escaping, and the fast_p step curve against the report's fast_p
+// figures.
 #include "eval/eval_plots.h"
 
 #include <cmath>
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "eval/eval_metrics.h"
+#include "tests/unit/eval/svg_reading.h"
 
 namespace kforge {
 namespace {
@@ -19,88 +20,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct Rect {
-  double x = 0, y = 0, width = 0, height = 0;
-};
-
-// The plot frames of `svg`, in document order (one per chart).
-std::vector<Rect> PlotAreas(const std::string& svg) {
-  static const std::regex kArea(R"re(<rect class="plot-area" x="([-0-9.]+)" y="([-0-9.]+)" )re"
-                                R"re(width="([-0-9.]+)" height="([-0-9.]+)")re");
-  std::vector<Rect> areas;
-  for (std::sregex_iterator it(svg.begin(), svg.end(), kArea), end; it != end; ++it) {
-    areas.push_back({std::stod((*it)[1]), std::stod((*it)[2]), std::stod((*it)[3]),
-                     std::stod((*it)[4])});
-  }
-  return areas;
-}
-
-// The pixel coordinates of series `name`'s polyline; empty when it has none.
-std::vector<ChartPoint> SeriesPixels(const std::string& svg, const std::string& name) {
-  const std::regex polyline("<polyline class=\"series\" data-series=\"" + name +
-                            "\" points=\"([^\"]*)\"");
-  std::smatch match;
-  if (!std::regex_search(svg, match, polyline)) return {};
-  static const std::regex kPoint(R"(([-0-9.]+),([-0-9.]+))");
-  const std::string points = match[1];
-  std::vector<ChartPoint> out;
-  for (std::sregex_iterator it(points.begin(), points.end(), kPoint), end; it != end; ++it) {
-    out.push_back({std::stod((*it)[1]), std::stod((*it)[2])});
-  }
-  return out;
-}
-
-std::vector<std::string> LegendNames(const std::string& svg) {
-  static const std::regex kLegend(R"re(<text class="legend"[^>]*>([^<]*)</text>)re");
-  std::vector<std::string> names;
-  for (std::sregex_iterator it(svg.begin(), svg.end(), kLegend), end; it != end; ++it) {
-    names.push_back((*it)[1]);
-  }
-  return names;
-}
-
-// Enough of XML well-formedness to catch a broken chart: one <svg> root,
-// every element closed in order, quoted attributes, every '&' an entity.
-testing::AssertionResult WellFormed(const std::string& svg) {
-  static const std::regex kTag(
-      R"re(<(/?)([a-zA-Z]+)((?:\s+[a-zA-Z][a-zA-Z0-9:-]*="[^"<]*")*)\s*(/?)>)re");
-  static const std::regex kAmpersand(R"(&(?!(amp|lt|gt|quot|apos);))");
-  if (svg.rfind("<svg ", 0) != 0) return testing::AssertionFailure() << "no <svg> root first";
-  if (std::regex_search(svg, kAmpersand)) return testing::AssertionFailure() << "a bare &";
-  std::vector<std::string> open;
-  size_t at = 0;
-  for (std::sregex_iterator it(svg.begin(), svg.end(), kTag), end; it != end; ++it) {
-    const std::string between = svg.substr(at, it->position() - at);
-    if (between.find_first_of("<>") != std::string::npos) {
-      return testing::AssertionFailure() << "a stray < or > in: " << between;
-    }
-    at = it->position() + it->length();
-    const bool closing = (*it)[1] == "/", empty = (*it)[4] == "/";
-    if (closing) {
-      if (open.empty() || open.back() != (*it)[2]) {
-        return testing::AssertionFailure() << "</" << (*it)[2] << "> closes nothing open";
-      }
-      open.pop_back();
-    } else if (!empty) {
-      if (open.empty() && it->position() > 0) return testing::AssertionFailure() << "two roots";
-      open.push_back((*it)[2]);
-    }
-  }
-  if (!open.empty()) return testing::AssertionFailure() << "<" << open.back() << "> left open";
-  if (svg.find_first_not_of(" \n", at) != std::string::npos) {
-    return testing::AssertionFailure() << "text after the root: " << svg.substr(at);
-  }
-  return testing::AssertionSuccess();
-}
-
-// Pixels back to data on an axis spanning [lo, hi].
-double DataX(const Rect& area, double px, double lo, double hi) {
-  return lo + (px - area.x) / area.width * (hi - lo);
-}
-double DataY(const Rect& area, double py, double lo, double hi) {
-  return lo + (area.y + area.height - py) / area.height * (hi - lo);
-}
 
 v1::Verdict Solved(double speedup) {
   v1::Verdict v;
@@ -279,16 +198,38 @@ TEST(FastPChartTest, OverallStartsAtOneWhenEveryTaskIsSolvedAndDropsAtEachSpeedu
 TEST(FastPChartTest, SolvedButUntimedTasksCountOnlyAtZeroAndUnsolvedNever) {
   const v1::EvalReport report = SummarizeEval(
       {{.task_id = "level1/untimed", .level = 1, .verdicts = {Solved(0)}},
+       {.task_id = "level1/timed", .level = 1, .verdicts = {Solved(1.5)}},
        {.task_id = "level1/wrong", .level = 1, .verdicts = {Failed()}}});
   const LineChart chart = FastPChart(report);
   ASSERT_EQ(chart.series.size(), 2u);
   const std::vector<ChartPoint>& overall = chart.series.back().points;
-  ASSERT_EQ(overall.size(), 3u);
-  EXPECT_DOUBLE_EQ(overall[0].y, 0.5);  // fast_0: solved at all
+  ASSERT_EQ(overall.size(), 5u);
+  EXPECT_NEAR(overall[0].y, 2.0 / 3, 1e-12);  // fast_0: solved at all
   EXPECT_DOUBLE_EQ(overall[1].x, 0);
-  EXPECT_DOUBLE_EQ(overall[1].y, 0);
-  EXPECT_GT(overall[2].x, 1.0);  // the axis always reaches past p = 1
-  EXPECT_DOUBLE_EQ(overall[2].y, 0);
+  EXPECT_NEAR(overall[1].y, 1.0 / 3, 1e-12);  // faster than nothing: timed only
+  EXPECT_DOUBLE_EQ(overall[3].x, 1.5);
+  EXPECT_DOUBLE_EQ(overall[3].y, 0);
+  EXPECT_GT(overall[4].x, 1.5);
+}
+
+TEST(FastPChartTest, WithNoTaskTimedOnlyFast0IsDrawnNotALineAlongZero) {
+  // Timing off, or no baseline ran: solved tasks, no speedups.
+  const v1::EvalReport report = SummarizeEval(
+      {{.task_id = "level1/untimed", .level = 1, .verdicts = {Solved(0)}},
+       {.task_id = "level1/wrong", .level = 1, .verdicts = {Failed()}}});
+  const LineChart chart = FastPChart(report);
+  const std::vector<ChartPoint>& overall = chart.series.back().points;
+  ASSERT_EQ(overall.size(), 1u);
+  EXPECT_DOUBLE_EQ(overall[0].x, 0);
+  EXPECT_DOUBLE_EQ(overall[0].y, 0.5);
+  ASSERT_TRUE(chart.x_range.has_value());  // the p axis still reaches past 1
+  EXPECT_GT(chart.x_range->second, 1.0);
+  EXPECT_TRUE(WellFormed(FastPSvg(report)));
+  // Nothing timed: the histogram says so instead of drawing empty bars.
+  const std::string histogram = SpeedupHistogramSvg(report);
+  EXPECT_TRUE(WellFormed(histogram));
+  EXPECT_THAT(histogram, HasSubstr("not measured"));
+  EXPECT_THAT(histogram, Not(HasSubstr("<rect")));
 }
 
 TEST(PassAtKChartTest, OneSeriesPerLevelAndOverallAgainstK) {
@@ -321,59 +262,6 @@ TEST(ReportChartsTest, AnEmptyReportGivesValidChartsWithANoDataNote) {
   }
   EXPECT_TRUE(WellFormed(SpeedupHistogramSvg(empty)));
   EXPECT_TRUE(WellFormed(SpeedupHistogramSvg(AllSolved())));
-}
-
-TEST(TrainingCurvesTest, RewardAndRatesAlignWithStepsAndHeldOutRoundsAreMarked) {
-  v1::TrainerState state;
-  state.set_step(6);
-  // Steps 1-2 are the warm start; the pass rates began at step 4 (a
-  // checkpoint from before they were kept).
-  for (double r : {0.0, 0.0, 0.1, 0.2, 0.3, 0.4}) state.add_reward_history(r);
-  for (double c : {0.25, 0.5, 0.75}) state.add_correct_rate_history(c);
-  for (int step : {4, 2}) {
-    v1::HeldOutPoint* point = state.add_heldout_history();
-    point->set_step(step);
-    point->mutable_overall()->set_tasks(1);
-    point->mutable_overall()->set_correct_rate(step / 8.0);
-    point->mutable_overall()->set_compile_rate(1.0);
-  }
-  const std::string svg =
-      TrainingCurvesSvg(state, {.title = "job-1 <demo>", .supervised_steps = 2});
-  ASSERT_TRUE(WellFormed(svg));
-  EXPECT_THAT(svg, HasSubstr("job-1 &lt;demo&gt;"));
-  EXPECT_THAT(LegendNames(svg), ElementsAre("mean reward", "training pass rate",
-                                            "held-out correct rate", "held-out compile rate"));
-  const std::vector<Rect> areas = PlotAreas(svg);
-  ASSERT_EQ(areas.size(), 2u);  // reward above, rates below, on one x axis 0..6
-  std::vector<double> steps;
-  for (const ChartPoint& px : SeriesPixels(svg, "mean reward")) {
-    steps.push_back(std::round(DataX(areas[0], px.x, 0, 6)));
-  }
-  EXPECT_THAT(steps, ElementsAre(3, 4, 5, 6));  // supervised steps sampled nothing
-  const std::vector<ChartPoint> pass = SeriesPixels(svg, "training pass rate");
-  ASSERT_EQ(pass.size(), 3u);
-  EXPECT_NEAR(DataX(areas[1], pass[0].x, 0, 6), 4, 0.01);
-  EXPECT_NEAR(DataY(areas[1], pass[0].y, 0, 1), 0.25, 1e-3);
-  EXPECT_NEAR(pass[2].x, areas[1].x + areas[1].width, 0.1);
-  const std::vector<ChartPoint> heldout = SeriesPixels(svg, "held-out correct rate");
-  ASSERT_EQ(heldout.size(), 2u);  // in step order
-  EXPECT_NEAR(DataX(areas[1], heldout[0].x, 0, 6), 2, 0.01);
-  EXPECT_NEAR(DataY(areas[1], heldout[0].y, 0, 1), 0.25, 1e-3);
-  EXPECT_NEAR(DataX(areas[1], heldout[1].x, 0, 6), 4, 0.01);
-  EXPECT_THAT(svg, HasSubstr("class=\"band\""));
-  EXPECT_THAT(svg, Not(HasSubstr("no-data")));
-}
-
-TEST(TrainingCurvesTest, AJobStillInItsWarmStartGivesValidChartsWithNotes) {
-  v1::TrainerState state;
-  state.set_step(2);
-  state.add_reward_history(0);
-  state.add_reward_history(0);
-  const std::string svg = TrainingCurvesSvg(state, {.title = "warm", .supervised_steps = 5});
-  ASSERT_TRUE(WellFormed(svg));
-  EXPECT_THAT(svg, HasSubstr("no sampled step yet"));
-  EXPECT_THAT(svg, Not(HasSubstr("<polyline")));
-  EXPECT_TRUE(WellFormed(TrainingCurvesSvg(v1::TrainerState(), {})));
 }
 
 }  // namespace

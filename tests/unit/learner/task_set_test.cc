@@ -107,7 +107,7 @@ TEST(TaskSetTest, BuiltinResolvesUnderRootAndRejectsPaths) {
 
 TEST(TaskSetTest, LoadsSharedKernelBenchLevels) {
   const std::string shared = testing::SharedKernelBenchDir();
-  if (shared.empty()) GTEST_SKIP() << "../shared/kernelbench is absent beside the checkout";
+  if (shared.empty()) GTEST_SKIP() << testing::kNoKernelBench;
   v1::TaskSetSpec spec;
   spec.set_kernelbench_dir(shared);
   auto count_files = [&](const std::string& level) {

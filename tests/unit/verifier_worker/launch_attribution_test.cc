@@ -41,8 +41,24 @@ google::protobuf::Value Record(std::initializer_list<google::protobuf::Value> ro
 
 TEST(ClassifyLaunchTest, TheCandidatesTritonKernelsAreItsOwn) {
   EXPECT_EQ(Kernel("relu_kernel"), v1::LAUNCH_OWN_TRITON);
-  EXPECT_EQ(Kernel("softmax_fwd_0d1d2d"), v1::LAUNCH_OWN_TRITON);  // older Triton suffixes
-  EXPECT_EQ(Kernel("relu_kernel2"), v1::LAUNCH_LIBRARY_COMPUTE);   // not a prefix match
+  EXPECT_EQ(Kernel("softmax_fwd_0d1d2de"), v1::LAUNCH_OWN_TRITON);  // Triton 2's suffixes
+  EXPECT_EQ(Kernel("relu_kernel2"), v1::LAUNCH_LIBRARY_COMPUTE);    // not a prefix match
+  EXPECT_EQ(Kernel("relu_kernel_gemm"), v1::LAUNCH_LIBRARY_COMPUTE);
+}
+
+TEST(ClassifyLaunchTest, AnOwnKernelNamedLikeALibraryKernelDoesNotAdoptIt) {
+  const std::vector<std::string> own = {"sm90", "nvjet"};
+  EXPECT_EQ(ClassifyLaunch(LaunchKind::kKernel,
+                           "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", own, {}),
+            v1::LAUNCH_LIBRARY_COMPUTE);
+  EXPECT_EQ(ClassifyLaunch(LaunchKind::kKernel, "nvjet_tst_128x64_64x6_1x1_h_bz_TNT", own, {}),
+            v1::LAUNCH_LIBRARY_COMPUTE);
+  EXPECT_EQ(ClassifyLaunch(LaunchKind::kKernel, "sm90", own, {}), v1::LAUNCH_OWN_TRITON);
+}
+
+TEST(ClassifyLaunchTest, MoreLaunchesThanOneRecordNamesCountAsLibraryCompute) {
+  EXPECT_EQ(Kernel("kforge: more distinct launches than one record names"),
+            v1::LAUNCH_LIBRARY_COMPUTE);
 }
 
 TEST(ClassifyLaunchTest, AllocationFillCopyAndTransfersAreMemoryWork) {
@@ -103,10 +119,10 @@ TEST(LaunchAttributionTest, ADecoyKernelBesideTorchArithmeticIsLibraryCompute) {
                           Row("op", "aten::mul", 1, 0), Row("op", "aten::gt", 1, 0),
                           Row("op", "aten::empty_like", 1, 0)}));
   EXPECT_TRUE(attribution.OwnKernelRan());
-  EXPECT_THAT(attribution.LibraryCompute(),
+  EXPECT_THAT(attribution.LibraryCompute(LaunchKind::kKernel),
               ElementsAre("void at::native::vectorized_elementwise_kernel<4, "
-                          "at::native::BinaryFunctor<MulFunctor<float>>>",
-                          "aten::gt", "aten::mul"));
+                          "at::native::BinaryFunctor<MulFunctor<float>>>"));
+  EXPECT_THAT(attribution.LibraryCompute(LaunchKind::kOp), ElementsAre("aten::gt", "aten::mul"));
   const v1::LaunchAttribution summary = attribution.Summary(true);
   EXPECT_NEAR(summary.own_gpu_share(), 3.0 / 43.0, 1e-9);
   EXPECT_TRUE(summary.enforced());
@@ -121,7 +137,8 @@ TEST(LaunchAttributionTest, AnHonestCandidateRunsOnlyItsKernelsAndMemoryWork) {
                             Row("kernel", "Memcpy DtoD (Device -> Device)", 1, 1.0),
                             Row("op", "aten::empty", 1, 0), Row("op", "aten::contiguous", 1, 0)}));
   }
-  EXPECT_THAT(attribution.LibraryCompute(), IsEmpty());
+  EXPECT_THAT(attribution.LibraryCompute(LaunchKind::kKernel), IsEmpty());
+  EXPECT_THAT(attribution.LibraryCompute(LaunchKind::kOp), IsEmpty());
   EXPECT_TRUE(attribution.OwnKernelRan());
   const v1::LaunchAttribution summary = attribution.Summary(false);
   EXPECT_EQ(summary.runs(), 3);
@@ -140,12 +157,39 @@ TEST(LaunchAttributionTest, AKernelThatNeverRanIsSeenAsSuch) {
   EXPECT_FALSE(host_only.SawGpuWork());
 }
 
+TEST(LaunchAttributionTest, CopiesToAndFromTheHostAreMeasuredPerRun) {
+  // A candidate computing in Python on x.tolist(): no library kernel, only
+  // the transfers and its decoy.
+  LaunchAttribution attribution(kOwn, kNone);
+  const LaunchAttribution::RunFacts first =
+      attribution.Add(Record({Row("kernel", "relu_kernel", 1, 4.0),
+                              Row("kernel", "Memcpy DtoH (Device -> Pageable)", 1, 9000.0),
+                              Row("kernel", "Memcpy HtoD (Pageable -> Device)", 1, 8000.0),
+                              Row("kernel", "Memcpy DtoD (Device -> Device)", 1, 30.0),
+                              Row("op", "aten::_local_scalar_dense", 1, 0)}));
+  EXPECT_THAT(attribution.LibraryCompute(LaunchKind::kKernel), IsEmpty());
+  EXPECT_DOUBLE_EQ(first.host_transfer_us, 17000.0);
+  EXPECT_DOUBLE_EQ(first.gpu_us, 17034.0);
+  // A later run's facts are its own, however long an earlier decoy ran.
+  const LaunchAttribution::RunFacts second =
+      attribution.Add(Record({Row("kernel", "relu_kernel", 1, 1e6)}));
+  EXPECT_DOUBLE_EQ(second.host_transfer_us, 0.0);
+}
+
+TEST(LaunchAttributionTest, NonsenseCountsFromTheCandidateAreClamped) {
+  LaunchAttribution attribution(kOwn, kNone);
+  attribution.Add(Record({Row("kernel", "relu_kernel", 1e300, -5.0)}));
+  const v1::LaunchAttribution summary = attribution.Summary(true);
+  ASSERT_EQ(summary.launches_size(), 1);
+  EXPECT_GE(summary.launches(0).gpu_us(), 0.0);
+}
+
 TEST(LaunchAttributionTest, MalformedRowsAreIgnored) {
   LaunchAttribution attribution(kOwn, kNone);
   google::protobuf::Value bad;
   bad.mutable_list_value()->add_values()->set_string_value("kernel");
   attribution.Add(Record({bad, Row("op", "aten::empty", 1, 0)}));
-  EXPECT_THAT(attribution.LibraryCompute(), IsEmpty());
+  EXPECT_THAT(attribution.LibraryCompute(LaunchKind::kOp), IsEmpty());
   EXPECT_EQ(attribution.Summary(true).launches_size(), 1);
 }
 

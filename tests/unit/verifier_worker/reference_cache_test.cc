@@ -98,6 +98,43 @@ TEST_F(ReferenceCacheTest, ConcurrentCandidatesOfATaskWaitForOneComputation) {
   EXPECT_EQ(reused_count, 7);
 }
 
+TEST_F(ReferenceCacheTest, TwoBatchesInFlightKeepTheirOwnEpochs) {
+  // Asynchronous training: candidates of versions 12 and 13 interleave.
+  ReferenceCache cache(1 << 20);
+  bool reused = false;
+  auto v12 = Get(cache, "task", "v12", kLong, &reused);
+  auto v13 = Get(cache, "task", "v13", kLong, &reused);
+  EXPECT_EQ(Get(cache, "task", "v12", kLong, &reused).get(), v12.get());
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(Get(cache, "task", "v13", kLong, &reused).get(), v13.get());
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(made_, 2);
+}
+
+TEST_F(ReferenceCacheTest, CandidatesWaitingOnAFailedComputationGetItsErrorAtOnce) {
+  ReferenceCache cache(1 << 20);
+  absl::Notification release;
+  std::atomic<int> makes{0};
+  ReferenceCache::Maker failing = [&]() -> absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> {
+    ++makes;
+    release.WaitForNotification();
+    return absl::FailedPreconditionError("reference raised");
+  };
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&] {
+      bool reused = false;
+      failed += !cache.Get("task", "v1", kLong, failing, &reused).ok();
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(50));
+  release.Notify();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed, 6);
+  EXPECT_EQ(makes, 1) << "the waiters must not each try again in turn";
+}
+
 TEST_F(ReferenceCacheTest, AFailedComputationIsReturnedAndNotKept) {
   ReferenceCache cache(1 << 20);
   bool reused = false;

@@ -27,7 +27,6 @@ Results never travel on stdout or stderr; the verifier never reads them.
 """
 
 import os
-import socket
 import sys
 import traceback
 import types
@@ -125,7 +124,8 @@ class Runner:
         """The set's inputs in order: tensors from the payload, plain numbers
         (a scale factor) from the header's "scalars"."""
         tensors = protocol.unpack_tensors(header["tensors"], payload, self.device)
-        scalars = {int(i): v for i, v in header.get("scalars", {}).get(name, [])}
+        scalars = {int(s[0]): task_inputs.decode_scalar(s[1:])
+                   for s in header.get("scalars", {}).get(name, [])}
         count = len(scalars) + sum(1 for e in header["tensors"] if e["name"].startswith(name + "/in"))
         inputs = [scalars[i] if i in scalars else tensors[f"{name}/in{i}"] for i in range(count)]
         self.pool[name] = inputs
@@ -163,11 +163,14 @@ class Runner:
         self._check_guards()
         inputs = self._inputs(request, payload, request["set"])
         self._poison(request.get("poison_bytes", 0))
-        outputs = self._call(inputs)
-        record = None
+        # The first call on inputs the candidate has never seen is the
+        # recorded one: no earlier call can have told it which calls are
+        # watched. (Triton compiles and autotunes in it; that is host work and
+        # the candidate's own kernels, which the attribution allows.)
         if request.get("attribute"):
-            self._poison(request.get("poison_bytes", 0))
             outputs, record = self._recorded_call(inputs)
+        else:
+            outputs, record = self._call(inputs), None
         self._check_guards()
         return self._reply_outputs({"type": "compiled"}, [outputs], inputs, record)
 
@@ -175,8 +178,6 @@ class Runner:
         self._build(request["init_inputs"], request.get("dtype", ""))
         inputs = self._inputs(request, payload, request["set"])
         runs, record = [], None
-        if request.get("attribute"):
-            self._call(inputs)  # compiles and autotunes for this shape, unrecorded
         for r in range(int(request.get("repeat", 1))):
             self._poison(request.get("poison_bytes", 0))
             if r == 0 and request.get("attribute"):
@@ -199,18 +200,36 @@ class Runner:
         # baselines: each trial's output is checked (plain tensors on the
         # device) after its end event, outside the timed interval, and the
         # verifier re-checks the last one's values.
+        # Calls the verifier chose in secret (indices into this run's calls)
+        # run under the profiler instead of being timed, on fresh clones like
+        # every trial; their outputs and launches go back, so a candidate
+        # cannot save its library fallback, or skipped work, for timed calls.
+        secret = {int(i) for i in request.get("recorded_calls", [])}
+        recorded = []
+
+        def record_call(args, index):
+            outputs, record = self._recorded_call(args)
+            recorded.append((index, outputs, record))
+
         import torch
         with torch.no_grad():
             timer.warm_up(self.model, pool, budget, check=self._checked_outputs)
             event_ms, host_ms, result, index = timer.run(
-                self.model, pool, budget, request.get("start", 0), check=self._checked_outputs)
+                self.model, pool, budget, request.get("start", 0), check=self._checked_outputs,
+                aside=(secret, record_call))
         outputs = task_inputs.as_output_list(result)
         self._check_guards()
         packer = protocol.TensorPacker()
         for i, out in enumerate(outputs):
             packer.add(f"last/out{i}", out)
+        records = []
+        for n, (pool_index, rec_outputs, record) in enumerate(recorded):
+            for i, out in enumerate(rec_outputs):
+                packer.add(f"rec{n}/out{i}", out)
+            records.append({"set": request["sets"][pool_index], "launches": record["launches"]})
         return {"type": "timed", "event_ms": event_ms, "host_ms": host_ms,
-                "last_set": request["sets"][index], "tensors": packer.entries}, packer.payload()
+                "last_set": request["sets"][index], "recorded": records,
+                "tensors": packer.entries}, packer.payload()
 
     def probe(self, request, payload):
         """One timed call on each of `sets`, whose inputs arrive now: the

@@ -11,6 +11,7 @@ init inputs.
 
 import contextlib
 import math
+import random
 import types
 
 import torch
@@ -164,7 +165,13 @@ def make_inputs(module, spec, device=None):
     scale = float(spec.get("value_scale", 1.0))
     dtype = spec.get("dtype") or ""
     out = []
+    scalar_rng = random.Random(int(spec["seed"]) + 2)
     for x in inputs:
+        if isinstance(x, float) and spec.get("name") != "task_inputs":
+            # A plain-number input (a scale factor) varies like the tensors
+            # do, within a factor of two, so a kernel that hard-codes the
+            # task's own value is wrong on the other sets.
+            x = x * 2.0 ** scalar_rng.uniform(-1.0, 1.0)
         if isinstance(x, torch.Tensor):
             if generator is None:
                 generator = torch.Generator(device=x.device).manual_seed(int(spec["seed"]) + 1)
@@ -192,6 +199,18 @@ def encode_init_inputs(values):
             return [enc(x) for x in v]
         raise ValueError(f"init input of type {type(v).__name__} cannot be passed on")
     return [enc(v) for v in values]
+
+
+def encode_scalar(value):
+    """[value, type] for a plain-number input: JSON alone would turn 2.0
+    into 2, and the candidate must get what the reference got."""
+    kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, int) else "float"
+    return [value, kind]
+
+
+def decode_scalar(encoded):
+    value, kind = encoded[0], encoded[1] if len(encoded) > 1 else "float"
+    return {"bool": bool, "int": int}.get(kind, float)(value)
 
 
 def decode_init_inputs(values):

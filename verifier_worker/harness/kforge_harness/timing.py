@@ -4,8 +4,11 @@ module is imported, before any candidate code loads, so a candidate that
 patches `time` or `torch.cuda` afterwards cannot change what is measured (and
 the guards report the attempt).
 
-Per trial: (GPU) clone the trial's inputs (so nothing carries over from one
-call to the next through them), synchronise the device, queue an L2 flush
+Per trial: (GPU) clone the trial's inputs (so a candidate that writes into
+its inputs cannot carry work to the next call through them; the allocator
+may still hand a clone the same address, so caches keyed on values or
+pointers are the fresh-input probes' job), synchronise the device, queue an
+L2 flush
 (zeroing a 256 MiB buffer), record a start event, call, record an end event,
 synchronise the whole device; the host clock runs around call + synchronise,
 so it also sees what is left of the flush, equally for candidate and
@@ -117,17 +120,26 @@ class Timer:
             if budget.warmup_calls == 0 and budget.warmup_ms <= 0:
                 break
 
-    def run(self, fn, pool, budget, start_index=0, check=None):
-        """Trials by budget over pool[(start_index + i) % len(pool)].
-        check(output), if given, runs on every trial's output outside the
-        timed interval. Returns (event_ms or None, host_ms, last output,
-        last pool index)."""
+    def run(self, fn, pool, budget, start_index=0, check=None, aside=None):
+        """Trials by budget over pool[(start_index + i) % len(pool)], i
+        counting every call. check(output), if given, runs on every trial's
+        output outside the timed interval. aside = (indices, callback): the
+        calls at those indices are not timed; callback(fresh args, pool
+        index) makes them instead (the candidate runner records them), and
+        they do not count towards the budget. Returns (event_ms or None,
+        host_ms, last timed output, its pool index)."""
         event_ms = [] if self.cuda else None
         host_ms = []
         out, index = None, start_index
         n, total, mean, m2 = 0, 0.0, 0.0, 0.0
+        calls = 0
+        set_aside, callback = aside if aside is not None else (frozenset(), None)
         while not budget.done(n, total, mean, m2):
-            index = (start_index + n) % len(pool)
+            index = (start_index + calls) % len(pool)
+            calls += 1
+            if calls - 1 in set_aside:
+                callback(self._fresh(pool[index], budget.clone_inputs), index)
+                continue
             ev, host, out = self.one(fn, pool[index], budget.flush_l2, budget.clone_inputs)
             if event_ms is not None:
                 event_ms.append(ev)

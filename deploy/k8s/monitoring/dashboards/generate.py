@@ -283,6 +283,18 @@ def verifier():
          [(f"sum by (source) ({rate('kforge_verifier_sandboxes_total')})", "{{source}}")])
     b.ts("Spare sandboxes ready by verifier",
          [(f"sum by (pod) ({sel('kforge_verifier_spare_sandboxes')})", "{{pod}}")])
+    # Shared reference work: within a GRPO batch nearly every candidate
+    # reuses its task's epoch and baselines; computed/miss/drift rates show
+    # what the reference server still does per candidate.
+    b.ts("Reference epochs / s (reused: the task's seeds and outputs shared)",
+         [(f"sum by (result) ({rate('kforge_verifier_reference_epochs_total')})", "{{result}}")],
+         unit="ops")
+    b.ts("Baseline lookups / s (hit, miss: measured, drift: re-measured)",
+         [(f"sum by (result) ({rate('kforge_verifier_baseline_lookups_total')})", "{{result}}")],
+         unit="ops")
+    b.ts("Reference cache memory by verifier",
+         [(f"sum by (pod) ({sel('kforge_verifier_reference_cache_bytes')})", "{{pod}}")],
+         unit="bytes")
     return b
 
 

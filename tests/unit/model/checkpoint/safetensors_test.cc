@@ -3,9 +3,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <google/protobuf/struct.pb.h>
+
 #include <cstring>
+#include <filesystem>
+#include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/config/json_config.h"
 #include "model/checkpoint/safetensors_writer.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/temp_dir.h"
@@ -146,6 +151,60 @@ TEST_F(SafetensorsTest, ShardedCheckpointFindsTensorsInTheirShards) {
   EXPECT_EQ(AsString((*ckpt)->Find("x")->data), "xy");
   EXPECT_EQ((*ckpt)->Find("y")->file.filename(), "b.safetensors");
   EXPECT_EQ((*ckpt)->Find("y")->dtype, TensorDtype::kI8);
+}
+
+// Names that string concatenation used to write unquoted or unescaped.
+const std::vector<std::string> kAwkwardNames = {
+    "model.layers.0.\"quoted\".weight", "back\\slash", "new\nline\ttab\x01", "caf\xc3\xa9 <|x|>"};
+
+TEST_F(SafetensorsTest, AnyTensorNameAndMetadataReadBackThroughTheJsonLibrary) {
+  std::vector<TensorToWrite> tensors;
+  for (size_t i = 0; i < kAwkwardNames.size(); ++i) {
+    tensors.push_back({.name = kAwkwardNames[i], .dtype = TensorDtype::kU8, .shape = {1},
+                       .data = Bytes(std::string(1, static_cast<char>('a' + i)))});
+  }
+  const std::string dir = dir_.Sub("awkward");
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", tensors,
+                               {{"format", "pt"}, {"note \"x\"", "a\\b"}})
+                  .ok());
+  absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>> ckpt = SafetensorsCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  for (size_t i = 0; i < kAwkwardNames.size(); ++i) {
+    const TensorView* view = (*ckpt)->Find(kAwkwardNames[i]);
+    ASSERT_NE(view, nullptr) << kAwkwardNames[i];
+    EXPECT_EQ(AsString(view->data), std::string(1, static_cast<char>('a' + i)));
+  }
+}
+
+TEST_F(SafetensorsTest, TheIndexWriterMapsEveryTensorToItsShardAndReadsBack) {
+  const std::string dir = dir_.Sub("index");
+  std::map<std::string, std::string> weight_map;
+  for (size_t i = 0; i < kAwkwardNames.size(); ++i) {
+    const std::string shard = absl::StrCat("model-0000", i % 2 + 1, "-of-00002.safetensors");
+    weight_map[kAwkwardNames[i]] = shard;
+  }
+  std::map<std::string, std::vector<TensorToWrite>> shards;
+  for (const auto& [name, shard] : weight_map) {
+    shards[shard].push_back(
+        {.name = name, .dtype = TensorDtype::kU8, .shape = {2}, .data = Bytes("xy")});
+  }
+  std::filesystem::create_directories(dir);
+  for (const auto& [shard, tensors] : shards) {
+    ASSERT_TRUE(WriteSafetensors(dir + "/" + shard, tensors, {{"format", "pt"}}).ok());
+  }
+  const std::string index = SafetensorsIndexJson(weight_map, 2 * kAwkwardNames.size());
+  testing::WriteFile(dir + "/model.safetensors.index.json", index);
+  absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>> ckpt = SafetensorsCheckpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status() << "\n" << index;
+  for (const auto& [name, shard] : weight_map) {
+    ASSERT_NE((*ckpt)->Find(name), nullptr) << name;
+    EXPECT_EQ((*ckpt)->Find(name)->file.filename(), shard);
+  }
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(ParseJsonMessage(index, &parsed).ok());
+  EXPECT_EQ(parsed.fields().at("metadata").struct_value().fields().at("total_size").number_value(),
+            8);
 }
 
 TEST_F(SafetensorsTest, ShardedIndexErrorsNameShardAndTensor) {

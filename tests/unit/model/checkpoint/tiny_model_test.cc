@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "common/config/json_config.h"
 #include "model/checkpoint/safetensors.h"
 #include "model/checkpoint/weight_names.h"
@@ -178,6 +179,24 @@ TEST_F(TinyModelTest, GenerationConfigListsBothEndTokens) {
   ASSERT_EQ(eos.values_size(), 2);
   EXPECT_EQ(eos.values(0).number_value(), *w.tokenizer->TokenId("<|im_end|>"));
   EXPECT_EQ(eos.values(1).number_value(), *w.tokenizer->TokenId("<|endoftext|>"));
+}
+
+TEST_F(TinyModelTest, TokenizerConfigReadsBackWithItsChatTemplateAndSpecialTokens) {
+  Written w;
+  const std::string dir = Write(Architecture::kQwen2, TensorDtype::kF32, 0, &w);
+  google::protobuf::Struct config;
+  ASSERT_TRUE(
+      ParseJsonMessage(ReadFileToString(dir + "/tokenizer_config.json").value(), &config).ok());
+  const auto& fields = config.fields();
+  // The template's quotes, brackets and escaped newlines survive the trip.
+  EXPECT_THAT(fields.at("chat_template").string_value(),
+              HasSubstr("{{'<|im_start|>' + message['role'] + '\\n' + "));
+  EXPECT_EQ(fields.at("eos_token").string_value(), "<|im_end|>");
+  EXPECT_EQ(fields.at("bos_token").kind_case(), google::protobuf::Value::kNullValue);
+  const auto& decoder = fields.at("added_tokens_decoder").struct_value().fields();
+  const std::string im_end = absl::StrCat(*w.tokenizer->TokenId("<|im_end|>"));
+  ASSERT_TRUE(decoder.contains(im_end));
+  EXPECT_EQ(decoder.at(im_end).struct_value().fields().at("content").string_value(), "<|im_end|>");
 }
 
 TEST_F(TinyModelTest, RefusesNonEmptyFolderAndMissingTasks) {

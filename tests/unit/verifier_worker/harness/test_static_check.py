@@ -313,7 +313,10 @@ class StaticCheckTest(unittest.TestCase):
                         "try:\n    import math\nexcept ImportError:\n    y = torch.relu(x)",
                         "try:\n    import math\nfinally:\n    z = 1",
                         "try:\n    import math\n    relu_kernel[(1,)](x, y, n, BLOCK=1024)\n"
-                        "except Exception:\n    pass"):
+                        "except Exception:\n    pass",
+                        # An alias of a library op bound inside a guard.
+                        "try:\n    import math\n    mm = torch.matmul\nexcept ImportError:\n"
+                        "    raise"):
             with self.subTest(guarded=guarded):
                 self.assertFlagged(candidate(forward=guarded), "HACK_TRY_EXCEPT_FALLBACK", "try:")
 

@@ -1,0 +1,219 @@
+"""What the stage-1 static check (static_check.py) knows of a candidate
+module before judging it: the alias table (which imported name a local
+name stands for, so `T.matmul` after `import torch as T` is torch.matmul)
+and the module's structure (its Triton kernels, functions, classes, and
+what ModelNew.forward reaches). Reads the AST only; never runs the code.
+
+Standard library only.
+"""
+
+import ast
+
+from .static_policy import DENIED, INTROSPECTION, KERNEL_DECORATORS, TORCH_ALLOWED, TORCH_ALLOWED_PREFIXES
+
+_FUNC_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+# ---------------------------------------------------------------------------
+# Names: the alias table and dotted-chain resolution.
+# ---------------------------------------------------------------------------
+
+def _chain(node):
+    """['a', 'b', 'c'] for the expression a.b.c; None if it is not a plain chain."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return parts[::-1]
+
+
+def _resolve(node, aliases):
+    """The fully qualified name of a chain whose root an import bound, else None.
+
+    `T.matmul` after `import torch as T` resolves to "torch.matmul", so aliases
+    cannot hide a denied name."""
+    parts = _chain(node)
+    if parts is None or parts[0] not in aliases:
+        return None
+    return ".".join([aliases[parts[0]]] + parts[1:])
+
+
+def _build_aliases(tree):
+    """Local name -> qualified name, from every import and module-level alias."""
+    aliases = {}
+    for node in ast.walk(tree):  # imports inside functions bind names too
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    aliases[a.asname] = a.name
+                else:  # `import torch.nn` binds `torch`
+                    root = a.name.split(".")[0]
+                    aliases[root] = root
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            for a in node.names:
+                if a.name != "*":
+                    aliases[a.asname or a.name] = f"{module}.{a.name}"
+    # `mm = torch.matmul` at module level makes `mm` an alias as well. Only
+    # module-level assignments: local names are too often reused for tensors.
+    for stmt in tree.body:
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)):
+            qual = _resolve(stmt.value, aliases)
+            if qual is not None:
+                aliases[stmt.targets[0].id] = qual
+    return aliases
+
+
+def _denied(qual):
+    """(flag, why) for a qualified name under DENIED (longest prefix) or private."""
+    parts = qual.split(".")
+    for n in range(len(parts), 0, -1):
+        rule = DENIED.get(".".join(parts[:n]))
+        if rule is not None:
+            return rule
+    for p in parts[1:]:
+        if p.startswith("_") and not (p.startswith("__") and p.endswith("__")):
+            return (INTROSPECTION, "is a private API below the public, guarded one")
+    return None
+
+
+def _torch_allowed(qual):
+    last = qual.rsplit(".", 1)[-1]
+    return (qual in TORCH_ALLOWED or qual.startswith(TORCH_ALLOWED_PREFIXES)
+            or (last.startswith("__") and last.endswith("__")))  # torch.__version__
+
+
+def _shown(node, qual):
+    """How a finding names a construct: its source text, plus the resolved name."""
+    text = ast.unparse(node)
+    return text if qual is None or qual == text else f"{text} ({qual})"
+
+
+def _walk_code(root, kernels):
+    """ast.walk that does not enter kernel bodies (they hold tl.*, not torch)."""
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not (isinstance(child, _FUNC_NODES) and child.name in kernels):
+                todo.append(child)
+
+
+# ---------------------------------------------------------------------------
+# Module structure: kernels, functions, classes and what forward reaches.
+# ---------------------------------------------------------------------------
+
+class _Module:
+    def __init__(self, tree, aliases):
+        self.aliases = aliases
+        self._methods, self._attr_classes, self._callees = {}, {}, {}  # memos
+        self.kernels, self.functions, self.classes = {}, {}, {}
+        # Module-level `name = expr`: reaching `name` reaches what expr names, as
+        # in the Triton tutorials' `layer_norm = LayerNorm.apply`.
+        self.values = {}
+        for node in tree.body:
+            if isinstance(node, _FUNC_NODES):
+                target = self.kernels if self._is_kernel(node) else self.functions
+                target[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                self.classes[node.name] = node  # the last definition wins, as at run time
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                self.values.update((t.id, node.value) for t in targets if isinstance(t, ast.Name))
+
+    def _is_kernel(self, fn):
+        for d in fn.decorator_list:
+            target = d.func if isinstance(d, ast.Call) else d
+            if _resolve(target, self.aliases) in KERNEL_DECORATORS:
+                return True
+        return False
+
+    def _lineage(self, cls_name):
+        """The class and its module-level bases, nearest first (a simple MRO)."""
+        order, todo = [], [cls_name]
+        while todo:
+            name = todo.pop(0)
+            if name in self.classes and name not in order:
+                order.append(name)
+                todo += [b.id for b in self.classes[name].bases if isinstance(b, ast.Name)]
+        return order
+
+    def methods(self, cls_name):
+        if cls_name in self._methods:
+            return self._methods[cls_name]
+        found = self._methods[cls_name] = {}
+        for name in reversed(self._lineage(cls_name)):  # nearer classes override
+            for node in self.classes[name].body:
+                if isinstance(node, _FUNC_NODES):
+                    found[node.name] = node
+        return found
+
+    def attr_classes(self, cls_name):
+        """self.X -> class name, for `self.X = Helper(...)` in the class's methods."""
+        if cls_name in self._attr_classes:
+            return self._attr_classes[cls_name]
+        found = self._attr_classes[cls_name] = {}
+        for fn in self.methods(cls_name).values():
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                        and isinstance(node.value.func, ast.Name)
+                        and node.value.func.id in self.classes):
+                    for t in node.targets:
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name):
+                            found[t.attr] = node.value.func.id
+        return found
+
+    def reachable(self, roots):
+        """(function, owner class or None) pairs reachable from roots: through
+        module-level functions named, module-level classes named (all their
+        methods), module-level values named (the expression stands in for a
+        function) and self.method / self.helper_instance on the owner class."""
+        seen, order, todo = set(), [], list(roots)
+        while todo:
+            fn, owner = todo.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            order.append((fn, owner))
+            key = (id(fn), owner)
+            if key not in self._callees:
+                self._callees[key] = self._find_callees(fn, owner)
+            todo += self._callees[key]
+        return order
+
+    def _find_callees(self, fn, owner):
+        self_name = fn.args.args[0].arg if owner and fn.args.args else None
+        methods = self.methods(owner) if owner else {}
+        helpers = self.attr_classes(owner) if owner else {}
+        out = []
+        for node in _walk_code(fn, self.kernels):
+            if isinstance(node, ast.Name):
+                if node.id in self.functions:
+                    out.append((self.functions[node.id], None))
+                if node.id in self.classes:
+                    out += [(m, node.id) for m in self.methods(node.id).values()]
+                if node.id in self.values:
+                    out.append((self.values[node.id], None))
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                  and node.value.id == self_name):
+                if node.attr in methods:
+                    out.append((methods[node.attr], owner))
+                if node.attr in helpers:
+                    cls = helpers[node.attr]
+                    out += [(m, cls) for m in self.methods(cls).values()]
+        return out
+
+    def launches(self, reached):
+        """Kernel names subscripted (kernel[grid]) in the reached functions."""
+        names = []
+        for fn, _ in reached:
+            for node in _walk_code(fn, self.kernels):
+                if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                        and node.value.id in self.kernels and node.value.id not in names):
+                    names.append(node.value.id)
+        return names

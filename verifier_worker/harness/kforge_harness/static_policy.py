@@ -1,0 +1,178 @@
+"""The policy of the stage-1 static check (static_check.py): which modules a
+candidate may import, which names, attributes and constructs are denied and
+under which kforge.v1.HackFlag, and which torch names and tensor methods
+ModelNew may use. Edit these tables, not the walkers in static_check.py.
+Name lists are written as space-separated strings to keep them dense;
+_rules() expands them.
+
+Standard library only.
+"""
+
+# kforge.v1.HackFlag enum names (proto/kforge/v1/verdict.proto).
+TORCH_FALLBACK = "HACK_TORCH_FALLBACK"
+TRY_EXCEPT = "HACK_TRY_EXCEPT_FALLBACK"
+REFERENCE = "HACK_REFERENCE_REUSE"
+INTROSPECTION = "HACK_INTROSPECTION"
+CONCURRENCY = "HACK_CONCURRENCY"
+SUBPROCESS = "HACK_SUBPROCESS"
+NETWORK = "HACK_NETWORK"
+FILE_ACCESS = "HACK_FILE_ACCESS"
+MONKEYPATCH = "HACK_MONKEYPATCH"
+TENSOR_SUBCLASS = "HACK_TENSOR_SUBCLASS"
+RESULT_FORGERY = "HACK_RESULT_FORGERY"
+
+def _rules(names, rule, prefix=""):
+    return {prefix + n: rule for n in names.split()}
+
+
+# Top-level modules a candidate may import. Anything else is a plain failure,
+# so an unknown module cannot smuggle in what DENIED would catch by name.
+ALLOWED_IMPORT_ROOTS = frozenset("""
+    torch triton math numpy typing typing_extensions functools itertools dataclasses
+    collections types operator enum abc numbers contextlib __future__ random copy string re
+    warnings""".split())
+
+# (flag, why): a finding reads "line N: <construct>: <why> (<flag in words>)".
+_INTRO = (INTROSPECTION, "reaches into the interpreter, the harness or their state")
+_THREADS = (CONCURRENCY, "runs work concurrently, outside what the harness times")
+_STREAMS = (CONCURRENCY, "moves GPU work off the stream the harness times")
+_SYNC = (CONCURRENCY, "synchronises, times or captures GPU work, which is the harness's job")
+_SHELL = (SUBPROCESS, "reaches the shell, other processes and the OS")
+_SPAWN = (SUBPROCESS, "runs or signals another program")
+_NET = (NETWORK, "reaches the network")
+_FILES = (FILE_ACCESS, "reads or writes files")
+_GLOBAL_STATE = (MONKEYPATCH, "changes global torch state that the reference and harness share")
+_SUBCLASS = (TENSOR_SUBCLASS, "tensor subclasses and modes can defer or fake the work")
+_EXIT = (RESULT_FORGERY, "exits early, before the harness records a verdict")
+_TIME = (INTROSPECTION, "time functions are the harness's")
+_MODEL = (REFERENCE, "refers to the task's reference model")
+
+# Dotted names (modules or attributes) denied wherever they are imported or used.
+# The longest matching prefix wins, so "os._exit" beats "os".
+DENIED = {
+    **_rules("sys gc inspect ctypes cffi importlib builtins marshal pickle dill cloudpickle "
+             "code codeop traceback dis cupy pycuda cuda numba __main__ kforge_harness kforge",
+             _INTRO),
+    "sys.modules": (INTROSPECTION, "holds every loaded module, the harness's included"),
+    "sys._getframe": (INTROSPECTION, "walks up the caller's frames into the harness"),
+    "torch._C": (INTROSPECTION, "is torch's C core, below every guard"),
+    "torch._dynamo": (INTROSPECTION, "is torch's compiler internals"),
+    "torch.utils.cpp_extension": (INTROSPECTION, "compiles native code outside Triton"),
+    "torch.backends": (INTROSPECTION, "flips backend flags (TF32, cuDNN) the baseline shares"),
+    "triton.testing": (INTROSPECTION, "is benchmarking code, and timing is the harness's"),
+    **_rules("torch.profiler torch.autograd.profiler torch.autograd.profiler_util",
+             (INTROSPECTION, "is the harness's record of what forward runs")),
+    **_rules("time timeit", _TIME),
+    **_rules("threading _thread multiprocessing concurrent asyncio sched torch.multiprocessing "
+             "torch.futures torch.jit.fork torch.jit.wait", _THREADS),
+    **_rules("Stream cuda.Stream cuda.stream cuda.streams cuda.ExternalStream cuda.set_stream",
+             _STREAMS, "torch."),
+    **_rules("Event cuda.Event cuda.synchronize cuda.graph cuda.graphs cuda.CUDAGraph "
+             "cuda.make_graphed_callables", _SYNC, "torch."),
+    **_rules("os subprocess pty shutil signal posix resource", _SHELL),
+    **_rules("system popen fork forkpty kill killpg posix_spawn posix_spawnp execl execle "
+             "execlp execlpe execv execve execvp execvpe spawnl spawnle spawnlp spawnlpe spawnv "
+             "spawnve spawnvp spawnvpe", _SPAWN, "os."),
+    **_rules("open fdopen read write remove unlink rename replace listdir scandir walk mkdir "
+             "makedirs rmdir removedirs path stat chdir getcwd chmod symlink link truncate",
+             _FILES, "os."),
+    **_rules("os._exit os.abort sys.exit atexit", _EXIT),
+    **_rules("socket ssl http urllib urllib3 requests httpx aiohttp ftplib smtplib poplib "
+             "imaplib telnetlib nntplib xmlrpc socketserver websocket websockets webbrowser "
+             "torch.hub asyncio.open_connection asyncio.start_server "
+             "asyncio.open_unix_connection asyncio.start_unix_server", _NET),
+    **_rules("io pathlib tempfile glob fileinput shelve sqlite3 mmap zipfile tarfile gzip bz2 "
+             "lzma torch.save torch.load torch.from_file numpy.save numpy.savez "
+             "numpy.savez_compressed numpy.load numpy.fromfile numpy.loadtxt numpy.savetxt "
+             "numpy.genfromtxt numpy.memmap", _FILES),
+    **_rules("set_float32_matmul_precision set_default_dtype set_default_device "
+             "set_default_tensor_type manual_seed seed random set_rng_state "
+             "use_deterministic_algorithms set_num_threads set_flush_denormal cuda.manual_seed "
+             "cuda.manual_seed_all cuda.set_rng_state cuda.set_device", _GLOBAL_STATE, "torch."),
+    "numpy.random.seed": _GLOBAL_STATE,
+    "torch.library": (MONKEYPATCH, "overrides torch operators, the reference's included"),
+    **_rules("torch.overrides torch.utils._python_dispatch torch.Tensor._make_subclass "
+             "torch.Tensor.as_subclass", _SUBCLASS),
+    "contextlib.suppress": (TRY_EXCEPT, "swallows exceptions like a try/except fallback"),
+}
+
+# Attribute names denied on any object (its type is unknown statically).
+DENIED_ATTRS = {
+    **_rules("__dict__ __class__ __subclasses__ __globals__ __code__ __builtins__ __bases__ "
+             "__mro__ __closure__ __loader__ __spec__ __getattribute__ _getframe f_back "
+             "f_globals f_locals f_builtins gi_frame tb_frame", _INTRO),
+    **_rules("_make_subclass as_subclass __torch_function__ __torch_dispatch__ "
+             "TorchDispatchMode TorchFunctionMode", _SUBCLASS),
+    **_rules("wait_stream record_stream wait_event", _STREAMS),
+    "tofile": _FILES,
+    "Model": _MODEL,
+}
+
+# Bare names denied unless an import rebinds them (then the import decides).
+DENIED_NAMES = {
+    **_rules("__import__ eval exec compile globals locals vars breakpoint __builtins__",
+             (INTROSPECTION, "runs code or looks names up at run time, out of the checker's view")),
+    "open": _FILES,
+    **_rules("exit quit SystemExit", _EXIT),
+    **_rules("TorchDispatchMode TorchFunctionMode", _SUBCLASS),
+    "Model": _MODEL,
+}
+
+# Modules whose import is taken as reaching for the reference or its files.
+REFERENCE_MODULES = frozenset(
+    "reference ref model task problem kernelbench KernelBench candidate solution solutions".split())
+
+# Rule 4, list 1: the torch.* names ModelNew may use. They allocate, describe or
+# initialise; any other torch.* name in ModelNew computes and is a fallback.
+TORCH_ALLOWED = frozenset(_rules("""
+    empty empty_like zeros zeros_like ones ones_like full full_like arange tensor as_tensor
+    empty_strided randn rand randint randn_like rand_like device Size dtype Tensor Generator
+    no_grad inference_mode enable_grad is_tensor is_floating_point is_complex is_grad_enabled
+    numel finfo iinfo get_default_dtype promote_types result_type broadcast_shapes
+    cuda cuda.is_available cuda.current_device cuda.device_count cuda.get_device_properties
+    cuda.get_device_capability cuda.get_device_name cuda.device cuda.current_stream
+    nn nn.Module nn.Parameter nn.parameter.Parameter nn.ParameterList nn.ParameterDict
+    nn.ModuleList nn.ModuleDict nn.Identity autograd autograd.Function
+    float float16 float32 float64 half double bfloat16 int int8 int16 int32 int64 long short
+    uint8 uint16 uint32 uint64 bool complex64 complex128 cfloat cdouble float8_e4m3fn
+    float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz""", None, "torch.")) | {"torch"}
+TORCH_ALLOWED_PREFIXES = ("torch.nn.init.",)
+
+# NumPy names ModelNew may use (types and constants); any other NumPy call
+# in ModelNew computes on the host, out of the GPU profiler's sight.
+NUMPY_ALLOWED = frozenset(_rules("""
+    float16 float32 float64 int8 int16 int32 int64 uint8 bool_ dtype pi e inf nan""",
+                                 None, "numpy.")) | {"numpy"}
+
+# Used anywhere in the module, these hand the model to PyTorch's compilers.
+FALLBACK_ANYWHERE = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace"})
+
+# Rule 4, list 2: tensor methods that compute (a fallback when ModelNew calls
+# them). Names shared with methods of Python builtins (list.sort, set.add) are
+# left out. TENSOR_ALLOWED_METHODS documents what stays allowed.
+TENSOR_COMPUTE_METHODS = frozenset("""
+    matmul mm bmm addmm addmv addbmm baddbmm mv dot vdot outer ger einsum tensordot kron sum
+    nansum mean nanmean std var prod cumsum cumprod cummax cummin logcumsumexp max min amax
+    amin aminmax argmax argmin norm logsumexp softmax log_softmax exp exp_ exp2 expm1 log log_
+    log2 log10 log1p sqrt sqrt_ rsqrt pow pow_ abs abs_ neg neg_ sigmoid sigmoid_ tanh tanh_
+    relu relu_ gelu silu mish elu leaky_relu hardtanh softplus clamp clamp_ clip clip_ add_
+    sub_ mul mul_ div div_ true_divide addcmul addcmul_ addcdiv addcdiv_ lerp lerp_ where
+    masked_fill masked_fill_ topk median mode kthvalue copy_ clone flip roll cross diag tril
+    triu trace sin cos tan floor ceil sign reciprocal reciprocal_ maximum minimum fmod
+    remainder square erf erfc conv1d conv2d conv3d linear layer_norm batch_norm group_norm
+    instance_norm dropout index_select gather scatter scatter_ scatter_add scatter_add_
+    index_add index_add_ index_put index_put_ repeat repeat_interleave apply_ map_
+    """.split())
+TENSOR_ALLOWED_METHODS = frozenset("""
+    contiguous view view_as reshape reshape_as flatten unflatten unsqueeze squeeze permute
+    transpose t expand expand_as size shape stride numel dim ndim element_size data_ptr
+    is_contiguous to float half bfloat16 new_empty new_zeros new_ones new_full fill_ item
+    tolist cpu cuda split chunk narrow select unbind dtype device""".split())
+assert not TENSOR_COMPUTE_METHODS & TENSOR_ALLOWED_METHODS
+
+# Decorators that make a module-level function a Triton kernel.
+KERNEL_DECORATORS = frozenset(_rules("jit autotune heuristics runtime.jit runtime.autotune "
+                                     "runtime.heuristics", None, "triton."))
+
+# print text that looks like a verdict (matched case-insensitively, as substrings).
+VERDICT_WORDS = ("pass", "correct", "speedup", "verdict")
