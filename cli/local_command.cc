@@ -22,6 +22,7 @@
 #include "kforge/v1/service_config.pb.h"
 #include "cli/local_job.h"
 #include "cli/local_security.h"
+#include "cli/tiny_model_command.h"
 #include "common/process/state_lock.h"
 #include "model/checkpoint/tiny_model.h"
 #include "model/torch_runtime.h"
@@ -110,7 +111,7 @@ absl::StatusOr<std::string> LocalModel(const LocalOptions& options) {
   if (!fs::exists(dir / "config.json")) {
     std::error_code ec;
     fs::remove_all(dir, ec);  // a half-written folder from an interrupted run
-    KF_RETURN_IF_ERROR(WriteTinyModel({.out_dir = dir, .tasks_dir = SharedDataPath("tasks")})
+    KF_RETURN_IF_ERROR(WriteTinyModel({.out_dir = dir, .tasks_dir = BuiltinTinyModelCorpus()})
                            .status());
     std::printf("kforge local: wrote the built-in tiny model to %s\n", dir.c_str());
   }

@@ -28,6 +28,10 @@ std::optional<TensorDtype> ParseDtype(const std::string& dtype) {
 
 }  // namespace
 
+std::filesystem::path BuiltinTinyModelCorpus() {
+  return std::filesystem::path(SharedDataPath("tasks")) / "kforge-mini";
+}
+
 int RunTinyModel(const TinyModelCommandOptions& options) {
   const std::optional<Architecture> arch = ParseArch(options.arch);
   const std::optional<TensorDtype> dtype = ParseDtype(options.dtype);
@@ -48,7 +52,8 @@ int RunTinyModel(const TinyModelCommandOptions& options) {
        .architecture = *arch,
        .seed = options.seed,
        .dtype = *dtype,
-       .tasks_dir = options.tasks_dir.empty() ? SharedDataPath("tasks") : options.tasks_dir});
+       .tasks_dir = options.tasks_dir.empty() ? BuiltinTinyModelCorpus()
+                                                : std::filesystem::path(options.tasks_dir)});
   if (!config.ok()) {
     std::fprintf(stderr, "kforge tiny-model: %s\n", config.status().ToString().c_str());
     return kExitRuntimeError;

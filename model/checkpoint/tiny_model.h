@@ -5,7 +5,7 @@
 //   KF_ASSIGN_OR_RETURN(ModelConfig config,
 //                       WriteTinyModel({.out_dir = "/tmp/tiny",
 //                                       .architecture = Architecture::kQwen3,
-//                                       .tasks_dir = SharedDataPath("tasks")}));
+//                                       .tasks_dir = BuiltinTinyModelCorpus()}));
 //
 // The folder then holds config.json, generation_config.json,
 // model.safetensors, tokenizer.json and tokenizer_config.json. Shapes: hidden

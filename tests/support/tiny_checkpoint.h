@@ -26,7 +26,7 @@ inline std::unique_ptr<ScratchDir> WriteTinyCheckpoint(
   options.out_dir = dir->Sub("model");
   options.architecture = architecture;
   options.seed = seed;
-  options.tasks_dir = std::filesystem::path(KFORGE_TEST_SOURCE_DIR) / "tasks";
+  options.tasks_dir = std::filesystem::path(KFORGE_TEST_SOURCE_DIR) / "tasks/kforge-mini";
   options.max_merges = 100;
   absl::StatusOr<ModelConfig> written = WriteTinyModel(options);
   EXPECT_TRUE(written.ok()) << written.status();

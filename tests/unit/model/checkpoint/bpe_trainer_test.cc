@@ -19,7 +19,7 @@ using ::testing::ElementsAre;
 using ::testing::Pair;
 using Merges = std::vector<std::pair<std::string, std::string>>;
 
-const std::string kTasksDir = std::string(KFORGE_TEST_SOURCE_DIR) + "/tasks";
+const std::string kTasksDir = std::string(KFORGE_TEST_SOURCE_DIR) + "/tasks/kforge-mini";
 
 std::unique_ptr<BpeTokenizer> Load(const TrainedBpe& bpe) {
   absl::StatusOr<std::unique_ptr<BpeTokenizer>> tok =

@@ -21,7 +21,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const std::string kTasksDir = std::string(KFORGE_TEST_SOURCE_DIR) + "/tasks";
+const std::string kTasksDir = std::string(KFORGE_TEST_SOURCE_DIR) + "/tasks/kforge-mini";
 
 std::vector<float> Floats(const TensorView& view) {
   std::vector<float> out(static_cast<size_t>(ElementCount(view.shape)));

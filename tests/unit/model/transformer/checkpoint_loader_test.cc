@@ -156,7 +156,7 @@ TEST_P(TinyModelTest, TinyModelCheckpointLoadsAndCachesConsistently) {
   TinyModelOptions options;
   options.out_dir = dir.Sub("model");
   options.architecture = GetParam();
-  options.tasks_dir = std::filesystem::path(KFORGE_TEST_SOURCE_DIR) / "tasks";
+  options.tasks_dir = std::filesystem::path(KFORGE_TEST_SOURCE_DIR) / "tasks/kforge-mini";
   options.max_merges = 50;
   absl::StatusOr<ModelConfig> written = WriteTinyModel(options);
   ASSERT_TRUE(written.ok()) << written.status();
