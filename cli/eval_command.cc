@@ -145,7 +145,8 @@ absl::StatusOr<std::vector<v1::Verdict>> VerifyAll(const EvalOptions& options,
   }
   KF_ASSIGN_OR_RETURN(
       std::unique_ptr<VerifierDispatcher> dispatcher,
-      VerifierDispatcher::Create({.target = options.server}, [&](const v1::VerifyResponse& r) {
+      VerifierDispatcher::Create({.target = options.server, .security = options.security},
+                                 [&](const v1::VerifyResponse& r) {
         size_t i = 0;
         if (!absl::SimpleAtoi(r.request_id(), &i) || i >= verdicts.size()) return;
         {

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "common/security/channel_security.h"
+
 namespace kforge {
 
 struct EvalOptions {
@@ -40,6 +42,7 @@ struct EvalOptions {
   std::string tasks_dir;      // empty: FindKernelBenchDir()
   std::vector<int> levels;   // empty: every level found
   std::string server;        // empty: in process
+  ChannelSecurity security;  // towards --server: a mesh peer's certificate or service token
   std::string out_dir;       // empty: print only
   std::string python;
   std::string device = "cpu";

@@ -8,20 +8,35 @@
 #include "common/client/rpc_client.h"
 #include "common/config/json_config.h"
 #include "common/server/process_main.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "kforge/v1/job_service.grpc.pb.h"
 
 namespace kforge {
 namespace {
 
 std::unique_ptr<v1::JobService::Stub> Stub(const ClientOptions& options) {
-  return v1::JobService::NewStub(MakeChannel(options.server));
+  return v1::JobService::NewStub(options.security.Connect(options.server));
 }
 
 int Fail(const ClientOptions& options, const grpc::Status& status) {
+  const char* hint = "request refused";
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      hint = options.security.tls() ? "is the learner running, and its certificate signed by "
+                                      "--ca_file for this name?"
+                                    : "is the learner running? (a TLS learner needs --ca_file)";
+      break;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      hint = "unauthenticated";
+      break;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      hint = "permission denied";
+      break;
+    default:
+      break;
+  }
   std::fprintf(stderr, "kforge: %s: %s (%s)\n", options.server.c_str(),
-               status.error_message().c_str(),
-               status.error_code() == grpc::StatusCode::UNAVAILABLE ? "is the learner running?"
-                                                                    : "request refused");
+               status.error_message().c_str(), hint);
   return kExitRuntimeError;
 }
 
@@ -150,6 +165,22 @@ int CancelJob(const ClientOptions& options, const std::string& job_id) {
   }
   std::printf("%s %s\n", job.id().c_str(), StateName(job.state()).c_str());
   return kExitOk;
+}
+
+int CheckHealth(const ClientOptions& options, const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(options.security.Connect(options.server));
+  grpc::ClientContext context;
+  SetDeadline(context, absl::Seconds(options.deadline_s));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  if (grpc::Status s = stub->Check(&context, request, &response); !s.ok()) {
+    return Fail(options, s);
+  }
+  std::printf("%s\n",
+              grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()).c_str());
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? kExitOk
+                                                                             : kExitRuntimeError;
 }
 
 }  // namespace kforge

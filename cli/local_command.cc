@@ -21,7 +21,9 @@
 #include "common/status_macros.h"
 #include "kforge/v1/service_config.pb.h"
 #include "cli/local_job.h"
+#include "cli/local_security.h"
 #include "cli/tiny_model_command.h"
+#include "common/process/state_lock.h"
 #include "model/checkpoint/tiny_model.h"
 #include "model/torch_runtime.h"
 
@@ -57,7 +59,8 @@ absl::Status DiedError(const Service& service, const ExitInfo& exit) {
 
 // Starts one service binary and waits until it listens and reports SERVING.
 absl::StatusOr<Service> StartService(const std::string& name, const std::string& binary,
-                                     std::vector<std::string> args, const LocalOptions& options) {
+                                     std::vector<std::string> args, const LocalOptions& options,
+                                     const LocalSecurity& security) {
   Service service;
   service.name = name;
   service.log_file = (fs::path(options.run_dir) / (name + ".log")).string();
@@ -79,7 +82,7 @@ absl::StatusOr<Service> StartService(const std::string& name, const std::string&
   }
   KF_ASSIGN_OR_RETURN(std::string ports_json, ReadFileToString(port_file));
   KF_RETURN_IF_ERROR(ParseJsonMessage(ports_json, &service.ports));
-  auto channel = MakeChannel(service.address());
+  auto channel = security.health().Connect(service.address());
   for (;;) {
     if (auto exit = service.process->Poll()) return DiedError(service, *exit);
     if (WaitForServing(channel, absl::Seconds(1)).ok()) break;
@@ -136,14 +139,29 @@ int VerifierCount(const LocalOptions& options, int gpus) {
   return options.verifiers > 0 ? options.verifiers : std::max(1, gpus);
 }
 
-absl::Status StartAll(const LocalOptions& options, const std::string& model,
-                      const std::string& device, int gpus, std::vector<Service>& services) {
-  KF_ASSIGN_OR_RETURN(
-      Service learner,
-      StartService("learner", "kforge-learner",
-                   {absl::StrCat("--port=", options.learner_port),
-                    absl::StrCat("--state_dir=", (fs::path(options.run_dir) / "state").string())},
-                   options));
+// The learner's model and task roots: the run folder (the tiny model) and
+// the folder of --model, the built-in tasks, and what the flags add.
+std::vector<std::string> RootArgs(const LocalOptions& options) {
+  std::vector<std::string> models = {fs::absolute(options.run_dir).string()};
+  if (!options.model.empty()) models.push_back(fs::absolute(options.model).string());
+  models.insert(models.end(), options.model_roots.begin(), options.model_roots.end());
+  std::vector<std::string> tasks = {SharedDataPath("tasks")};
+  tasks.insert(tasks.end(), options.task_roots.begin(), options.task_roots.end());
+  return {absl::StrCat("--model_roots=", absl::StrJoin(models, ",")),
+          absl::StrCat("--task_roots=", absl::StrJoin(tasks, ","))};
+}
+
+absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security,
+                      const std::string& model, const std::string& device, int gpus,
+                      std::vector<Service>& services) {
+  std::vector<std::string> learner_args = {
+      absl::StrCat("--port=", options.learner_port),
+      absl::StrCat("--state_dir=", (fs::path(options.run_dir) / "state").string())};
+  for (std::vector<std::string> more : {RootArgs(options), security.ServiceArgs("learner")}) {
+    learner_args.insert(learner_args.end(), more.begin(), more.end());
+  }
+  KF_ASSIGN_OR_RETURN(Service learner, StartService("learner", "kforge-learner", learner_args,
+                                                    options, security));
   services.push_back(std::move(learner));
   std::vector<std::string> verifier_addresses;
   for (int i = 0; i < VerifierCount(options, gpus); ++i) {
@@ -152,26 +170,27 @@ absl::Status StartAll(const LocalOptions& options, const std::string& model,
                                      absl::StrCat("--learner=", services.front().address())};
     if (!options.python.empty()) args.push_back(absl::StrCat("--python=", options.python));
     args.push_back(absl::StrCat("--device=", VerifierDevice(device, gpus, i)));
+    for (const std::string& arg : security.ServiceArgs("verifier")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service verifier, StartService(absl::StrCat("verifier-", i),
-                                                       "kforge-verifier", args, options));
+                                                       "kforge-verifier", args, options, security));
     verifier_addresses.push_back(verifier.address());
     services.push_back(std::move(verifier));
   }
   for (int i = 0; i < options.rollout_workers; ++i) {
-    KF_ASSIGN_OR_RETURN(
-        Service rollout,
-        StartService(absl::StrCat("rollout-", i), "kforge-rollout",
-                     {"--port=0", absl::StrCat("--learner=", services.front().address()),
-                      absl::StrCat("--verifiers=", absl::StrJoin(verifier_addresses, ",")),
-                      absl::StrCat("--model=", model), absl::StrCat("--name=local-rollout-", i),
-                      absl::StrCat("--device=", RolloutDevice(device, gpus, i))},
-                     options));
+    std::vector<std::string> args = {
+        "--port=0", absl::StrCat("--learner=", services.front().address()),
+        absl::StrCat("--verifiers=", absl::StrJoin(verifier_addresses, ",")),
+        absl::StrCat("--model=", model), absl::StrCat("--name=local-rollout-", i),
+        absl::StrCat("--device=", RolloutDevice(device, gpus, i))};
+    for (const std::string& arg : security.ServiceArgs("rollout")) args.push_back(arg);
+    KF_ASSIGN_OR_RETURN(Service rollout, StartService(absl::StrCat("rollout-", i), "kforge-rollout",
+                                                      args, options, security));
     services.push_back(std::move(rollout));
   }
   return absl::OkStatus();
 }
 
-void PrintTable(const std::vector<Service>& services, bool serve) {
+void PrintTable(const std::vector<Service>& services, bool serve, const LocalSecurity& security) {
   std::printf("\n%-12s %-22s %-32s %s\n", "SERVICE", "GRPC", "METRICS", "LOG");
   for (const Service& s : services) {
     std::printf("%-12s %-22s %-32s %s\n", s.name.c_str(), s.address().c_str(),
@@ -179,8 +198,12 @@ void PrintTable(const std::vector<Service>& services, bool serve) {
                 s.log_file.c_str());
   }
   const std::string learner = services.front().address();
-  std::printf("\nall services SERVING. Try:\n  grpcurl -plaintext %s list\n", learner.c_str());
-  if (serve) std::printf("  kforge submit --server %s examples/job.json\n", learner.c_str());
+  std::printf("\nall services SERVING. Try:\n  grpcurl %s %s list\n",
+              security.GrpcurlFlags().c_str(), learner.c_str());
+  if (serve) {
+    std::printf("  kforge submit --server %s%s examples/local-job.json\n", learner.c_str(),
+                security.CliFlags().c_str());
+  }
   std::printf("Press Ctrl-C to stop.\n\n");
   std::fflush(stdout);
 }
@@ -212,8 +235,9 @@ absl::Status CheckChildren(std::vector<Service>& services) {
 }
 
 // Runs the job to its end (or until a signal); the exit code.
-int RunJob(const LocalOptions& options, const v1::JobSpec& spec, std::vector<Service>& services) {
-  LocalJobWatcher watcher(services.front().address());
+int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1::JobSpec& spec,
+           std::vector<Service>& services) {
+  LocalJobWatcher watcher(services.front().address(), security.users());
   if (absl::StatusOr<std::string> id = watcher.SubmitOrResume(spec); !id.ok()) {
     std::fprintf(stderr, "kforge local: %s\n", std::string(id.status().message()).c_str());
     StopAll(services);
@@ -261,11 +285,18 @@ int Serve(std::vector<Service>& services) {
 }  // namespace
 
 int RunLocal(const LocalOptions& options) {
-  std::error_code ec;
-  fs::create_directories(options.run_dir, ec);
-  if (ec) {
-    std::fprintf(stderr, "kforge local: cannot create %s: %s\n", options.run_dir.c_str(),
-                 ec.message().c_str());
+  // One kforge local per run folder: taken before anything in it is touched
+  // (logs, port files, the tiny model, the learner's state).
+  absl::StatusOr<std::unique_ptr<StateLock>> lock =
+      StateLock::Acquire(options.run_dir, "kforge local", "kforge-local.lock");
+  if (!lock.ok()) {
+    std::fprintf(stderr, "kforge local: %s\n", std::string(lock.status().message()).c_str());
+    return kExitConfigError;
+  }
+  absl::StatusOr<LocalSecurity> security =
+      LocalSecurity::Prepare(options.run_dir, options.tls_dir, options.token_file);
+  if (!security.ok()) {
+    std::fprintf(stderr, "kforge local: %s\n", std::string(security.status().message()).c_str());
     return kExitConfigError;
   }
   // A GPU machine runs everything on its first GPU, with Triton candidates
@@ -285,14 +316,16 @@ int RunLocal(const LocalOptions& options) {
               "(%d GPU(s)) in %s\n",
               VerifierCount(options, gpus), options.rollout_workers, device.c_str(), gpus,
               options.run_dir.c_str());
+  std::printf("kforge local: %s\n", security->Describe().c_str());
   std::fflush(stdout);
-  if (absl::Status started = StartAll(options, *model, device, gpus, services); !started.ok()) {
+  if (absl::Status started = StartAll(options, *security, *model, device, gpus, services);
+      !started.ok()) {
     std::fprintf(stderr, "kforge local: %s\n", std::string(started.message()).c_str());
     StopAll(services);
     return kExitRuntimeError;
   }
-  PrintTable(services, options.serve);
-  return options.serve ? Serve(services) : RunJob(options, *spec, services);
+  PrintTable(services, options.serve, *security);
+  return options.serve ? Serve(services) : RunJob(options, *security, *spec, services);
 }
 
 }  // namespace kforge

@@ -9,10 +9,18 @@
 // running job, which the next `kforge local` resumes. A child that dies stops
 // the rest and the command exits non-zero, naming it and showing the end of
 // its log.
+//
+// The run folder is locked for the command's life (a second `kforge local`
+// on it refuses to start, naming the first). The mesh speaks plaintext on
+// loopback unless --tls_dir is given (local_security.h), and says which at
+// start-up. The learner reads models under the run folder (and --model's
+// folder) and tasks under the built-in tasks folder, plus --model_roots and
+// --task_roots.
 #ifndef KFORGE_CLI_LOCAL_COMMAND_H_
 #define KFORGE_CLI_LOCAL_COMMAND_H_
 
 #include <string>
+#include <vector>
 
 namespace kforge {
 
@@ -33,6 +41,12 @@ struct LocalOptions {
   bool short_job = false;
   // Serve without submitting a job, until Ctrl-C.
   bool serve = false;
+  // TLS certificates (local_security.h) and the JobService token file.
+  std::string tls_dir;
+  std::string token_file;
+  // More folders the learner may read models and tasks from.
+  std::vector<std::string> model_roots;
+  std::vector<std::string> task_roots;
 };
 
 int RunLocal(const LocalOptions& options);

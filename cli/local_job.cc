@@ -100,8 +100,10 @@ v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu) {
   return spec;
 }
 
-LocalJobWatcher::LocalJobWatcher(const std::string& learner_address)
-    : stub_(v1::JobService::NewStub(MakeChannel(learner_address))), tty_(::isatty(1) != 0) {}
+LocalJobWatcher::LocalJobWatcher(const std::string& learner_address,
+                                 const ChannelSecurity& security)
+    : stub_(v1::JobService::NewStub(security.Connect(learner_address))),
+      tty_(::isatty(1) != 0) {}
 
 absl::StatusOr<std::string> LocalJobWatcher::SubmitOrResume(const v1::JobSpec& spec) {
   v1::ListJobsRequest list;

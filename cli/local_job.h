@@ -5,7 +5,7 @@
 // the live progress line and closing summary.
 //
 //   v1::JobSpec spec = DefaultLocalJob("/run/tiny-model", /*gpu=*/false);
-//   LocalJobWatcher watcher(learner_address);
+//   LocalJobWatcher watcher(learner_address, security);
 //   KF_ASSIGN_OR_RETURN(std::string id, watcher.SubmitOrResume(spec));
 //   while (!watcher.Poll()) ...;   // prints progress; true once the job ended
 //   watcher.PrintSummary();
@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/security/channel_security.h"
 #include "kforge/v1/job.pb.h"
 #include "kforge/v1/job_service.grpc.pb.h"
 
@@ -35,7 +36,7 @@ v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu);
 
 class LocalJobWatcher {
  public:
-  explicit LocalJobWatcher(const std::string& learner_address);
+  LocalJobWatcher(const std::string& learner_address, const ChannelSecurity& security);
 
   // The job a previous run left RUNNING or QUEUED, else `spec` submitted.
   absl::StatusOr<std::string> SubmitOrResume(const v1::JobSpec& spec);

@@ -12,6 +12,7 @@
 #include "cli/local_command.h"
 #include "cli/tiny_model_command.h"
 #include "cli/verify_command.h"
+#include "common/security/channel_security.h"
 #include "common/server/crash_report.h"
 #include "common/server/process_main.h"
 #include "common/server/termination_signals.h"
@@ -56,6 +57,24 @@ ABSL_FLAG(int, max_new_tokens, 1024, "kforge eval: tokens per completion at most
 ABSL_FLAG(std::string, arch, "qwen2", "kforge tiny-model: qwen2, qwen3 or llama");
 ABSL_FLAG(uint64_t, seed, 0, "kforge tiny-model: seed of the random weights");
 ABSL_FLAG(std::string, dtype, "float32", "kforge tiny-model: float32 or bfloat16");
+ABSL_FLAG(std::string, token_file, "",
+          "client commands: a file whose first line is the bearer token sent on every call (a "
+          "user's token for the job commands, a service token for verify/eval --server); "
+          "kforge local: the tokens JobService accepts");
+ABSL_FLAG(std::string, ca_file, "",
+          "client commands: speak TLS and verify the server against this PEM CA bundle");
+ABSL_FLAG(std::string, cert_file, "",
+          "client commands: PEM certificate presented to the server (mutual TLS)");
+ABSL_FLAG(std::string, key_file, "", "client commands: the private key of --cert_file");
+ABSL_FLAG(std::string, server_name, "",
+          "client commands: the name the server's certificate must carry, when not --server's host");
+ABSL_FLAG(std::string, tls_dir, "",
+          "kforge local: serve TLS with DIR/local.crt, DIR/local.key and DIR/ca.crt "
+          "(deploy/tls/make-certs.sh DIR local localhost 127.0.0.1), mutual TLS between services");
+ABSL_FLAG(std::vector<std::string>, model_roots, {},
+          "kforge local: more folders the learner may read models from");
+ABSL_FLAG(std::vector<std::string>, task_roots, {},
+          "kforge local: more folders the learner may read task sets from");
 
 namespace {
 
@@ -74,6 +93,9 @@ commands:
   jobs                  list jobs
   watch JOB             stream a job's progress until it ends
   cancel JOB            cancel a queued or running job
+  health [SERVICE]      ask a server's grpc.health.v1 whether it is SERVING (exit 0 if so)
+                        (client commands: --token_file FILE, --ca_file CA.pem for TLS,
+                        --cert_file/--key_file for mutual TLS, --server_name NAME)
   verify                verify one candidate: --task TASK.py --candidate FILE
                         [--json] [--server HOST:PORT] [--device cuda:0]
                         [--require_triton=false] [--options OPTIONS.json]
@@ -97,6 +119,30 @@ int NeedArgument(const std::string& command, const char* what) {
   return kforge::kExitConfigError;
 }
 
+// How the client commands reach --server, from the TLS and token flags.
+absl::StatusOr<kforge::ChannelSecurity> ClientSecurity(const std::string& server) {
+  kforge::v1::TlsConfig tls;
+  tls.set_ca_file(absl::GetFlag(FLAGS_ca_file));
+  tls.set_cert_file(absl::GetFlag(FLAGS_cert_file));
+  tls.set_key_file(absl::GetFlag(FLAGS_key_file));
+  tls.set_server_name(absl::GetFlag(FLAGS_server_name));
+  tls.set_client_certs("none");
+  tls.set_reload_interval_s(60);
+  if (!tls.cert_file().empty() && tls.ca_file().empty()) {
+    return absl::InvalidArgumentError("--cert_file: needs --ca_file (mutual TLS is TLS)");
+  }
+  if (absl::Status s = kforge::CheckTlsConfig(tls, "--tls").status(); !s.ok()) return s;
+  std::vector<std::string> tokens;
+  if (!absl::GetFlag(FLAGS_token_file).empty()) tokens.push_back(absl::GetFlag(FLAGS_token_file));
+  absl::StatusOr<kforge::ChannelSecurity> security =
+      kforge::ChannelSecurity::Create(tls, tokens, absl::Seconds(10));
+  if (!security.ok()) return security.status();
+  if (!server.empty()) {
+    if (absl::Status s = security->CheckTarget(server, "--server"); !s.ok()) return s;
+  }
+  return security;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,10 +154,22 @@ int main(int argc, char** argv) {
   const std::string command = positional[1];
   const std::vector<std::string> args(positional.begin() + 2, positional.end());
   const std::string server = absl::GetFlag(FLAGS_server);
+  if (command == "help") return Usage(kforge::kExitOk);
+  absl::StatusOr<kforge::ChannelSecurity> security;
+  if (command != "local") {
+    security = ClientSecurity(server.empty() && command != "verify" && command != "eval"
+                                  ? "localhost:50051" : server);
+    if (!security.ok()) {
+      std::fprintf(stderr, "kforge %s: %s\n", command.c_str(),
+                   std::string(security.status().message()).c_str());
+      return kforge::kExitConfigError;
+    }
+  }
   const kforge::ClientOptions client{.server = server.empty() ? "localhost:50051" : server,
                                      .deadline_s = absl::GetFlag(FLAGS_deadline_s),
-                                     .json = absl::GetFlag(FLAGS_json)};
-  if (command == "help") return Usage(kforge::kExitOk);
+                                     .json = absl::GetFlag(FLAGS_json),
+                                     .security = security.ok() ? *security
+                                                               : kforge::ChannelSecurity()};
   if (command == "local") {
     return kforge::RunLocal({.run_dir = absl::GetFlag(FLAGS_run_dir),
                              .learner_port = absl::GetFlag(FLAGS_learner_port),
@@ -121,7 +179,11 @@ int main(int argc, char** argv) {
                              .model = absl::GetFlag(FLAGS_model),
                              .job_file = absl::GetFlag(FLAGS_job),
                              .short_job = absl::GetFlag(FLAGS_short),
-                             .serve = absl::GetFlag(FLAGS_serve)});
+                             .serve = absl::GetFlag(FLAGS_serve),
+                             .tls_dir = absl::GetFlag(FLAGS_tls_dir),
+                             .token_file = absl::GetFlag(FLAGS_token_file),
+                             .model_roots = absl::GetFlag(FLAGS_model_roots),
+                             .task_roots = absl::GetFlag(FLAGS_task_roots)});
   }
   if (command == "submit") {
     return args.empty() ? NeedArgument(command, "FILE.json") : kforge::SubmitJob(client, args[0]);
@@ -133,11 +195,13 @@ int main(int argc, char** argv) {
   if (command == "cancel") {
     return args.empty() ? NeedArgument(command, "JOB") : kforge::CancelJob(client, args[0]);
   }
+  if (command == "health") return kforge::CheckHealth(client, args.empty() ? "" : args[0]);
   if (command == "verify") {
     return kforge::RunVerify({.task_file = absl::GetFlag(FLAGS_task),
                               .candidate_file = absl::GetFlag(FLAGS_candidate),
                               // In process unless --server is given.
                               .server = absl::GetFlag(FLAGS_server),
+                              .security = client.security,
                               .options_file = absl::GetFlag(FLAGS_options),
                               .python = absl::GetFlag(FLAGS_python),
                               .device = absl::GetFlag(FLAGS_device),
@@ -162,6 +226,7 @@ int main(int argc, char** argv) {
                             .tasks_dir = absl::GetFlag(FLAGS_tasks),
                             .levels = levels,
                             .server = absl::GetFlag(FLAGS_server),
+                            .security = client.security,
                             .out_dir = absl::GetFlag(FLAGS_out),
                             .python = absl::GetFlag(FLAGS_python),
                             .device = absl::GetFlag(FLAGS_device),

@@ -30,7 +30,7 @@ absl::StatusOr<v1::Verdict> VerifyInProcess(const VerifyOptions& options,
 
 absl::StatusOr<v1::Verdict> VerifyRemotely(const VerifyOptions& options,
                                            const v1::VerifyRequest& request) {
-  auto stub = v1::VerifierService::NewStub(MakeChannel(options.server));
+  auto stub = v1::VerifierService::NewStub(options.security.Connect(options.server));
   grpc::ClientContext context;
   const auto& limits = request.options().limits();
   SetDeadline(context, absl::Seconds(limits.correctness_timeout_s() + limits.timing_timeout_s() + 60));

@@ -8,12 +8,15 @@
 
 #include <string>
 
+#include "common/security/channel_security.h"
+
 namespace kforge {
 
 struct VerifyOptions {
   std::string task_file;
   std::string candidate_file;
   std::string server;        // empty: in process
+  ChannelSecurity security;  // towards --server: a mesh peer's certificate or service token
   std::string options_file;  // VerifierOptions JSON; empty: defaults
   std::string python;
   std::string device = "cpu";

@@ -7,6 +7,8 @@ find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(absl CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED COMPONENTS core)
+# Certificate checks and token digests (gRPC already links the same OpenSSL).
+find_package(OpenSSL REQUIRED)
 
 find_program(KFORGE_PROTOC protoc REQUIRED)
 find_program(KFORGE_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

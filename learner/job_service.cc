@@ -19,8 +19,9 @@ constexpr absl::Duration kWatchPollInterval = absl::Milliseconds(500);
 
 }  // namespace
 
-grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const kforge::v1::JobSpec* request,
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context, const kforge::v1::JobSpec* request,
                                        kforge::v1::Job* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   kforge::v1::JobSpec spec = *request;
   if (absl::Status checked = CheckJobSpec(check_context_, &spec); !checked.ok()) {
     metrics_->jobs_rejected.Increment();
@@ -36,8 +37,9 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*, const kforge::v1::J
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const kforge::v1::GetJobRequest* request,
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const kforge::v1::GetJobRequest* request,
                                     kforge::v1::Job* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   if (grpc::Status s = RequireJobId(request->job_id()); !s.ok()) return s;
   absl::StatusOr<kforge::v1::Job> job = registry_->Get(request->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -45,9 +47,10 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*, const kforge::v1::GetJ
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*,
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       const kforge::v1::ListJobsRequest* request,
                                       kforge::v1::ListJobsResponse* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   if (request->limit() < 0) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "limit: must not be negative"};
   }
@@ -61,9 +64,10 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*,
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const kforge::v1::CancelJobRequest* request,
                                        kforge::v1::Job* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   if (grpc::Status s = RequireJobId(request->job_id()); !s.ok()) return s;
   absl::StatusOr<kforge::v1::Job> job = registry_->Cancel(request->job_id(), request->reason());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -74,6 +78,7 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*,
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       const kforge::v1::WatchJobRequest* request,
                                       grpc::ServerWriter<kforge::v1::JobEvent>* writer) {
+  KF_AUTHORIZE(guard_.Check(*context));
   if (grpc::Status s = RequireJobId(request->job_id()); !s.ok()) return s;
   int64_t seq = 0;
   for (;;) {

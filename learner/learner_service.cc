@@ -8,9 +8,10 @@
 
 namespace kforge {
 
-grpc::Status LearnerServiceImpl::RegisterWorker(grpc::ServerContext*,
+grpc::Status LearnerServiceImpl::RegisterWorker(grpc::ServerContext* context,
                                                 const kforge::v1::RegisterWorkerRequest* request,
                                                 kforge::v1::RegisterWorkerResponse* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   if (request->worker_name().empty()) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "worker_name: is required"};
   }
@@ -21,9 +22,10 @@ grpc::Status LearnerServiceImpl::RegisterWorker(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status LearnerServiceImpl::Heartbeat(grpc::ServerContext*,
+grpc::Status LearnerServiceImpl::Heartbeat(grpc::ServerContext* context,
                                            const kforge::v1::HeartbeatRequest* request,
                                            kforge::v1::HeartbeatResponse* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   if (request->worker_id().empty()) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "worker_id: is required"};
   }
@@ -35,6 +37,7 @@ grpc::Status LearnerServiceImpl::Heartbeat(grpc::ServerContext*,
 grpc::Status LearnerServiceImpl::TakeWork(grpc::ServerContext* context,
                                           const kforge::v1::TakeWorkRequest* request,
                                           kforge::v1::TakeWorkResponse* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   if (request->worker_id().empty()) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "worker_id: is required"};
   }
@@ -65,15 +68,17 @@ absl::Duration LearnerServiceImpl::LongPollWait(const grpc::ServerContext& conte
 grpc::Status LearnerServiceImpl::SyncBroadcast(grpc::ServerContext* context,
                                                const kforge::v1::SyncBroadcastRequest* request,
                                                kforge::v1::SyncBroadcastResponse* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   const absl::Status synced = broadcaster_->Sync(
       *request, LongPollWait(*context, request->wait_ms()),
       [context] { return context->IsCancelled(); }, response);
   return ToGrpcStatus(synced);
 }
 
-grpc::Status LearnerServiceImpl::ReleaseWork(grpc::ServerContext*,
+grpc::Status LearnerServiceImpl::ReleaseWork(grpc::ServerContext* context,
                                              const kforge::v1::ReleaseWorkRequest* request,
                                              kforge::v1::ReleaseWorkResponse* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   if (request->worker_id().empty()) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "worker_id: is required"};
   }
@@ -90,9 +95,10 @@ grpc::Status LearnerServiceImpl::ReleaseWork(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status LearnerServiceImpl::DeliverSamples(grpc::ServerContext*,
+grpc::Status LearnerServiceImpl::DeliverSamples(grpc::ServerContext* context,
                                                 const kforge::v1::DeliverSamplesRequest* request,
                                                 kforge::v1::DeliverSamplesResponse* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   for (const kforge::v1::ScoredSample& scored : request->samples()) {
     absl::StatusOr<kforge::v1::SampleAck> ack = groups_->Deliver(scored);
     if (!ack.ok()) {
@@ -114,6 +120,7 @@ grpc::Status LearnerServiceImpl::DeliverSamples(grpc::ServerContext*,
 grpc::Status LearnerServiceImpl::GetWeights(grpc::ServerContext* context,
                                             const kforge::v1::GetWeightsRequest* request,
                                             grpc::ServerWriter<kforge::v1::WeightChunk>* writer) {
+  KF_AUTHORIZE(guard_.Check(*context));
   std::shared_ptr<const WeightSnapshot> snapshot = weights_->Latest();
   if (snapshot == nullptr) {
     return {grpc::StatusCode::FAILED_PRECONDITION, "no policy weights: no job is training"};

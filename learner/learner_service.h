@@ -3,10 +3,12 @@
 // (DeliverSamples) over the GroupTracker, and the newest policy weights as a
 // chunk stream (GetWeights) from the WeightPublisher, and the coordination of
 // the NCCL weight broadcast (SyncBroadcast) through the WeightBroadcaster.
+// Every call first passes `guard` (mesh peers only; common/security/call_auth.h).
 #ifndef KFORGE_LEARNER_LEARNER_SERVICE_H_
 #define KFORGE_LEARNER_LEARNER_SERVICE_H_
 
 #include "common/logging/logger.h"
+#include "common/security/call_auth.h"
 #include "kforge/v1/learner_service.grpc.pb.h"
 #include "kforge/v1/service_config.pb.h"
 #include "learner/learner_metrics.h"
@@ -21,13 +23,14 @@ class LearnerServiceImpl final : public kforge::v1::LearnerService::Service {
  public:
   LearnerServiceImpl(WorkerRegistry* workers, GroupTracker* groups, WeightPublisher* weights,
                      WeightBroadcaster* broadcaster, LearnerMetrics* metrics,
-                     const kforge::v1::LearnerConfig* config)
+                     const kforge::v1::LearnerConfig* config, CallGuard guard = {})
       : workers_(workers),
         groups_(groups),
         weights_(weights),
         broadcaster_(broadcaster),
         metrics_(metrics),
-        config_(config) {}
+        config_(config),
+        guard_(std::move(guard)) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext* context,
                               const kforge::v1::RegisterWorkerRequest* request,
@@ -56,6 +59,7 @@ class LearnerServiceImpl final : public kforge::v1::LearnerService::Service {
   WeightBroadcaster* const broadcaster_;
   LearnerMetrics* const metrics_;
   const kforge::v1::LearnerConfig* const config_;
+  const CallGuard guard_;
   Logger log_{"learner"};
 
   // A long poll's wait: what the caller asks, within the configured bound

@@ -7,12 +7,13 @@
 namespace kforge {
 
 LearnerLink::LearnerLink(const kforge::v1::RolloutWorkerConfig& config, std::string self_address,
-                         bool nccl_capable, std::function<void(bool)> on_ready)
+                         bool nccl_capable, std::function<void(bool)> on_ready,
+                         const ChannelSecurity& security)
     : config_(config),
       self_address_(std::move(self_address)),
       nccl_capable_(nccl_capable),
       on_ready_(std::move(on_ready)),
-      stub_(kforge::v1::LearnerService::NewStub(MakeChannel(config.learner_address()))),
+      stub_(kforge::v1::LearnerService::NewStub(security.Connect(config.learner_address()))),
       thread_([this] {
         pthread_setname_np(pthread_self(), "kf-learner-link");
         Run();

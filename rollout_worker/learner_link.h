@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/logging/logger.h"
+#include "common/security/channel_security.h"
 #include "kforge/v1/learner_service.grpc.pb.h"
 #include "kforge/v1/service_config.pb.h"
 
@@ -28,7 +29,8 @@ class LearnerLink {
   // nccl_capable: the worker takes part in the NCCL weight broadcast (told
   // to the learner at registration).
   LearnerLink(const kforge::v1::RolloutWorkerConfig& config, std::string self_address,
-              bool nccl_capable, std::function<void(bool)> on_ready);
+              bool nccl_capable, std::function<void(bool)> on_ready,
+              const ChannelSecurity& security = {});
   LearnerLink(const LearnerLink&) = delete;
   LearnerLink& operator=(const LearnerLink&) = delete;
   ~LearnerLink();

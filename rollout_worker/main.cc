@@ -11,6 +11,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/security/channel_security.h"
 #include "common/server/crash_report.h"
 #include "common/server/host_name.h"
 #include "common/server/process_main.h"
@@ -76,10 +77,21 @@ int Run() {
   if (!absl::GetFlag(FLAGS_model).empty()) config.set_model_path(absl::GetFlag(FLAGS_model));
   if (!absl::GetFlag(FLAGS_device).empty()) config.set_device(absl::GetFlag(FLAGS_device));
   if (config.worker_name().empty()) config.set_worker_name(HostName());
+  // How the learner and the verifiers are reached, checked before the model
+  // loads: a token never goes to a non-loopback peer in plaintext.
+  absl::StatusOr<ChannelSecurity> security = ChannelSecurity::ForPeers(config.server());
+  absl::Status checked = security.status();
+  if (checked.ok()) checked = security->CheckTarget(config.learner_address(), "learner_address");
+  if (checked.ok()) checked = security->CheckTarget(config.verifier_target(), "verifier_target");
+  if (!checked.ok()) {
+    log.Error("invalid configuration", {{"error", checked.message()}});
+    return kExitConfigError;
+  }
 
   const TorchRuntimeInfo torch = DescribeTorchRuntime();
   log.Info("starting", {{"torch", torch.version}, {"cuda", torch.cuda_available},
-                        {"device", config.device()}, {"learner", config.learner_address()}});
+                        {"device", config.device()}, {"learner", config.learner_address()},
+                        {"to_peers", security->Describe()}});
 
   // The model loads before the server listens: once the worker registers
   // (and reports SERVING) it can sample. A model that does not load is a
@@ -116,11 +128,11 @@ int Run() {
     Readiness readiness(host_ptr, /*sampling=*/policy == nullptr);
     LearnerLink link(config, absl::StrCat(HostName(), ":", host_ptr->grpc_port()),
                      policy != nullptr && RolloutPipeline::TakesPartInBroadcast(config),
-                     [&readiness](bool ready) { readiness.SetRegistered(ready); });
+                     [&readiness](bool ready) { readiness.SetRegistered(ready); }, *security);
     std::unique_ptr<RolloutPipeline> pipeline;
     if (policy != nullptr) {
       absl::StatusOr<std::unique_ptr<RolloutPipeline>> created =
-          RolloutPipeline::Create(config, policy.get(), &link, &metrics);
+          RolloutPipeline::Create(config, policy.get(), &link, &metrics, *security);
       if (!created.ok()) {
         log.Error("cannot start sampling", {{"error", created.status().message()}});
         (*host)->Shutdown();

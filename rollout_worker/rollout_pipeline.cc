@@ -14,8 +14,9 @@ namespace kforge {
 
 absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
     const v1::RolloutWorkerConfig& config, LoadedPolicy* policy, const LearnerLink* link,
-    RolloutMetrics* metrics) {
-  auto pipeline = std::unique_ptr<RolloutPipeline>(new RolloutPipeline(config, link, metrics));
+    RolloutMetrics* metrics, const ChannelSecurity& security) {
+  auto pipeline =
+      std::unique_ptr<RolloutPipeline>(new RolloutPipeline(config, link, metrics, security));
   RolloutPipeline* p = pipeline.get();
   KF_ASSIGN_OR_RETURN(
       p->dispatcher_,
@@ -25,7 +26,8 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
            .verify_timeout = absl::Seconds(config.verify_timeout_s()),
            .backoff_initial = absl::Seconds(config.rpc().backoff_initial_s()),
            .backoff_max = absl::Seconds(config.rpc().backoff_max_s()),
-           .max_attempts = config.verify_max_attempts()},
+           .max_attempts = config.verify_max_attempts(),
+           .security = security},
           // The verifier forwards the scored sample to the learner; here
           // the verdict only closes the sample's account.
           [](const v1::VerifyResponse&) {}));
@@ -93,11 +95,11 @@ bool RolloutPipeline::TakesPartInBroadcast(const v1::RolloutWorkerConfig& config
 }
 
 RolloutPipeline::RolloutPipeline(const v1::RolloutWorkerConfig& config, const LearnerLink* link,
-                                 RolloutMetrics* metrics)
+                                 RolloutMetrics* metrics, const ChannelSecurity& security)
     : config_(config),
       link_(link),
       metrics_(metrics),
-      learner_(v1::LearnerService::NewStub(MakeChannel(config.learner_address()))) {}
+      learner_(v1::LearnerService::NewStub(security.Connect(config.learner_address()))) {}
 
 RolloutPipeline::~RolloutPipeline() {
   stop_.Notify();

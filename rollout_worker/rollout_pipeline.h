@@ -55,10 +55,11 @@ namespace kforge {
 
 class RolloutPipeline {
  public:
-  // `policy`, `link` and `metrics` outlive the pipeline.
+  // `policy`, `link` and `metrics` outlive the pipeline. `security`: how
+  // the learner and the verifiers are reached.
   static absl::StatusOr<std::unique_ptr<RolloutPipeline>> Create(
       const v1::RolloutWorkerConfig& config, LoadedPolicy* policy, const LearnerLink* link,
-      RolloutMetrics* metrics);
+      RolloutMetrics* metrics, const ChannelSecurity& security = {});
   // Whether a worker so configured receives weights by NCCL broadcast: the
   // broadcast on, a GPU device, NCCL in the build.
   static bool TakesPartInBroadcast(const v1::RolloutWorkerConfig& config);
@@ -70,7 +71,7 @@ class RolloutPipeline {
 
  private:
   RolloutPipeline(const v1::RolloutWorkerConfig& config, const LearnerLink* link,
-                  RolloutMetrics* metrics);
+                  RolloutMetrics* metrics, const ChannelSecurity& security);
   void TakeWorkLoop();
   // Queues a group to give back (any thread); SendReleases (the take-work
   // thread) tells the learner.

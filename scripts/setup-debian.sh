@@ -17,6 +17,8 @@ packages=(
   python3-torch python3-yaml
   # Tests: promtool (deploy/tests, /metrics checks).
   prometheus
+  # Tests: certificates made at test time (deploy/tls/make-certs.sh).
+  openssl
   # curves.png beside curves.svg (the learner calls rsvg-convert when present).
   librsvg2-bin fonts-dejavu-core
 )

@@ -10,6 +10,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/security/call_auth.h"
+#include "common/security/channel_security.h"
 #include "common/server/crash_report.h"
 #include "common/server/host_name.h"
 #include "common/server/process_main.h"
@@ -51,7 +53,22 @@ int Run() {
   if (!absl::GetFlag(FLAGS_device).empty()) config.set_device(absl::GetFlag(FLAGS_device));
   if (config.harness_dir().empty()) config.set_harness_dir(SharedDataPath("harness"));
 
+  if (!absl::GetFlag(FLAGS_learner).empty()) config.set_learner_address(absl::GetFlag(FLAGS_learner));
   auto registry = std::make_shared<prometheus::Registry>();
+  absl::StatusOr<std::unique_ptr<CallAuthorizer>> authorizer = CallAuthorizer::Create(
+      {.config = config.server(), .serves_peers = true, .registry = registry.get()});
+  absl::StatusOr<ChannelSecurity> to_learner = ChannelSecurity::ForPeers(config.server());
+  absl::Status security = !authorizer.ok() ? authorizer.status()
+                          : !to_learner.ok() ? to_learner.status()
+                          : config.learner_address().empty()
+                              ? absl::OkStatus()
+                              : to_learner->CheckTarget(config.learner_address(), "learner_address");
+  if (!security.ok()) {
+    log.Error("invalid configuration", {{"error", security.message()}});
+    return kExitConfigError;
+  }
+  log.Info("access", {{"verifier_service", (*authorizer)->peers_need()},
+                      {"to_learner", to_learner->Describe()}});
   VerifierMetrics metrics(*registry);
   // The interpreter is checked and the harness started before the server
   // listens, so a verifier that answers is one that can verify.
@@ -97,13 +114,14 @@ int Run() {
                             {"cgroups", funnel->cgroup_report()},
                             {"triton_base_cache", funnel->triton_cache_report()},
                             {"spare_sandboxes", config.spare_sandboxes()}});
-  if (!absl::GetFlag(FLAGS_learner).empty()) config.set_learner_address(absl::GetFlag(FLAGS_learner));
   if (!config.learner_address().empty()) {
     delivery = std::make_unique<LearnerDelivery>(config.learner_address(), config.rpc(),
-                                                 absl::StrCat(HostName(), "/", ::getpid()));
+                                                 absl::StrCat(HostName(), "/", ::getpid()),
+                                                 *to_learner);
   }
-  verifier_service =
-      std::make_unique<VerifierServiceImpl>(funnel.get(), &metrics, &config, delivery.get());
+  verifier_service = std::make_unique<VerifierServiceImpl>(
+      funnel.get(), &metrics, &config, delivery.get(),
+      (*authorizer)->PeerGuard(v1::VerifierService::service_full_name()));
   absl::StatusOr<std::unique_ptr<ServiceHost>> host = ServiceHost::Create(
       {.config = config.server(),
        .component = "verifier_worker",

@@ -20,9 +20,9 @@ absl::Status PrepareVerifyRequest(v1::VerifyRequest& request) {
 
 VerifierServiceImpl::VerifierServiceImpl(Funnel* funnel, VerifierMetrics* metrics,
                                          const v1::VerifierWorkerConfig* config,
-                                         LearnerDelivery* delivery)
+                                         LearnerDelivery* delivery, CallGuard guard)
     : funnel_(funnel), metrics_(metrics), config_(config), delivery_(delivery),
-      pool_("kf-verify", config->max_concurrent()) {}
+      guard_(std::move(guard)), pool_("kf-verify", config->max_concurrent()) {}
 
 v1::Verdict VerifierServiceImpl::VerifyAndDeliver(const v1::VerifyRequest& request) {
   v1::Verdict verdict = funnel_->Verify(request);
@@ -60,8 +60,10 @@ void VerifierServiceImpl::Release() {
   metrics_->queue_depth.Set(static_cast<double>(pool_.queued()));
 }
 
-grpc::Status VerifierServiceImpl::Verify(grpc::ServerContext*, const v1::VerifyRequest* request,
+grpc::Status VerifierServiceImpl::Verify(grpc::ServerContext* context,
+                                         const v1::VerifyRequest* request,
                                          v1::VerifyResponse* response) {
+  KF_AUTHORIZE(guard_.Check(*context));
   v1::VerifyRequest prepared = *request;
   if (absl::Status s = PrepareVerifyRequest(prepared); !s.ok()) return ToGrpcStatus(s);
   if (!Admit()) {
@@ -78,6 +80,7 @@ grpc::Status VerifierServiceImpl::Verify(grpc::ServerContext*, const v1::VerifyR
 grpc::Status VerifierServiceImpl::VerifyStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::VerifyStreamResponse, v1::VerifyRequest>* stream) {
+  KF_AUTHORIZE(guard_.Check(*context));
   // Shared between this RPC thread (reading) and the pool (answering).
   struct StreamState {
     absl::Mutex mu;

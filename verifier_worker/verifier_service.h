@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "common/logging/logger.h"
+#include "common/security/call_auth.h"
 #include "common/server/work_pool.h"
 #include "kforge/v1/service_config.pb.h"
 #include "kforge/v1/verifier_service.grpc.pb.h"
@@ -23,10 +24,11 @@ absl::Status PrepareVerifyRequest(kforge::v1::VerifyRequest& request);
 
 class VerifierServiceImpl final : public kforge::v1::VerifierService::Service {
  public:
-  // `delivery` may be null: no learner to hand scored samples to.
+  // `delivery` may be null: no learner to hand scored samples to. Every
+  // call first passes `guard` (mesh peers only; common/security/call_auth.h).
   VerifierServiceImpl(Funnel* funnel, VerifierMetrics* metrics,
                       const kforge::v1::VerifierWorkerConfig* config,
-                      LearnerDelivery* delivery = nullptr);
+                      LearnerDelivery* delivery = nullptr, CallGuard guard = {});
 
   grpc::Status Verify(grpc::ServerContext* context, const kforge::v1::VerifyRequest* request,
                       kforge::v1::VerifyResponse* response) override;
@@ -47,6 +49,7 @@ class VerifierServiceImpl final : public kforge::v1::VerifierService::Service {
   VerifierMetrics* const metrics_;
   const kforge::v1::VerifierWorkerConfig* const config_;
   LearnerDelivery* const delivery_;
+  const CallGuard guard_;
   Logger log_{"verifier"};
   std::atomic<int> admitted_{0};
   WorkPool pool_;

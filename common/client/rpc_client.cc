@@ -4,18 +4,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/security/channel_security.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace kforge {
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, int64_t max_message_bytes) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
-  args.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
-  // Spread calls over every address a DNS name resolves to (headless
-  // Services list one address per pod).
-  args.SetLoadBalancingPolicyName("round_robin");
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  return ChannelSecurity().Connect(target, max_message_bytes);
 }
 
 void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {

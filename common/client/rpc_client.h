@@ -21,7 +21,8 @@
 
 namespace kforge {
 
-// An insecure channel with kforge's message-size limit. `target` is
+// A plaintext channel with kforge's message-size limit (ChannelSecurity in
+// common/security/channel_security.h makes TLS ones and adds tokens). `target` is
 // "host:port" or any gRPC target ("dns:///name:port").
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target,
                                            int64_t max_message_bytes = 64 << 20);

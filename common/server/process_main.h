@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "common/config/json_config.h"
+#include "common/security/tls_files.h"
 #include "common/status_macros.h"
 
 namespace kforge {
@@ -32,7 +33,7 @@ struct ServerFlagOverrides {
 
 // Loads `path` (empty: all defaults) into `config`, whose message must have a
 // `server` field of type ServerConfig, applies overrides, then defaults and
-// range checks.
+// range checks, and checks the TLS files server.tls names.
 template <typename Config>
 absl::Status LoadProcessConfig(const std::string& path, const ServerFlagOverrides& overrides,
                                Config* config, absl::string_view root_name) {
@@ -45,7 +46,8 @@ absl::Status LoadProcessConfig(const std::string& path, const ServerFlagOverride
   if (overrides.port >= 0) config->mutable_server()->set_port(overrides.port);
   if (overrides.metrics_port >= 0) config->mutable_server()->set_metrics_port(overrides.metrics_port);
   if (!overrides.host.empty()) config->mutable_server()->set_host(overrides.host);
-  return FinalizeConfig(config, root_name);
+  KF_RETURN_IF_ERROR(FinalizeConfig(config, root_name));
+  return CheckTlsConfig(config->server().tls(), "server.tls").status();
 }
 
 }  // namespace kforge

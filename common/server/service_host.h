@@ -1,7 +1,10 @@
 // Hosts a process's gRPC services the way every kforge server must: server
 // reflection, the standard grpc.health.v1 service (NOT_SERVING until the
 // owner says it is ready), per-call metrics, /metrics over HTTP, bounded
-// message sizes and threads, and a graceful drain.
+// message sizes and threads, and a graceful drain. The gRPC port speaks TLS
+// when config.tls names a certificate (checked here, at the edge), and an
+// optional plaintext probe port (config.probe_port) answers health and
+// reflection for probes that cannot speak TLS; the start-up log says which.
 //
 //   auto host = ServiceHost::Create({.config = config.server(),
 //                                    .component = "learner",
@@ -26,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "common/logging/logger.h"
 #include "common/metrics/metrics_http_server.h"
+#include "common/security/tls_files.h"
 #include "kforge/v1/service_config.pb.h"
 
 namespace kforge {
@@ -52,6 +56,7 @@ class ServiceHost {
   ~ServiceHost();
 
   int grpc_port() const { return grpc_port_; }
+  int probe_port() const { return probe_port_; }
   int metrics_port() const { return metrics_->port(); }
 
   // Health of the whole server and of each hosted service; also exported as
@@ -64,12 +69,17 @@ class ServiceHost {
 
  private:
   ServiceHost(ServiceHostOptions options, std::unique_ptr<grpc::Server> server, int grpc_port,
+              std::unique_ptr<grpc::Server> probe_server, int probe_port,
               std::unique_ptr<MetricsHttpServer> metrics);
+
+  void LogTransport(const TlsSummary& tls) const;
 
   ServiceHostOptions options_;
   Logger log_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_;
+  std::unique_ptr<grpc::Server> probe_server_;  // null without a probe port
+  int probe_port_;
   std::unique_ptr<MetricsHttpServer> metrics_;
   prometheus::Gauge* ready_gauge_;
   bool shut_down_ = false;

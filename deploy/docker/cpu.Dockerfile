@@ -62,7 +62,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /tmp/learner.packages
 COPY --from=build /out/learner/ /opt/kforge/
 USER 10001:10001
-EXPOSE 50051 9090
+EXPOSE 50051 9090 8081
 ENTRYPOINT ["/usr/bin/tini", "--", "kforge-learner"]
 CMD ["--config", "/etc/kforge/learner.json"]
 
@@ -73,7 +73,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* /tmp/rollout.packages
 COPY --from=build /out/rollout/ /opt/kforge/
 USER 10001:10001
-EXPOSE 50053 9090
+EXPOSE 50053 9090 8081
 ENTRYPOINT ["/usr/bin/tini", "--", "kforge-rollout"]
 CMD ["--config", "/etc/kforge/rollout.json"]
 
@@ -87,6 +87,6 @@ COPY --from=build /out/verifier/ /opt/kforge/
 USER 10001:10001
 # Works with a read-only root filesystem: everything written goes to /tmp.
 ENV HOME=/tmp PYTHONDONTWRITEBYTECODE=1
-EXPOSE 50052 9090
+EXPOSE 50052 9090 8081
 ENTRYPOINT ["/usr/bin/tini", "--", "kforge-verifier"]
 CMD ["--config", "/etc/kforge/verifier.json"]

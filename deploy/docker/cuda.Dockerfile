@@ -97,14 +97,14 @@ WORKDIR /home/kforge
 FROM runtime AS learner
 COPY --from=build /out/learner/ /opt/kforge/
 USER 10001:10001
-EXPOSE 50051 9090
+EXPOSE 50051 9090 8081
 ENTRYPOINT ["/usr/bin/tini", "--", "kforge-learner"]
 CMD ["--config", "/etc/kforge/learner.json"]
 
 FROM runtime AS rollout
 COPY --from=build /out/rollout/ /opt/kforge/
 USER 10001:10001
-EXPOSE 50053 9090
+EXPOSE 50053 9090 8081
 ENTRYPOINT ["/usr/bin/tini", "--", "kforge-rollout"]
 CMD ["--config", "/etc/kforge/rollout.json"]
 
@@ -113,6 +113,6 @@ RUN python3 -c "import torch, triton; print('torch', torch.__version__, 'triton'
 COPY --from=build /out/verifier/ /opt/kforge/
 USER 10001:10001
 ENV HOME=/tmp PYTHONDONTWRITEBYTECODE=1 TRITON_CACHE_DIR=/tmp/triton-cache
-EXPOSE 50052 9090
+EXPOSE 50052 9090 8081
 ENTRYPOINT ["/usr/bin/tini", "--", "kforge-verifier"]
 CMD ["--config", "/etc/kforge/verifier.json"]

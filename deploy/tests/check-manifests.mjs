@@ -141,6 +141,32 @@ const WORKLOADS = new Set(["Deployment", "StatefulSet"]);
 const matches = (selector, labels) =>
   Object.entries(selector || {}).every(([k, v]) => (labels || {})[k] === v);
 
+// Every deployable overlay runs the mesh over mutual TLS with JobService
+// tokens: each server names a certificate, key and CA inside a Secret volume
+// of its pod (mounted whole, so renewals reach it), verifies its peers, and
+// the learner wants tokens from a Secret too. The Secrets themselves are
+// made outside the manifests (deploy/tls/make-k8s-secrets.sh or
+// cert-manager), so only their mounts are checked here.
+function checkSecurity(where, c, pod, cfg, ports) {
+  const server = cfg.server || {};
+  const tls = server.tls || {};
+  const secretMounts = (c.volumeMounts || []).filter((m) => {
+    const v = (pod.volumes || []).find((v) => v.name === m.name);
+    return v?.secret && !m.subPath;
+  });
+  const inSecret = (f) => typeof f === "string" && secretMounts.some((m) => f.startsWith(m.mountPath.replace(/\/?$/, "/")));
+  for (const key of ["cert_file", "key_file", "ca_file"]) {
+    if (!inSecret(tls[key])) fail(where, `server.tls.${key} ${tls[key]} is not in a Secret volume mounted whole`);
+  }
+  if (!["optional", "require"].includes(tls.client_certs ?? "optional")) fail(where, "server.tls.client_certs must verify mesh peers");
+  if (server.probe_port !== ports.get("probe")) fail(where, `server.probe_port ${server.probe_port} is not the container port named probe`);
+  if ("learner_address" in cfg === false && "state_dir" in cfg) {  // the learner
+    const tokens = server.auth?.job_token_files || [];
+    if (!tokens.length || !tokens.every(inSecret)) fail(where, "server.auth.job_token_files must be files in a Secret volume");
+  }
+  if (server.auth?.allow_unauthenticated) fail(where, "server.auth.allow_unauthenticated is set");
+}
+
 function checkDeployable(name, objects) {
   const byKind = (kind) => objects.filter((o) => o.kind === kind);
   const find = (kind, n) => objects.find((o) => o.kind === kind && o.metadata.name === n);
@@ -185,17 +211,22 @@ function checkDeployable(name, objects) {
       if (gpuReq !== gpuLim) fail(where(w), `container ${c.name}: nvidia.com/gpu request and limit differ`);
       if (init) continue;
       const ports = new Map((c.ports || []).map((p) => [p.name, p.containerPort]));
-      for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
-        const p = c[probe];
-        if (!p?.grpc) { fail(where(w), `container ${c.name}: ${probe} must be a gRPC probe`); continue; }
-        if (p.grpc.port !== ports.get("grpc")) fail(where(w), `container ${c.name}: ${probe} is not on the grpc port`);
-      }
-      if (!ports.has("metrics")) fail(where(w), `container ${c.name}: no port named metrics`);
       const args = c.args || [];
       const config = args[args.indexOf("--config") + 1];
       const cmName = (pod.volumes || []).find((v) => v.name === "config")?.configMap?.name;
       const cm = find("ConfigMap", cmName);
       const file = config && path.basename(config);
+      const cfgOf = () => { try { return JSON.parse(cm?.data?.[file] ?? "{}"); } catch { return {}; } };
+      // Kubernetes gRPC probes cannot speak TLS: a TLS server is probed on
+      // its plaintext probe port (health only), a plaintext one on its gRPC port.
+      const probePort = cfgOf().server?.tls?.cert_file ? ports.get("probe") : ports.get("grpc");
+      for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
+        const p = c[probe];
+        if (!p?.grpc) { fail(where(w), `container ${c.name}: ${probe} must be a gRPC probe`); continue; }
+        if (p.grpc.port !== probePort) fail(where(w), `container ${c.name}: ${probe} is not on the ${cfgOf().server?.tls?.cert_file ? "probe" : "grpc"} port`);
+      }
+      if (!ports.has("metrics")) fail(where(w), `container ${c.name}: no port named metrics`);
+      checkSecurity(where(w), c, pod, cfgOf(), ports);
       if (!cm || !cm.data?.[file]) fail(where(w), `--config ${config} is not a key of the mounted ConfigMap`);
       else {
         const cfg = JSON.parse(cm.data[file]);
@@ -295,6 +326,21 @@ for (const name of KUSTOMIZATIONS) {
   }
 }
 for (const name of DEPLOYABLE) if (rendered[name]) checkDeployable(name, rendered[name]);
+
+// The base names its images by digest (deploy/images/pin.sh); the GPU
+// overlays replace every one with a CUDA image, never keep a CPU one.
+const imagesOf = (objects) => (objects || []).filter((o) => WORKLOADS.has(o.kind)).flatMap((w) =>
+  [...(w.spec.template.spec.initContainers || []), ...w.spec.template.spec.containers].map((c) => c.image));
+const baseImages = new Set(imagesOf(rendered["base"]));
+for (const image of baseImages) {
+  if (!/@sha256:[0-9a-f]{64}$/.test(image)) fail("base", `image ${image} is not pinned by digest`);
+}
+for (const name of ["overlays/gpu", "overlays/gvisor"]) {
+  for (const image of imagesOf(rendered[name])) {
+    if (baseImages.has(image)) fail(name, `image ${image} is the base's CPU image`);
+  }
+}
+ok("base: images pinned by digest; GPU overlays replace them");
 for (const file of STANDALONE) {
   for (const o of loadYamlDocuments(path.join(k8sDir, file))) await validate(file, o);
   ok(`${file}: validates`);

@@ -17,7 +17,7 @@
 //                       and references from pod volumes, envFrom and env are
 //                       renamed with it
 //   patches             JSON 6902 patch files (a YAML list of operations:
-//                       add, remove, replace, test) with a kind/name target
+//                       add, remove, replace, test, copy) with a kind/name target
 // Transformer order follows kustomize: resources, generators, patches,
 // namespace, images; name hashes are applied once, at the top.
 import fs from "node:fs";
@@ -178,6 +178,15 @@ function pointer(p) {
 }
 
 function applyOperation(doc, op, where) {
+  // copy: an add of the value found at `from`.
+  if (op.op === "copy") {
+    let value = doc;
+    for (const part of pointer(op.from)) {
+      value = Array.isArray(value) ? value[Number(part)] : value?.[part];
+      if (value === undefined) throw new Error(`${where}: copy from ${op.from}: ${part} does not exist`);
+    }
+    return applyOperation(doc, { op: "add", path: op.path, value }, where);
+  }
   const parts = pointer(op.path);
   const last = parts.pop();
   let parent = doc;

@@ -73,11 +73,38 @@ absl::Status CheckTasks(const JobSpecCheckContext& context, const JobSpec& spec)
   return absl::OkStatus();
 }
 
+// Replaces each path of the spec by its resolved form inside the roots.
+absl::Status ConfinePaths(const JobPathRoots& roots, JobSpec* spec) {
+  KF_ASSIGN_OR_RETURN(std::string model, roots.models.Confine("spec.model_path", spec->model_path()));
+  KF_RETURN_IF_ERROR(roots.models.ConfineTree("spec.model_path", model));
+  spec->set_model_path(model);
+  kforge::v1::TaskSetSpec* tasks = spec->mutable_tasks();
+  if (tasks->has_kernelbench_dir()) {
+    KF_ASSIGN_OR_RETURN(std::string dir, roots.tasks.Confine("spec.tasks.kernelbench_dir",
+                                                             tasks->kernelbench_dir()));
+    KF_RETURN_IF_ERROR(roots.tasks.ConfineTree("spec.tasks.kernelbench_dir", dir));
+    tasks->set_kernelbench_dir(dir);
+  } else if (tasks->has_kernelbook_jsonl()) {
+    KF_ASSIGN_OR_RETURN(std::string file, roots.tasks.Confine("spec.tasks.kernelbook_jsonl",
+                                                              tasks->kernelbook_jsonl()));
+    tasks->set_kernelbook_jsonl(file);
+  }
+  if (!spec->checkpoint().dir().empty()) {
+    // Relative to the state folder, as the trainer takes it.
+    KF_ASSIGN_OR_RETURN(std::string dir,
+                        roots.outputs.Confine("spec.checkpoint.dir", spec->checkpoint().dir(),
+                                              roots.state_dir));
+    spec->mutable_checkpoint()->set_dir(dir);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckJobSpec(const JobSpecCheckContext& context, JobSpec* spec) {
   KF_RETURN_IF_ERROR(FinalizeConfig(spec, "spec"));
   KF_RETURN_IF_ERROR(CheckRelations(*spec));
+  if (context.roots != nullptr) KF_RETURN_IF_ERROR(ConfinePaths(*context.roots, spec));
   KF_RETURN_IF_ERROR(Prefixed("spec.model_path", CheckModelFolder(spec->model_path()).status()));
   return CheckTasks(context, *spec);
 }

@@ -11,15 +11,21 @@
 
 #include "absl/status/status.h"
 #include "kforge/v1/job.pb.h"
+#include "learner/jobs/path_roots.h"
 
 namespace kforge {
 
 struct JobSpecCheckContext {
   // Folder holding the built-in task sets (TaskSetSpec.builtin).
   std::string builtin_tasks_root;
+  // Where the job's paths must stay (path_roots.h). Not owned; null: no
+  // confinement (library tests only; the learner always sets it).
+  const JobPathRoots* roots = nullptr;
 };
 
-// On success `spec` holds the effective spec (defaults filled in).
+// On success `spec` holds the effective spec (defaults filled in, paths
+// resolved). Paths are confined before anything under them is read:
+// PERMISSION_DENIED naming the field for one outside the roots.
 absl::Status CheckJobSpec(const JobSpecCheckContext& context, kforge::v1::JobSpec* spec);
 
 }  // namespace kforge

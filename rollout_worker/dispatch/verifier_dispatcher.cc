@@ -199,7 +199,10 @@ void VerifierDispatcher::Resolve() {
     if (lanes_.contains(address)) continue;
     auto lane = std::make_unique<Lane>();
     lane->address = address;
-    lane->stub = v1::VerifierService::NewStub(MakeChannel(address));
+    // A name's pods are dialled by IP; their certificates name the Service.
+    const bool by_name = absl::StartsWith(options_.target, "dns:");
+    lane->stub = v1::VerifierService::NewStub(options_.security.Connect(
+        address, 64 << 20, by_name ? TargetHost(options_.target) : ""));
     lane->backoff = options_.backoff_initial;
     lanes_.emplace(address, std::move(lane));
   }

@@ -56,6 +56,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/security/channel_security.h"
 #include "kforge/v1/verifier_service.grpc.pb.h"
 
 namespace kforge {
@@ -78,6 +79,10 @@ class VerifierDispatcher {
     // with an INTERNAL_ERROR verdict, so one that breaks every stream it is
     // written to (a poison message) cannot circulate forever.
     int32_t max_attempts = 5;
+    // Plaintext, or TLS (and a token) towards the verifiers. A DNS target's
+    // pods are dialled by address, and their certificates must carry the
+    // target's name.
+    ChannelSecurity security;
   };
   struct Stats {
     uint64_t submitted = 0;

@@ -20,3 +20,15 @@ add_test(NAME DeployPrometheus
          COMMAND ${KFORGE_TEST_PYTHON} ${CMAKE_SOURCE_DIR}/deploy/tests/prometheus_test.py
                  --bin ${CMAKE_RUNTIME_OUTPUT_DIRECTORY})
 set_tests_properties(DeployPrometheus PROPERTIES LABELS integration TIMEOUT 600)
+
+# DeployImages (label "slow"; off by default, so scripts/test.sh and CI do
+# not run it): builds the CPU images without a daemon and boots each one
+# (deploy/images/test-images.sh: root, mmdebstrap, umoci, Debian's mirror;
+# about 3 minutes with the root filesystems cached, 15 without). Run it on
+# its own with `deploy/images/test-images.sh`, or configure with
+# -DKFORGE_IMAGE_TESTS=ON and `ctest -L slow`.
+option(KFORGE_IMAGE_TESTS "Register the slow image build-and-boot test (DeployImages)" OFF)
+if(KFORGE_IMAGE_TESTS)
+  add_test(NAME DeployImages COMMAND ${CMAKE_SOURCE_DIR}/deploy/images/test-images.sh)
+  set_tests_properties(DeployImages PROPERTIES LABELS slow TIMEOUT 3600 RUN_SERIAL TRUE)
+endif()

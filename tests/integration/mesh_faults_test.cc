@@ -75,7 +75,8 @@ class MeshFaultTest : public ::testing::Test {
                                    "device": "cpu", "max_take_work_wait_s": 2})");
     return testing::StartServiceProcess(
         "kforge-learner",
-        {"--config=" + config, "--state_dir=" + dir_.Sub("state"), absl::StrCat("--port=", port)},
+        {"--config=" + config, "--state_dir=" + dir_.Sub("state"), absl::StrCat("--port=", port),
+         "--model_roots=" + model_root_->path()},
         dir_.path());
   }
 

@@ -49,7 +49,9 @@ class MeshNcclTest : public ::testing::Test {
                                    "device": "cuda:0", "max_take_work_wait_s": 2,
                                    "broadcast_form_timeout_s": 20, "broadcast_timeout_s": 5})");
     return testing::StartServiceProcess(
-        "kforge-learner", {"--config=" + config, "--state_dir=" + dir_.Sub("state"), "--port=0"},
+        "kforge-learner",
+        {"--config=" + config, "--state_dir=" + dir_.Sub("state"), "--port=0",
+         "--model_roots=" + dir_.path()},
         dir_.path());
   }
 

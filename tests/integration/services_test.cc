@@ -36,7 +36,7 @@ class LearnerTest : public ::testing::Test {
     testing::WriteCheckpointSkeleton(dir_.Sub("model"));
     testing::WriteTaskFolder(dir_.Sub("tasks"));
     auto learner = testing::StartServiceProcess(
-        "kforge-learner", {"--state_dir=" + dir_.Sub("state")}, dir_.path());
+        "kforge-learner", LearnerArgs(), dir_.path());
     ASSERT_TRUE(learner.ok()) << learner.status();
     learner_ = std::move(*learner);
     stub_ = v1::JobService::NewStub(MakeChannel(learner_.address()));
@@ -48,6 +48,11 @@ class LearnerTest : public ::testing::Test {
     return stub_->SubmitJob(&context, spec, job);
   }
   v1::JobSpec Valid() { return testing::ValidJobSpec(dir_.Sub("model"), dir_.Sub("tasks")); }
+  // The test's folder holds the model and tasks the jobs read.
+  std::vector<std::string> LearnerArgs() const {
+    return {"--state_dir=" + dir_.Sub("state"), "--model_roots=" + dir_.path(),
+            "--task_roots=" + dir_.path()};
+  }
 
   testing::TempDir dir_;
   testing::ServiceProcess learner_;
@@ -84,9 +89,10 @@ TEST_F(LearnerTest, InvalidJobSpecsAreRejectedNamingTheFieldAndServerKeepsServin
       {[](v1::JobSpec& s) { s.clear_model_path(); }, "spec.model_path: is required"},
       {[](v1::JobSpec& s) { s.mutable_grpo()->set_clip_low(1.5); },
        "spec.grpo.clip_low: 1.5 is above the maximum 1"},
-      {[](v1::JobSpec& s) { s.set_model_path("/nonexistent"); },
-       "spec.model_path: /nonexistent: not a directory"},
-      {[](v1::JobSpec& s) { s.mutable_tasks()->set_kernelbench_dir("/none"); }, "spec.tasks"},
+      {[this](v1::JobSpec& s) { s.set_model_path(dir_.Sub("nonexistent")); },
+       "spec.model_path: " + dir_.Sub("nonexistent") + ": not a directory"},
+      {[this](v1::JobSpec& s) { s.mutable_tasks()->set_kernelbench_dir(dir_.Sub("none")); },
+       "spec.tasks"},
   };
   for (const Case& c : cases) {
     v1::JobSpec spec = Valid();
@@ -191,7 +197,7 @@ TEST_F(LearnerTest, JobsSurviveARestart) {
   ASSERT_TRUE(Submit(Valid(), &job).ok());
   learner_.process->Terminate(absl::Seconds(15));
   auto restarted = testing::StartServiceProcess(
-      "kforge-learner", {"--state_dir=" + dir_.Sub("state")}, dir_.path());
+      "kforge-learner", LearnerArgs(), dir_.path());
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   auto stub = v1::JobService::NewStub(MakeChannel(restarted->address()));
   grpc::ClientContext context;

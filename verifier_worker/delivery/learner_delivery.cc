@@ -9,10 +9,10 @@
 namespace kforge {
 
 LearnerDelivery::LearnerDelivery(const std::string& learner_address, const v1::RpcPolicy& policy,
-                                 std::string verifier_id)
+                                 std::string verifier_id, const ChannelSecurity& security)
     : policy_(policy),
       verifier_id_(std::move(verifier_id)),
-      stub_(v1::LearnerService::NewStub(MakeChannel(learner_address))) {}
+      stub_(v1::LearnerService::NewStub(security.Connect(learner_address))) {}
 
 absl::StatusOr<v1::SampleAck> LearnerDelivery::Deliver(const v1::Sample& sample,
                                                        const v1::Verdict& verdict) {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/security/channel_security.h"
 #include "kforge/v1/learner_service.grpc.pb.h"
 #include "kforge/v1/service_config.pb.h"
 
@@ -24,8 +25,9 @@ namespace kforge {
 
 class LearnerDelivery {
  public:
+  // `security`: plaintext, or TLS (and a service token) to the learner.
   LearnerDelivery(const std::string& learner_address, const v1::RpcPolicy& policy,
-                  std::string verifier_id);
+                  std::string verifier_id, const ChannelSecurity& security = {});
 
   // The learner's acknowledgement (any status is final), or the error of the
   // last attempt.
