@@ -114,7 +114,7 @@ absl::StatusOr<std::vector<v1::Verdict>> VerifyAll(const EvalOptions& options,
     v1::VerifyRequest& request = requests[i];
     request.set_request_id(absl::StrCat(i));
     *request.mutable_task() = tasks[jobs[i].task];
-    request.set_completion(jobs[i].completion->empty() ? " " : *jobs[i].completion);
+    request.set_completion(*jobs[i].completion);
     request.mutable_options()->set_require_triton(options.require_triton);
     KF_RETURN_IF_ERROR(PrepareVerifyRequest(request));
     pending[i] = true;

@@ -27,7 +27,11 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
            .backoff_initial = absl::Seconds(config.rpc().backoff_initial_s()),
            .backoff_max = absl::Seconds(config.rpc().backoff_max_s()),
            .max_attempts = config.verify_max_attempts(),
-           .security = security},
+           .security = security,
+           .on_local_answer =
+               [p](const v1::VerifyRequest& request, const v1::VerifyResponse& response) {
+                 p->DeliverLocally(request, response);
+               }},
           // The verifier forwards the scored sample to the learner; here
           // the verdict only closes the sample's account.
           [](const v1::VerifyResponse&) {}));
@@ -99,7 +103,10 @@ RolloutPipeline::RolloutPipeline(const v1::RolloutWorkerConfig& config, const Le
     : config_(config),
       link_(link),
       metrics_(metrics),
-      learner_(v1::LearnerService::NewStub(security.Connect(config.learner_address()))) {}
+      learner_(v1::LearnerService::NewStub(security.Connect(config.learner_address()))),
+      local_delivery_(config.learner_address(), config.rpc(),
+                      absl::StrCat("rollout:", config.worker_name()), security),
+      local_deliveries_(std::make_unique<WorkPool>("kf-local-deliver", 1)) {}
 
 RolloutPipeline::~RolloutPipeline() {
   stop_.Notify();
@@ -111,6 +118,24 @@ RolloutPipeline::~RolloutPipeline() {
   if (dispatcher_ != nullptr) dispatcher_->Shutdown();
   engine_.reset();
   dispatcher_.reset();
+  local_deliveries_.reset();  // delivers what is queued, then joins
+}
+
+void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
+                                     const v1::VerifyResponse& response) {
+  if (!request.deliver_to_learner() || !request.has_sample()) return;
+  local_deliveries_->Submit([this, sample = request.sample(), verdict = response.verdict()] {
+    absl::StatusOr<v1::SampleAck> ack = local_delivery_.Deliver(sample, verdict);
+    if (!ack.ok()) {
+      log_.Error("a sample no verifier took could not reach the learner",
+                 {{"sample", sample.key().sample_id()}, {"error", ack.status().message()}});
+      return;
+    }
+    log_.Warning("delivered a sample no verifier took, with the dispatcher's verdict",
+                 {{"sample", sample.key().sample_id()},
+                  {"ack", v1::SampleAck::Status_Name(ack->status())},
+                  {"why", verdict.stages_size() > 0 ? verdict.stages(0).message() : ""}});
+  });
 }
 
 void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl::Duration ttft) {
@@ -118,12 +143,10 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
   v1::VerifyRequest request;
   request.set_request_id(sample.key().sample_id());
   *request.mutable_task() = item.task();
-  // A model that ends at once writes no text. The verifier refuses an empty
-  // completion as a malformed request, and a refused sample never reaches
-  // the learner: its group would stall until group_timeout_s. One space is
-  // an answer without code, which the funnel fails at its first stage like
-  // any other (kforge eval sends the same).
-  request.set_completion(sample.completion_text().empty() ? " " : sample.completion_text());
+  // A model that ends at once writes no text: the verifier fails that at its
+  // first stage like any answer without code. (Were a verifier to refuse a
+  // request, DeliverLocally hands the sample to the learner all the same.)
+  request.set_completion(sample.completion_text());
   *request.mutable_options() = item.verifier();
   // Candidates sampled by one policy version are one batch: they share their
   // tasks' reference epochs (secret seeds), and the next version draws new

@@ -43,6 +43,8 @@
 #include "kforge/v1/learner_service.grpc.pb.h"
 #include "kforge/v1/service_config.pb.h"
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
+#include "common/client/learner_delivery.h"
+#include "common/server/work_pool.h"
 #include "rollout_worker/learner_link.h"
 #include "rollout_worker/rollout_metrics.h"
 #include "model/policy_loader.h"
@@ -78,12 +80,20 @@ class RolloutPipeline {
   void Release(const std::string& group_id, absl::string_view reason);
   void SendReleases(const std::string& worker_id);
   void OnSample(v1::Sample sample, const v1::WorkItem& item, absl::Duration ttft);
+  // A sample no verifier took (refused, or unanswered after every attempt):
+  // delivered to the learner here, with the dispatcher's verdict, so its
+  // group completes now instead of waiting out group_timeout_s.
+  void DeliverLocally(const v1::VerifyRequest& request, const v1::VerifyResponse& response);
 
   const v1::RolloutWorkerConfig config_;
   const LearnerLink* const link_;
   RolloutMetrics* const metrics_;
   Logger log_{"rollout_worker"};
   std::unique_ptr<v1::LearnerService::Stub> learner_;
+  LearnerDelivery local_delivery_;
+  // One thread ("kf-local-deliver"): deliveries retry with back-off and must
+  // not hold up the dispatcher's threads. Declared after what it uses.
+  std::unique_ptr<WorkPool> local_deliveries_;
   std::unique_ptr<VerifierDispatcher> dispatcher_;
   std::unique_ptr<RolloutEngine> engine_;
   std::unique_ptr<FlatParameters> flat_;     // with the NCCL broadcast only

@@ -12,7 +12,7 @@
 #include "common/server/work_pool.h"
 #include "kforge/v1/service_config.pb.h"
 #include "kforge/v1/verifier_service.grpc.pb.h"
-#include "verifier_worker/delivery/learner_delivery.h"
+#include "common/client/learner_delivery.h"
 #include "verifier_worker/funnel/funnel.h"
 #include "verifier_worker/verifier_metrics.h"
 

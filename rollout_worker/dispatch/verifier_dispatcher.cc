@@ -232,6 +232,7 @@ void VerifierDispatcher::ReadLoop(Lane* lane) {
       continue;
     }
     bool rejected = false;
+    v1::VerifyRequest rejected_request;
     {
       absl::MutexLock lock(&mu_);
       if (message.has_credit()) {
@@ -257,12 +258,15 @@ void VerifierDispatcher::ReadLoop(Lane* lane) {
         } else if (here) {
           ++stats_.rejected;
           rejected = true;
+          rejected_request = out->second.pending.request;
         }
       }
     }
     if (rejected) {
-      Answer(LocalVerdict(message.ack().request_id(),
-                          absl::StrCat("the verifier rejected the request: ", message.ack().reason())));
+      AnswerLocally(rejected_request,
+                    LocalVerdict(message.ack().request_id(),
+                                 absl::StrCat("the verifier rejected the request: ",
+                                              message.ack().reason())));
     }
   }
   absl::MutexLock lock(&mu_);
@@ -294,6 +298,17 @@ void VerifierDispatcher::Requeue(const std::string& lane) {
     if (out.lane == lane && !out.acked && &out != first_unread) --out.pending.attempts;
   }
   for (const std::string& id : ids) RequeueOne(id, /*resend=*/true);
+}
+
+void VerifierDispatcher::AnswerLocally(const v1::VerifyRequest& request,
+                                       const v1::VerifyResponse& response) {
+  {
+    absl::MutexLock lock(&mu_);
+    // Answered already (a late verdict won): nothing of the caller's to do.
+    if (answered_.contains(response.request_id())) return;
+  }
+  if (options_.on_local_answer) options_.on_local_answer(request, response);
+  Answer(response);
 }
 
 void VerifierDispatcher::Answer(const v1::VerifyResponse& response) {
@@ -378,15 +393,17 @@ void VerifierDispatcher::DispatchLoop() {
     }
     for (const std::string& id : overdue) RequeueOne(id, /*resend=*/true);
 
-    std::vector<v1::VerifyResponse> given_up;
+    std::vector<std::pair<v1::VerifyRequest, v1::VerifyResponse>> given_up;
     while (!queue_.empty()) {
       if (queue_.front().attempts >= options_.max_attempts) {
-        const std::string id = queue_.front().request.request_id();
+        v1::VerifyRequest request = std::move(queue_.front().request);
         queue_.pop_front();
         ++stats_.undeliverable;
-        given_up.push_back(LocalVerdict(
-            id, absl::StrCat("not answered after ", options_.max_attempts,
-                             " sends (each verifier stream it was written to broke or timed out)")));
+        v1::VerifyResponse local = LocalVerdict(
+            request.request_id(),
+            absl::StrCat("not answered after ", options_.max_attempts,
+                         " sends (each verifier stream it was written to broke or timed out)"));
+        given_up.emplace_back(std::move(request), std::move(local));
         continue;
       }
       Lane* lane = PickLane(queue_.front().last_lane);
@@ -418,7 +435,7 @@ void VerifierDispatcher::DispatchLoop() {
     }
     if (!given_up.empty()) {
       mu_.Unlock();
-      for (const v1::VerifyResponse& response : given_up) Answer(response);
+      for (const auto& [request, response] : given_up) AnswerLocally(request, response);
       mu_.Lock();
     }
     // Wakes at once for work a lane can take or a lane to tear down; the

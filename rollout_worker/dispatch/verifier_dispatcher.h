@@ -23,7 +23,9 @@
 // requests written after it were never read and are re-sent for free.
 // Requests the verifier rejects as malformed are answered at once
 // with a Verdict whose stage-1 message carries the reason, and so are
-// requests sent max_attempts times without a verdict (nothing is lost).
+// requests sent max_attempts times without a verdict (nothing is lost);
+// on_local_answer, if set, gets each such request with its local verdict
+// (no verifier will deliver it to the learner: the caller must).
 //
 // BACK-PRESSURE. Submit blocks while max_outstanding requests are queued or
 // outstanding, so a slow verifier pool slows the producer instead of growing
@@ -83,6 +85,10 @@ class VerifierDispatcher {
     // pods are dialled by address, and their certificates must carry the
     // target's name.
     ChannelSecurity security;
+    // Called, before on_result, with each request the dispatcher answers
+    // itself (refused as malformed, or unanswered after max_attempts) and
+    // that verdict. Runs on a dispatcher thread: it must not block long.
+    std::function<void(const v1::VerifyRequest&, const v1::VerifyResponse&)> on_local_answer;
   };
   struct Stats {
     uint64_t submitted = 0;
@@ -141,6 +147,9 @@ class VerifierDispatcher {
   void Requeue(const std::string& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueOne(const std::string& id, bool resend) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Answer(const v1::VerifyResponse& response) ABSL_LOCKS_EXCLUDED(mu_);
+  // A verdict the dispatcher gives itself, for `request`.
+  void AnswerLocally(const v1::VerifyRequest& request, const v1::VerifyResponse& response)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
   const ResultCallback on_result_;

@@ -207,6 +207,33 @@ TEST_F(VerifierDispatchTest, AMalformedRequestComesBackAsAVerdictNamingTheReason
   EXPECT_EQ(dispatcher->stats().rejected, 1u);
 }
 
+TEST_F(VerifierDispatchTest, ALocallyAnsweredRequestIsHandedBackWithItsSampleForDelivery) {
+  // No verifier will deliver a refused sample to the learner: the caller
+  // gets the request, sample included, and the verdict to deliver with.
+  StartVerifiers(1);
+  absl::Mutex mu;
+  std::vector<std::pair<v1::VerifyRequest, v1::VerifyResponse>> local;
+  VerifierDispatcher::Options options{.target = Target()};
+  options.on_local_answer = [&](const v1::VerifyRequest& request,
+                                const v1::VerifyResponse& response) {
+    absl::MutexLock lock(&mu);
+    local.emplace_back(request, response);
+  };
+  std::unique_ptr<VerifierDispatcher> dispatcher = NewDispatcher(options);
+  v1::VerifyRequest bad = Request("bad", false);
+  bad.clear_task();
+  bad.mutable_sample()->mutable_key()->set_sample_id("job/g/0");
+  ASSERT_TRUE(dispatcher->Submit(bad).ok());
+  ASSERT_TRUE(dispatcher->Submit(Request("good", false)).ok());
+  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(60)));
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(local.size(), 1u) << "only the refused request is answered locally";
+  EXPECT_EQ(local[0].first.sample().key().sample_id(), "job/g/0");
+  EXPECT_EQ(local[0].second.request_id(), "bad");
+  EXPECT_EQ(local[0].second.verdict().stages(0).outcome(), v1::OUTCOME_INTERNAL_ERROR);
+  EXPECT_EQ(collector_.counts().size(), 2u) << "and on_result still sees both once";
+}
+
 TEST_F(VerifierDispatchTest, APoisonRequestIsAnsweredAfterItsLastAttemptAndOthersFlow) {
   StartVerifiers(1);
   std::unique_ptr<VerifierDispatcher> dispatcher =

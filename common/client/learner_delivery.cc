@@ -1,4 +1,4 @@
-#include "verifier_worker/delivery/learner_delivery.h"
+#include "common/client/learner_delivery.h"
 
 #include <utility>
 

@@ -9,9 +9,11 @@
 // The verifier delivers before it answers the rollout worker: a verdict the
 // worker received is one the learner has, so a verifier that dies in
 // between makes the worker re-send and the learner answer DUPLICATE, never
-// lose the sample. Thread-safe.
-#ifndef KFORGE_VERIFIER_WORKER_DELIVERY_LEARNER_DELIVERY_H_
-#define KFORGE_VERIFIER_WORKER_DELIVERY_LEARNER_DELIVERY_H_
+// lose the sample. The rollout worker delivers the samples no verifier
+// would take (refused, or unanswered after every attempt) itself, with the
+// verdict its dispatcher gave them. Thread-safe.
+#ifndef KFORGE_COMMON_CLIENT_LEARNER_DELIVERY_H_
+#define KFORGE_COMMON_CLIENT_LEARNER_DELIVERY_H_
 
 #include <memory>
 #include <string>
@@ -41,4 +43,4 @@ class LearnerDelivery {
 
 }  // namespace kforge
 
-#endif  // KFORGE_VERIFIER_WORKER_DELIVERY_LEARNER_DELIVERY_H_
+#endif  // KFORGE_COMMON_CLIENT_LEARNER_DELIVERY_H_
