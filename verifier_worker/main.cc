@@ -3,6 +3,9 @@
 // has been found and checked.
 #include <unistd.h>
 
+#include <filesystem>
+#include <vector>
+
 #include <memory>
 #include <string>
 
@@ -37,6 +40,27 @@ ABSL_FLAG(std::string, learner, "",
 
 namespace kforge {
 namespace {
+
+// The folders of the verifier's own secrets (its TLS key, token files):
+// whole folders, since a Kubernetes Secret mounts the key as a link into a
+// folder of its own, beside the other files of the Secret.
+std::vector<std::string> SecretDirs(const v1::ServerConfig& server) {
+  std::vector<std::string> files(server.auth().job_token_files().begin(),
+                                 server.auth().job_token_files().end());
+  files.insert(files.end(), server.auth().service_token_files().begin(),
+               server.auth().service_token_files().end());
+  if (!server.tls().key_file().empty()) files.push_back(server.tls().key_file());
+  std::vector<std::string> dirs;
+  for (const std::string& file : files) {
+    std::error_code ec;
+    const std::filesystem::path path = std::filesystem::absolute(file, ec);
+    if (ec) continue;
+    dirs.push_back(path.parent_path().string());
+    const std::filesystem::path real = std::filesystem::canonical(path, ec);
+    if (!ec) dirs.push_back(real.parent_path().string());
+  }
+  return dirs;
+}
 
 int Run() {
   Logger log("verifier_worker");
@@ -103,7 +127,8 @@ int Run() {
        .cgroups = *cgroups,
        .spare_sandboxes = config.spare_sandboxes(),
        .reference_cache_bytes = config.reference_cache_bytes(),
-       .reference_servers = config.reference_servers()},
+       .reference_servers = config.reference_servers(),
+       .secret_dirs = SecretDirs(config.server())},
       &metrics);
   if (!created.ok()) {
     log.Error("cannot start the verifier funnel", {{"error", created.status().message()}});

@@ -341,6 +341,21 @@ TEST(ServerSecurityTest, VerifierServiceTakesMeshPeersOnly) {
   EXPECT_EQ(verify(Client(server_only)).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   // Past the guard, the empty request is refused for what it is.
   EXPECT_EQ(verify(Client(pki.Tls("rollout"))).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Candidates run with the key's folder hidden from them (Landlock), and a
+  // correct one still verifies: the hiding spares what candidates need.
+  v1::VerifyRequest request;
+  request.mutable_task()->set_reference_source(
+      *ReadFileToString(std::string(KFORGE_TEST_SOURCE_DIR) + "/tasks/kforge-mini/level1/1_ReLU.py"));
+  request.set_completion(*ReadFileToString(std::string(KFORGE_TEST_SOURCE_DIR) +
+                                           "/tests/data/verifier/cpu/kb_relu.py"));
+  request.mutable_options()->set_require_triton(false);
+  auto stub = v1::VerifierService::NewStub(Client(pki.Tls("rollout")).Connect(verifier->address()));
+  grpc::ClientContext context;
+  SetDeadline(context, absl::Seconds(120));
+  v1::VerifyResponse response;
+  ASSERT_TRUE(stub->Verify(&context, request, &response).ok()) << verifier->Log();
+  EXPECT_TRUE(response.verdict().correct()) << response.verdict().DebugString();
 }
 
 // The whole mesh over mutual TLS: `kforge local --tls_dir --token_file`

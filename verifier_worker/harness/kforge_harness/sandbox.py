@@ -10,7 +10,9 @@ Applied in this order, each step reported as applied or skipped (with why):
   filesystem   own working directory, HOME, TMPDIR and Triton cache (a copy
                of the verifier's trusted base cache, when it has one)
   landlock     writes, creates and deletes only beneath its own directory
-               (and to device files, which CUDA opens read-write)
+               (and to device files, which CUDA opens read-write); reads
+               everywhere but the verifier's secret folders (its TLS key
+               and token files), when it has any
   seccomp      no sockets but Unix ones (no network), no ptrace, no new
                sessions or process groups, no mounts or namespaces, no
                signals to processes other than its own group
@@ -21,6 +23,7 @@ import os
 import resource
 import shutil
 import struct
+import sys
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -140,7 +143,8 @@ def install_seccomp():
 # --- landlock --------------------------------------------------------------
 
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
-LL_WRITE_FILE, LL_REMOVE_DIR, LL_REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
+LL_EXECUTE, LL_WRITE_FILE, LL_READ_FILE, LL_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+LL_REMOVE_DIR, LL_REMOVE_FILE = 1 << 4, 1 << 5
 LL_MAKE_ALL = sum(1 << b for b in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
 LL_REFER, LL_TRUNCATE = 1 << 13, 1 << 14
 
@@ -152,7 +156,68 @@ LL_REFER, LL_TRUNCATE = 1 << 13, 1 << 14
 EXTRA_WRITABLE = [("/dev", "write"), ("/dev/shm", "all")]
 
 
-def install_landlock(writable_dir):
+def readable_paths(secret_dirs):
+    """Paths beneath which reads are granted so that everything stays
+    readable but `secret_dirs`: for each folder on the way from / to a
+    secret folder, its other entries. An entry that resolves into a secret
+    folder (Kubernetes mounts a Secret as symlinks into a "..data" folder)
+    is left out too. [] when there is nothing to hide."""
+    secrets = {os.path.realpath(d) for d in secret_dirs if d}
+    if not secrets:
+        return []
+
+    def hidden(path):
+        real = os.path.realpath(path)
+        return any(real == s or real.startswith(s.rstrip(os.sep) + os.sep) for s in secrets)
+
+    ancestors = set()
+    for secret in secrets:
+        parts = secret.split(os.sep)
+        for i in range(1, len(parts)):
+            ancestors.add(os.sep.join(parts[:i]) or os.sep)
+    paths = []
+    for folder in sorted(ancestors):
+        try:
+            entries = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            path = os.path.join(folder, entry)
+            if path not in ancestors and not hidden(path):
+                paths.append(path)
+    return paths
+
+
+def hideable_secret_dirs(secret_dirs, needed):
+    """Splits `secret_dirs` into those that can be hidden and those that
+    cannot, with why: a folder that is / or holds something a candidate
+    needs (its own directory, Python, the harness) stays readable, since
+    hiding it would fail every candidate rather than protect a secret."""
+    needed_real = [os.path.realpath(p) for p in needed if p]
+    hideable, exposed = [], []
+    for d in secret_dirs:
+        if not d:
+            continue
+        real = os.path.realpath(d).rstrip(os.sep) + os.sep
+        held = [p for p in needed_real if (p.rstrip(os.sep) + os.sep).startswith(real)]
+        if real == os.sep or held:
+            exposed.append((d, held[0] if held else "/"))
+        else:
+            hideable.append(d)
+    return hideable, exposed
+
+
+def _add_rule(ruleset, path, allowed):
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        beneath = struct.pack("<Qi", allowed, fd)
+        if _libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, 1, beneath, 0) != 0:
+            raise OSError(_errno_message(f"landlock_add_rule {path}"))
+    finally:
+        os.close(fd)
+
+
+def install_landlock(writable_dir, secret_dirs=()):
     abi = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, 1)
     if abi < 1:
         raise OSError(_errno_message("landlock unavailable"))
@@ -161,6 +226,9 @@ def install_landlock(writable_dir):
         handled |= LL_REFER
     if abi >= 3:
         handled |= LL_TRUNCATE
+    readable = readable_paths(secret_dirs)
+    if readable:
+        handled |= LL_READ_FILE | LL_READ_DIR
     attr = struct.pack("<Q", handled)
     ruleset = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, len(attr), 0)
     if ruleset < 0:
@@ -172,13 +240,15 @@ def install_landlock(writable_dir):
             for path, kind in EXTRA_WRITABLE + [(f"/proc/{os.getpid()}", "write")]
             if os.path.isdir(path)]
         for path, allowed in rules:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            _add_rule(ruleset, path, allowed)
+        for path in readable:
+            # A file takes only file rights; anything else (a folder, a
+            # device) the read rights that apply beneath it.
             try:
-                beneath = struct.pack("<Qi", allowed, fd)
-                if _libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, 1, beneath, 0) != 0:
-                    raise OSError(_errno_message(f"landlock_add_rule {path}"))
-            finally:
-                os.close(fd)
+                is_file = os.path.isfile(path)
+                _add_rule(ruleset, path, LL_READ_FILE if is_file else LL_READ_FILE | LL_READ_DIR)
+            except OSError:
+                continue  # vanished, or not openable: it stays unreadable
         if _libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
             raise OSError(_errno_message("landlock_restrict_self"))
     finally:
@@ -252,7 +322,12 @@ def confine(config):
     applied.append("filesystem")
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(_errno_message("prctl(PR_SET_NO_NEW_PRIVS)"))
-    for name, step in (("landlock", lambda: install_landlock(work)), ("seccomp", install_seccomp)):
+    secrets, exposed = hideable_secret_dirs(config.get("secret_dirs", []), [
+        work, sys.prefix, os.path.dirname(os.path.abspath(__file__))])
+    skipped.extend(f"landlock hiding {d} (it holds what candidates need: {why})"
+                   for d, why in exposed)
+    for name, step in (("landlock", lambda: install_landlock(work, secrets)),
+                       ("seccomp", install_seccomp)):
         try:
             step()
             applied.append(name)

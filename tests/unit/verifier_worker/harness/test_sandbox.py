@@ -3,6 +3,7 @@ candidate can no longer do once kforge_harness.sandbox.confine() ran."""
 
 import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -89,6 +90,65 @@ class SandboxTest(unittest.TestCase):
         self.assertEqual(probes["mkdir_outside"], "denied:13")
         self.assertEqual(probes["devnull"], "allowed")
         self.assertFalse(os.path.exists(self.outside))
+
+    def test_the_verifiers_secret_folders_cannot_be_read_everything_else_can(self):
+        # The verifier's TLS key and token files, in a folder of their own
+        # (a Kubernetes Secret: the key is reached through a "..data" link).
+        secrets = os.path.join(self.dir.name, "tls")
+        os.makedirs(os.path.join(secrets, "..2026_11_25"))
+        with open(os.path.join(secrets, "..2026_11_25", "tls.key"), "w") as f:
+            f.write("PRIVATE KEY")
+        os.symlink("..2026_11_25", os.path.join(secrets, "..data"))
+        os.symlink("..data/tls.key", os.path.join(secrets, "tls.key"))
+        # A link elsewhere that points into the secret folder is no way in.
+        os.symlink(os.path.join(secrets, "..2026_11_25"), os.path.join(self.dir.name, "alias"))
+        with open(self.outside, "w") as f:
+            f.write("public")
+
+        def read(path):
+            def probe():
+                with open(path) as f:
+                    return f.read()
+            return probe
+
+        probes = {
+            "key": read(os.path.join(secrets, "tls.key")),
+            "key_via_data": read(os.path.join(secrets, "..data", "tls.key")),
+            "key_via_alias": read(os.path.join(self.dir.name, "alias", "tls.key")),
+            "list_secrets": lambda: os.listdir(secrets),
+            "sibling_file": read(self.outside),
+            "python_stdlib": read(os.__file__),
+            "import": lambda: __import__("json").dumps({}),
+            "etc": read("/etc/hostname") if os.path.exists("/etc/hostname") else lambda: None,
+        }
+        outcome, report = run_confined(self.work, probes, secret_dirs=[secrets])
+        if "landlock" not in report["applied"]:
+            self.skipTest(f"landlock not applied here: {report['skipped']}")
+        for secret in ("key", "key_via_data", "key_via_alias", "list_secrets"):
+            self.assertTrue(outcome[secret].startswith("denied"), (secret, outcome[secret]))
+        for public in ("sibling_file", "python_stdlib", "import", "etc"):
+            self.assertEqual(outcome[public], "allowed", (public, outcome[public]))
+
+    def test_without_secret_folders_reads_are_not_restricted(self):
+        self.assertEqual(sandbox.readable_paths([]), [])
+        with open(self.outside, "w") as f:
+            f.write("public")
+        def read():
+            with open(self.outside) as f:
+                return f.read()
+        outcome, _ = run_confined(self.work, {"read": read})
+        self.assertEqual(outcome["read"], "allowed")
+
+    def test_a_secret_folder_holding_what_candidates_need_stays_readable(self):
+        # A key beside the checkout (a relative --tls path) names a folder
+        # holding the harness; hiding it would fail every candidate.
+        outside_secret = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, outside_secret, True)
+        hideable, exposed = sandbox.hideable_secret_dirs(
+            ["/", os.path.dirname(self.work), outside_secret, ""], [self.work, sys.prefix])
+        self.assertEqual(hideable, [outside_secret])
+        self.assertEqual([d for d, _ in exposed], ["/", os.path.dirname(self.work)])
+        self.assertEqual(exposed[1][1], os.path.realpath(self.work))
 
     def test_no_escape_from_the_process_group_and_no_signals_outside_it(self):
         parent = os.getpid()
