@@ -24,6 +24,7 @@ import resource
 import shutil
 import struct
 import sys
+import tempfile
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -307,6 +308,11 @@ def confine(config):
     work = config["work_dir"]
     for var in ("HOME", "TMPDIR", "XDG_CACHE_HOME"):
         os.environ[var] = work
+    # The zygote imported torch before any candidate existed, and something
+    # in it already asked tempfile for its folder: that answer (/tmp, where
+    # Landlock allows no writes) is cached until cleared. Triton writes its
+    # PTX through tempfile.
+    tempfile.tempdir = None
     os.environ["TRITON_CACHE_DIR"] = os.path.join(work, "triton-cache")
     base_cache = config.get("triton_base_cache", "")
     if base_cache:

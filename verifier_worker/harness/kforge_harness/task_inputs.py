@@ -104,22 +104,37 @@ def _redistribute(tensor, distribution, generator):
     raise ValueError(f"unknown distribution {distribution!r}")
 
 
-def _input_bytes(module, spec):
-    """Bytes of the inputs `spec` would make, without making them where
-    torch can build tensors on the meta device (torch 2.x)."""
+def _tensor_bytes(values):
+    return sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor))
+
+
+def _set_bytes(module, spec):
+    """Bytes of the inputs and outputs `spec` would make, without making
+    them where torch can build tensors on the meta device (torch 2.x): the
+    model runs there on shapes alone. Outputs can dwarf inputs (a matmul
+    with a small inner dimension: two 8 MB inputs, a 4 GB output), so they
+    are counted, not assumed; where the meta run fails (an op without a
+    meta kernel, a data-dependent shape) they are taken to be as large as
+    the inputs."""
     changes = overridden_constants(module, spec)
     saved = {name: module.__dict__[name] for name in changes}
     module.__dict__.update(changes)
     try:
         torch.manual_seed(0)
-        if hasattr(torch, "get_default_device"):
-            with torch.device("meta"):
-                inputs = module.get_inputs()
-        else:
+        if not hasattr(torch, "get_default_device"):
+            return 2 * _tensor_bytes(module.get_inputs())
+        with torch.device("meta"):
             inputs = module.get_inputs()
+            in_bytes = _tensor_bytes(inputs)
+            try:
+                with torch.no_grad():
+                    model = module.Model(*module.get_init_inputs())
+                    out_bytes = _tensor_bytes(as_output_list(model(*inputs)))
+            except Exception:  # noqa: BLE001 - any failure means "unknown"
+                out_bytes = in_bytes
+        return in_bytes + out_bytes
     finally:
         module.__dict__.update(saved)
-    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
 
 
 def fit_to_budget(module, spec, max_bytes):
@@ -128,7 +143,7 @@ def fit_to_budget(module, spec, max_bytes):
     spec = dict(spec)
     factor = 1.0
     for _ in range(40):
-        if 2 * _input_bytes(module, spec) <= max_bytes:
+        if _set_bytes(module, spec) <= max_bytes:
             break
         factor *= 0.5
         spec["size_scale"] = spec.get("size_scale", 1.0) * 0.5

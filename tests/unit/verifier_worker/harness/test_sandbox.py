@@ -139,6 +139,18 @@ class SandboxTest(unittest.TestCase):
         outcome, _ = run_confined(self.work, {"read": read})
         self.assertEqual(outcome["read"], "allowed")
 
+    def test_tempfile_writes_in_the_work_dir_even_when_the_zygote_asked_first(self):
+        # The zygote's imports ask tempfile for its folder before any
+        # candidate exists; a confined child must not inherit that answer.
+        tempfile.gettempdir()
+        work = self.work
+        def temp_in_work():
+            with tempfile.NamedTemporaryFile(suffix=".ptx") as f:
+                if os.path.dirname(f.name) != work:
+                    raise OSError(1, f"made in {os.path.dirname(f.name)}")
+        probes, _ = run_confined(self.work, {"named_temporary_file": temp_in_work})
+        self.assertEqual(probes["named_temporary_file"], "allowed")
+
     def test_a_secret_folder_holding_what_candidates_need_stays_readable(self):
         # A key beside the checkout (a relative --tls path) names a folder
         # holding the harness; hiding it would fail every candidate.
