@@ -59,9 +59,10 @@ def main(argv=None):
 
     k_correct = [kforge[i]["totalSeconds"] for i in common if kforge[i].get("correct")]
     p_correct = [peer[i]["wall_s"] for i in common if peer[i].get("correctness")]
-    print(f"\ns per correct candidate   kforge median {statistics.median(k_correct):.2f} "
+    med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
+    print(f"\ns per correct candidate   kforge median {med(k_correct):.2f} "
           f"p90 {p90(k_correct):.2f}   KernelBench median "
-          f"{statistics.median(p_correct) if p_correct else 0:.2f} p90 {p90(p_correct):.2f}")
+          f"{med(p_correct):.2f} p90 {p90(p_correct):.2f}")
     k_wall = float(run["wall_s"])
     p_sum = sum(peer[i]["wall_s"] for i in common)
     p_wall = float(peer_json["summary"].get("batch_wall_s", p_sum))

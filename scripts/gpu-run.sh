@@ -328,7 +328,7 @@ if [ "$what" = verifier-batch ]; then
   devices=$(seq -s, -f 'cuda:%g' 0 $((ngpu - 1)))
   counts=${BATCH_GPU_COUNTS:-$( [ "$ngpu" -ge 2 ] && echo 1,2 || echo 1 )}
   timeout "${BATCH_SECONDS:-420}" build/bin/kforge_verifier_batch_bench --batch /tmp/batch/batch.json \
-    --devices "$devices" --gpu_counts "$counts" --concurrency 8 --spare_sandboxes 4 \
+    --devices "$devices" --gpu_counts "$counts" --concurrency "${BATCH_CONCURRENCY:-8}" --spare_sandboxes 4 \
     --correctness_timeout_s 30 --cv_repeats 20 --out "$out/kforge_batch.json" \
     > "$out/kforge_batch.txt" 2>&1
   echo "kforge batch: exit $?"; grep -v "^\[" "$out/kforge_batch.txt" | tail -45

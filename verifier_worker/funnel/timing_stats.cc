@@ -55,4 +55,8 @@ double Representative(const kforge::v1::Timing& timing,
   return protocol.statistic() == kforge::v1::TIMING_MEDIAN ? timing.median_ms() : timing.mean_ms();
 }
 
+double SpeedupOverFasterBaseline(double vs_eager, double vs_compile) {
+  return vs_compile > 0 ? std::min(vs_eager, vs_compile) : vs_eager;
+}
+
 }  // namespace kforge

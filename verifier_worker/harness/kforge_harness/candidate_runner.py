@@ -242,7 +242,8 @@ class Runner:
             for name in request["sets"]:
                 inputs = self._inputs(request, payload, name)
                 ev, host, result = timer.one(self.model, inputs, request.get("flush_l2", False),
-                                             request.get("clone_inputs", False))
+                                             request.get("clone_inputs", False),
+                                             float(request.get("launch_cover_ms", 0.0)))
                 outputs = self._checked_outputs(result)
                 event_ms.append(ev if ev is not None else host)
                 host_ms.append(host)

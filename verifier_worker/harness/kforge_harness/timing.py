@@ -29,6 +29,8 @@ import torch
 _perf_counter_ns = time.perf_counter_ns
 _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
+_cuda_sleep = getattr(torch.cuda, "_sleep", None)
+_cuda_properties = torch.cuda.get_device_properties
 _zeros = torch.zeros
 _Tensor = torch.Tensor
 _clone = torch.Tensor.clone
@@ -71,6 +73,15 @@ class Timer:
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.flush_buffer = None
+        self.cycles_per_ms = None
+
+    def _cycles_per_ms(self):
+        if self.cycles_per_ms is None:
+            # The SM clock at its peak: a sleep of N cycles lasts at least
+            # N / peak; a slower clock only makes it longer.
+            khz = getattr(_cuda_properties(self.device), "clock_rate", 0) or 2_000_000
+            self.cycles_per_ms = float(khz)
+        return self.cycles_per_ms
 
     def _flush(self):
         if self.flush_buffer is None:
@@ -83,8 +94,10 @@ class Timer:
             return args
         return [_clone(a) if isinstance(a, _Tensor) else a for a in args]
 
-    def one(self, fn, args, flush_l2, clone=False):
-        """One timed call: (event_ms or None, host_ms, output)."""
+    def one(self, fn, args, flush_l2, clone=False, launch_cover_ms=0.0):
+        """One timed call: (event_ms or None, host_ms, output). With
+        `launch_cover_ms`, that much GPU sleep is queued before the start
+        event, so a slow host launch does not count as kernel time."""
         args = self._fresh(args, clone)
         if self.cuda:
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -95,6 +108,8 @@ class Timer:
             # (what do_bench measures too).
             if flush_l2:
                 self._flush()
+            if launch_cover_ms > 0 and _cuda_sleep is not None:
+                _cuda_sleep(int(launch_cover_ms * self._cycles_per_ms()))
             t0 = _perf_counter_ns()
             start.record()
             out = fn(*args)
