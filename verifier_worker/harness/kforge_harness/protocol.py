@@ -24,6 +24,19 @@ class ProtocolError(Exception):
 
 
 def _recv_exact(sock, n, fds=None):
+    """n bytes; without fds, straight into one writable buffer (a payload of
+    hundreds of MB is copied once, by the kernel, and the tensors made from
+    it share it)."""
+    if fds is None:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        pos = 0
+        while pos < n:
+            got = sock.recv_into(view[pos:], min(n - pos, 1 << 24))
+            if not got:
+                raise EOFError("peer closed the channel")
+            pos += got
+        return buf
     chunks = []
     while n > 0:
         if fds is not None:
@@ -57,13 +70,15 @@ def recv_frame(sock, want_fds=False):
 
 def send_frame(sock, header, payload=b"", fds=None):
     body = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    prefix = _PREFIX.pack(MAGIC, len(body), len(payload))
+    size = sum(len(p) for p in payload) if isinstance(payload, (list, tuple)) else len(payload)
+    prefix = _PREFIX.pack(MAGIC, len(body), size)
     if fds:
         sock.sendmsg([prefix + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
     else:
         sock.sendall(prefix + body)
-    if payload:
-        sock.sendall(payload)
+    for part in (payload if isinstance(payload, (list, tuple)) else [payload]):
+        if len(part):
+            sock.sendall(part)
 
 
 # --- tensors as raw bytes -------------------------------------------------
@@ -98,21 +113,28 @@ def dtype_from_name(name):
 
 
 def tensor_bytes(tensor):
-    """Raw little-endian bytes of a tensor (copied to the CPU, contiguous)."""
+    """Raw little-endian bytes of a tensor, as a buffer over a contiguous
+    CPU copy taken now: one copy (the device-to-host one on a GPU), and what
+    the tensor's owner writes into it later does not change what is sent."""
     import torch
-    t = tensor.detach().contiguous().cpu()
+    t = tensor.detach()
+    t = t.contiguous().cpu() if t.device.type != "cpu" else t.clone(memory_format=torch.contiguous_format)
     if t.dtype == torch.bfloat16:
         t = t.view(torch.int16)
     elif t.dtype == torch.bool:
         t = t.to(torch.uint8)
-    return t.numpy().tobytes()
+    return memoryview(t.numpy()).cast("B")
 
 
 def tensor_from_bytes(data, dtype_str, shape, device="cpu"):
+    """A tensor over `data` itself where it is writable (a received
+    payload), else over a copy."""
     import torch
     dtype = dtype_from_name(dtype_str)
     carrier = {torch.bfloat16: torch.int16, torch.bool: torch.uint8}.get(dtype, dtype)
-    t = torch.frombuffer(bytearray(data), dtype=carrier) if len(data) else torch.empty(0, dtype=carrier)
+    if len(data) and memoryview(data).readonly:
+        data = bytearray(data)
+    t = torch.frombuffer(data, dtype=carrier) if len(data) else torch.empty(0, dtype=carrier)
     if carrier is not dtype:
         t = t.view(dtype) if dtype is torch.bfloat16 else t.to(dtype)
     return t.reshape(shape).to(device)
@@ -134,13 +156,16 @@ class TensorPacker:
         self.size += len(data)
 
     def payload(self):
-        return b"".join(self.parts)
+        """The parts, for send_frame to send one after another."""
+        return list(self.parts)
 
 
 def unpack_tensors(entries, payload, device="cpu"):
-    """{name: tensor} from header entries and a payload."""
+    """{name: tensor} from header entries and a payload; on the CPU the
+    tensors share the payload's memory (each its own range of it)."""
     out = {}
+    view = memoryview(payload)
     for e in entries:
-        chunk = payload[e["offset"]: e["offset"] + e["nbytes"]]
+        chunk = view[e["offset"]: e["offset"] + e["nbytes"]]
         out[e["name"]] = tensor_from_bytes(chunk, e["dtype"], e["shape"], device)
     return out
