@@ -77,7 +77,8 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
   // The ticker thread alone reads and writes graphs_off_logged.
   auto update_metrics = [p, graphs_off_logged = std::string()]() mutable {
     const GeneratorStats stats = p->engine_->generator_stats();
-    p->metrics_->Update(stats, p->dispatcher_->stats(), p->engine_->groups_in_flight());
+    p->metrics_->Update(stats, p->dispatcher_->stats(), p->engine_->groups_in_flight(),
+                        p->engine_->sampler_times());
     if (stats.decoder.graphs_off != graphs_off_logged) {
       graphs_off_logged = stats.decoder.graphs_off;
       p->log_.Info("decode steps run eagerly", {{"reason", graphs_off_logged}});
