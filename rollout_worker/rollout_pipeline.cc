@@ -107,7 +107,11 @@ RolloutPipeline::RolloutPipeline(const v1::RolloutWorkerConfig& config, const Le
       learner_(v1::LearnerService::NewStub(security.Connect(config.learner_address()))),
       local_delivery_(config.learner_address(), config.rpc(),
                       absl::StrCat("rollout:", config.worker_name()), security),
-      local_deliveries_(std::make_unique<WorkPool>("kf-local-deliver", 1)) {}
+      // At most max_unacked_samples deliveries wait: past that the
+      // dispatcher thread handing them over waits too, which holds those
+      // samples in flight and so stops the sampler (back-pressure, no loss).
+      local_deliveries_(std::make_unique<WorkPool>("kf-local-deliver", 1,
+                                                   config.max_unacked_samples())) {}
 
 RolloutPipeline::~RolloutPipeline() {
   stop_.Notify();

@@ -25,7 +25,11 @@ VerifierServiceImpl::VerifierServiceImpl(Funnel* funnel, VerifierMetrics* metric
     : funnel_(funnel), metrics_(metrics), config_(config), delivery_(delivery),
       guard_(std::move(guard)),
       busy_(config->max_concurrent(), absl::Now()),
-      pool_("kf-verify", config->max_concurrent()) {}
+      // Every queued closure was admitted and has not released its slot
+      // yet, so the queue never outgrows Admit()'s limit and Submit (called
+      // with a stream's lock held) never waits.
+      pool_("kf-verify", config->max_concurrent(),
+            config->max_concurrent() + config->max_queued()) {}
 
 SlotClock::Reading VerifierServiceImpl::busy_time() const { return busy_.Read(absl::Now()); }
 
