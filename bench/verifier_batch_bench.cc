@@ -120,7 +120,7 @@ std::vector<Result> RunBatch(const std::vector<Item>& items,
   const absl::Time start = absl::Now();
   {
     const int threads = static_cast<int>(funnels.size()) * (absl::GetFlag(FLAGS_concurrency) + 2);
-    WorkPool pool("kf-batch", threads);
+    WorkPool pool("kf-batch", threads, 2 * threads);
     for (size_t i = 0; i < items.size(); ++i) {
       pool.Submit([&, i] {
         int chosen = 0;

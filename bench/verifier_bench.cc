@@ -95,7 +95,7 @@ v1::VerifyRequest Request(const Item& item, bool timing) {
 double RunConcurrently(int count, int threads, const std::function<void(int)>& work) {
   const absl::Time start = absl::Now();
   {
-    WorkPool pool("kf-bench", threads);
+    WorkPool pool("kf-bench", threads, 2 * threads);
     for (int i = 0; i < count; ++i) pool.Submit([&work, i] { work(i); });
   }
   return absl::ToDoubleSeconds(absl::Now() - start);

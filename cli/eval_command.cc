@@ -127,7 +127,7 @@ absl::StatusOr<std::vector<v1::Verdict>> VerifyAll(const EvalOptions& options,
     KF_ASSIGN_OR_RETURN(std::unique_ptr<LocalFunnel> local,
                         LocalFunnel::Start(options.python, options.device, options.concurrency,
                                            options.concurrency));
-    WorkPool pool("kf-eval", options.concurrency);
+    WorkPool pool("kf-eval", options.concurrency, 2 * options.concurrency);
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (!pending[i]) continue;
       pool.Submit([&, i] {

@@ -134,6 +134,35 @@ LineChart RatesChart(const v1::TrainerState& state, const TrainingCurvesOptions&
   return chart;
 }
 
+// The stages of StepTimes the stage-times chart draws, step first (the
+// cadence the others are held against).
+struct TimeColumn {
+  const char* name;
+  double (v1::StepTimes::*seconds)() const;
+  const char* colour;
+};
+constexpr TimeColumn kTimeColumns[] = {
+    {"step", &v1::StepTimes::step_seconds, "#000000"},
+    {"rollout", &v1::StepTimes::rollout_seconds, "#1f77b4"},
+    {"verify", &v1::StepTimes::verify_seconds, "#ff7f0e"},
+    {"train", &v1::StepTimes::train_seconds, "#2ca02c"},
+    {"weight sync", &v1::StepTimes::weight_sync_seconds, "#9467bd"},
+    {"learner wait", &v1::StepTimes::learner_wait_seconds, "#d62728"},
+};
+
+LineChart StageTimesChart(const v1::TrainerState& state, const Frame& frame) {
+  LineChart chart{.title = "where each step's time went", .x_label = "optimiser step",
+                  .y_label = "seconds", .integer_x = true, .x_range = frame.x_range,
+                  .band = frame.band};
+  for (const TimeColumn& column : kTimeColumns) {
+    ChartSeries series{.name = column.name, .colour = column.colour};
+    series.points = StepPoints(state.step_times_history(), state.step(), 0, state.step(),
+                               [&](const v1::StepTimes& t) { return (t.*column.seconds)(); });
+    chart.series.push_back(std::move(series));
+  }
+  return chart;
+}
+
 }  // namespace
 
 std::string TrainingCurvesSvg(const v1::TrainerState& state, const TrainingCurvesOptions& options) {
@@ -155,6 +184,9 @@ std::string TrainingCurvesSvg(const v1::TrainerState& state, const TrainingCurve
   charts.push_back(RewardChart(state, options, frame,
                                charts.empty() ? options.title : "mean reward"));
   charts.push_back(RatesChart(state, options, frame, heldout));
+  // Only for a job that recorded times: a checkpoint from before they
+  // existed gets no empty chart.
+  if (!state.step_times_history().empty()) charts.push_back(StageTimesChart(state, frame));
   return StackedChartsSvg(charts);
 }
 

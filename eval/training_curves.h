@@ -40,7 +40,10 @@ struct TrainingCurvesOptions {
 //      "compile", "tiny run", "multi-input", "correct"), and the held-out
 //      correct and compile rates of each evaluation round ("held-out
 //      correct", "held-out compile") only when a round ran: no legend entry
-//      without data.
+//      without data;
+//   4. "where each step's time went": seconds per step of the step itself
+//      and its stages ("step", "rollout", "verify", "train", "weight sync",
+//      "learner wait"; StepTimes), only when the state has step times.
 // Histories align with state.step() from their newest end (see TrainerState).
 std::string TrainingCurvesSvg(const v1::TrainerState& state, const TrainingCurvesOptions& options);
 

@@ -1,11 +1,26 @@
 #include "learner/learner_metrics.h"
 
+#include <iterator>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "common/metrics/metric_builders.h"
 
 namespace kforge {
+namespace {
+
+// The stage label values of kforge_learner_step_stage_seconds, in the order
+// ObserveStep reads them from StepTimes.
+constexpr const char* kStepStages[] = {"step", "rollout", "verify", "train", "weight_sync", "wait"};
+
+const prometheus::Histogram::BucketBoundaries& StageBuckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800};
+  return kBuckets;
+}
+
+}  // namespace
+
 LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
     : jobs_submitted(NewCounter(registry, "kforge_learner_jobs_submitted_total",
                                 "Jobs accepted by SubmitJob.")),
@@ -71,6 +86,24 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
       step_duration_(NewHistogram(registry, "kforge_learner_step_duration_seconds",
                                   "Wall time of one training step, waiting for samples included.",
                                   {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800})),
+      stage_seconds_(NewHistogramFamily(
+          registry, "kforge_learner_step_stage_seconds",
+          "Where each step's time went, by stage: step (cadence, end to end), rollout and "
+          "verify (wall spans over the step's samples), train (optimiser), weight_sync "
+          "(snapshot and broadcast), wait (the learner waiting for scored groups). Stages "
+          "overlap; see StepTimes in proto/kforge/v1/job.proto.")),
+      rollout_tokens_per_second_(NewGauge(
+          registry, "kforge_learner_rollout_tokens_per_second",
+          "Completion tokens of the last step's samples over their generation span.")),
+      verify_candidates_per_second_(NewGauge(
+          registry, "kforge_learner_verify_candidates_per_second",
+          "Candidates of the last step verified, over their verification span.")),
+      train_tokens_per_second_(NewGauge(registry, "kforge_learner_train_tokens_per_second",
+                                        "Tokens trained on per second of optimiser time, last "
+                                        "step.")),
+      wait_share_(NewGauge(registry, "kforge_learner_wait_share",
+                           "Share of the last step's wall time the learner waited for scored "
+                           "groups.")),
       speedup_(NewHistogram(registry, "kforge_learner_speedup",
                             "Speedup over eager PyTorch of correct, timed samples.",
                             {0.1, 0.25, 0.5, 0.8, 1, 1.25, 1.5, 2, 3, 5, 10})),
@@ -114,6 +147,7 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
     SampleAcks(static_cast<kforge::v1::SampleAck::Status>(s));
   }
   UpdateGroups({});
+  for (const char* stage : kStepStages) stage_seconds_.Add({{"stage", stage}}, StageBuckets());
   // Zero series exist from the start, so rate() and alerts see them.
   for (const char* result : {"ok", "failed"}) {
     broadcasts_.Add({{"result", result}});
@@ -171,6 +205,16 @@ void LearnerMetrics::ObserveStep(const kforge::v1::JobProgress& p, const StepFig
   samples_trained_.Increment(static_cast<double>(f.samples));
   tokens_trained_.Increment(static_cast<double>(f.tokens));
   step_duration_.Observe(f.step_seconds);
+  const kforge::v1::StepTimes& t = p.times();
+  const double seconds[] = {t.step_seconds(),  t.rollout_seconds(),     t.verify_seconds(),
+                            t.train_seconds(), t.weight_sync_seconds(), t.learner_wait_seconds()};
+  for (size_t i = 0; i < std::size(kStepStages); ++i) {
+    stage_seconds_.Add({{"stage", kStepStages[i]}}, StageBuckets()).Observe(seconds[i]);
+  }
+  rollout_tokens_per_second_.Set(t.rollout_tokens_per_second());
+  verify_candidates_per_second_.Set(t.verify_candidates_per_second());
+  train_tokens_per_second_.Set(t.train_tokens_per_second());
+  wait_share_.Set(t.step_seconds() > 0 ? t.learner_wait_seconds() / t.step_seconds() : 0);
   for (double s : f.speedups) speedup_.Observe(s);
   for (int64_t s : f.staleness) staleness_.Observe(static_cast<double>(s));
 }

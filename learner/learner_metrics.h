@@ -48,6 +48,7 @@ class LearnerMetrics {
     std::vector<double> speedups;     // of correct, timed samples
     std::vector<int64_t> staleness;   // policy versions behind, per trained sample
   };
+  // Also records where the step's time went (progress.times).
   void ObserveStep(const kforge::v1::JobProgress& progress, const StepFigures& figures);
   void ObserveWeightPublish(double seconds);
   // One NCCL weight broadcast (WeightBroadcaster): whether it completed,
@@ -85,6 +86,11 @@ class LearnerMetrics {
   prometheus::Counter& samples_trained_;
   prometheus::Counter& tokens_trained_;
   prometheus::Histogram& step_duration_;
+  prometheus::Family<prometheus::Histogram>& stage_seconds_;
+  prometheus::Gauge& rollout_tokens_per_second_;
+  prometheus::Gauge& verify_candidates_per_second_;
+  prometheus::Gauge& train_tokens_per_second_;
+  prometheus::Gauge& wait_share_;
   prometheus::Histogram& speedup_;
   prometheus::Histogram& staleness_;
   prometheus::Histogram& weight_publish_;

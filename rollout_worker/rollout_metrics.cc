@@ -61,13 +61,21 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
                                 "undeliverable.")),
       samples_outstanding_(
           NewGauge(registry, "kforge_rollout_samples_outstanding",
-                   "Samples sent or queued for verifiers without a verdict yet.")) {
+                   "Samples sent or queued for verifiers without a verdict yet.")),
+      sampler_seconds_(NewCounterFamily(
+          registry, "kforge_rollout_sampler_seconds_total",
+          "Wall time of the sampler thread (the worker's GPU) by state: generating "
+          "(admission, prefill, decode steps), between_steps (applying new weights), "
+          "idle (nothing to decode: waiting for work or weights).")) {
   // Every series exists from the first scrape, at zero.
   for (const char* event : {"submitted", "sent", "resent", "answered", "undeliverable"}) {
     samples_.Add({{"event", event}});
   }
   for (const char* mode : {"graph", "eager"}) decode_steps_by_mode_.Add({{"mode", mode}});
   for (const char* path : {"nccl", "grpc"}) weight_updates_.Add({{"path", path}});
+  for (const char* state : {"generating", "between_steps", "idle"}) {
+    sampler_seconds_.Add({{"state", state}});
+  }
 }
 
 void RolloutMetrics::ObserveWeightUpdate(absl::Duration took, const char* path) {
@@ -80,7 +88,13 @@ void RolloutMetrics::ObserveTimeToFirstToken(absl::Duration ttft) {
 }
 
 void RolloutMetrics::Update(const GeneratorStats& g, const VerifierDispatcher::Stats& d,
-                            int64_t groups_in_flight) {
+                            int64_t groups_in_flight, const RolloutEngine::SamplerTimes& sampler) {
+  IncrementToward(sampler_seconds_.Add({{"state", "generating"}}), sampler.generating,
+                  last_sampler_.generating);
+  IncrementToward(sampler_seconds_.Add({{"state", "between_steps"}}), sampler.between_steps,
+                  last_sampler_.between_steps);
+  IncrementToward(sampler_seconds_.Add({{"state", "idle"}}), sampler.idle, last_sampler_.idle);
+  last_sampler_ = sampler;
   IncrementToward(generated_tokens_, g.generated_tokens, last_generator_.generated_tokens);
   IncrementToward(prefill_tokens_, g.prefill_tokens, last_generator_.prefill_tokens);
   IncrementToward(decode_steps_, g.decode_steps, last_generator_.decode_steps);

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "model/generation/generator.h"
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
+#include "rollout_worker/sampler/rollout_engine.h"
 
 namespace kforge {
 
@@ -27,7 +28,7 @@ class RolloutMetrics {
   void ObserveWeightUpdate(absl::Duration took, const char* path);
   // From one thread (the metrics ticker).
   void Update(const GeneratorStats& generator, const VerifierDispatcher::Stats& dispatcher,
-              int64_t groups_in_flight);
+              int64_t groups_in_flight, const RolloutEngine::SamplerTimes& sampler);
 
   prometheus::Counter& groups_dropped;
   // Groups given back to the learner (ReleaseWork) and taken by it.
@@ -56,7 +57,9 @@ class RolloutMetrics {
   prometheus::Family<prometheus::Counter>& weight_updates_;
   prometheus::Family<prometheus::Counter>& samples_;
   prometheus::Gauge& samples_outstanding_;
+  prometheus::Family<prometheus::Counter>& sampler_seconds_;
   GeneratorStats last_generator_;
+  RolloutEngine::SamplerTimes last_sampler_;
   VerifierDispatcher::Stats last_dispatcher_;
 };
 

@@ -77,7 +77,8 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
   // The ticker thread alone reads and writes graphs_off_logged.
   auto update_metrics = [p, graphs_off_logged = std::string()]() mutable {
     const GeneratorStats stats = p->engine_->generator_stats();
-    p->metrics_->Update(stats, p->dispatcher_->stats(), p->engine_->groups_in_flight());
+    p->metrics_->Update(stats, p->dispatcher_->stats(), p->engine_->groups_in_flight(),
+                        p->engine_->sampler_times());
     if (stats.decoder.graphs_off != graphs_off_logged) {
       graphs_off_logged = stats.decoder.graphs_off;
       p->log_.Info("decode steps run eagerly", {{"reason", graphs_off_logged}});
@@ -106,7 +107,11 @@ RolloutPipeline::RolloutPipeline(const v1::RolloutWorkerConfig& config, const Le
       learner_(v1::LearnerService::NewStub(security.Connect(config.learner_address()))),
       local_delivery_(config.learner_address(), config.rpc(),
                       absl::StrCat("rollout:", config.worker_name()), security),
-      local_deliveries_(std::make_unique<WorkPool>("kf-local-deliver", 1)) {}
+      // At most max_unacked_samples deliveries wait: past that the
+      // dispatcher thread handing them over waits too, which holds those
+      // samples in flight and so stops the sampler (back-pressure, no loss).
+      local_deliveries_(std::make_unique<WorkPool>("kf-local-deliver", 1,
+                                                   config.max_unacked_samples())) {}
 
 RolloutPipeline::~RolloutPipeline() {
   stop_.Notify();

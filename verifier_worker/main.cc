@@ -17,6 +17,7 @@
 #include "common/security/channel_security.h"
 #include "common/server/crash_report.h"
 #include "common/server/host_name.h"
+#include "common/server/periodic_thread.h"
 #include "common/server/process_main.h"
 #include "common/server/service_host.h"
 #include "common/server/termination_signals.h"
@@ -159,6 +160,12 @@ int Run() {
     return kExitRuntimeError;
   }
   (*host)->SetServing(true);
+  // Before the service goes (declared after it, destroyed first).
+  auto record_slots = [&] {
+    metrics.RecordSlotTime(verifier_service->busy_time(), config.max_concurrent());
+  };
+  record_slots();
+  PeriodicThread slot_ticker("kf-verifier-mtr", absl::Seconds(1), record_slots);
   const int sig = WaitForTerminationSignal();
   log.Info("shutting down", {{"signal", sig}});
   (*host)->Shutdown();

@@ -63,10 +63,24 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
       baseline_lookups_(NewCounterFamily(registry, "kforge_verifier_baseline_lookups_total",
                                          "Candidates' baseline timings, by result: hit (cached "
                                          "and re-checked), miss (measured), drift (re-check "
-                                         "moved, re-measured).")) {
+                                         "moved, re-measured).")),
+      slot_seconds_(NewCounterFamily(registry, "kforge_verifier_slot_seconds_total",
+                                     "Slot-seconds of the verification slots (max_concurrent) "
+                                     "by state: busy (a candidate in the funnel) or idle. "
+                                     "busy / (busy + idle) is the share of capacity used.")),
+      slots_(NewGauge(registry, "kforge_verifier_slots",
+                      "Candidates verified at once at most (max_concurrent).")) {
   for (const char* reason : {"invalid", "duplicate", "no_credit", "full"}) {
     stream_rejections_.Add({{"reason", reason}});
   }
+  for (const char* state : {"busy", "idle"}) slot_seconds_.Add({{"state", state}});
+}
+
+void VerifierMetrics::RecordSlotTime(const SlotClock::Reading& reading, int slots) {
+  IncrementToward(slot_seconds_.Add({{"state", "busy"}}), reading.busy, last_slots_.busy);
+  IncrementToward(slot_seconds_.Add({{"state", "idle"}}), reading.idle, last_slots_.idle);
+  slots_.Set(slots);
+  last_slots_ = reading;
 }
 
 void VerifierMetrics::RecordVerdict(const kforge::v1::Verdict& verdict) {

@@ -11,6 +11,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "common/metrics/slot_clock.h"
 #include "kforge/v1/verdict.pb.h"
 
 namespace kforge {
@@ -39,6 +40,9 @@ class VerifierMetrics {
   // malformed request), "duplicate" (its id is in flight on the stream),
   // "no_credit", "full".
   void RecordStreamRejection(const std::string& reason);
+  // The verification slots' busy and idle time so far (from one thread:
+  // the metrics ticker), and their number.
+  void RecordSlotTime(const SlotClock::Reading& reading, int slots);
   // A VerifyStream the client cancelled (hung up) before it was done.
   prometheus::Counter& streams_cancelled;
 
@@ -60,6 +64,9 @@ class VerifierMetrics {
   prometheus::Family<prometheus::Counter>& stream_rejections_;
   prometheus::Family<prometheus::Counter>& reference_lookups_;
   prometheus::Family<prometheus::Counter>& baseline_lookups_;
+  prometheus::Family<prometheus::Counter>& slot_seconds_;
+  prometheus::Gauge& slots_;
+  SlotClock::Reading last_slots_;
 };
 
 }  // namespace kforge

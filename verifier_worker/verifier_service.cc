@@ -23,10 +23,26 @@ VerifierServiceImpl::VerifierServiceImpl(Funnel* funnel, VerifierMetrics* metric
                                          const v1::VerifierWorkerConfig* config,
                                          LearnerDelivery* delivery, CallGuard guard)
     : funnel_(funnel), metrics_(metrics), config_(config), delivery_(delivery),
-      guard_(std::move(guard)), pool_("kf-verify", config->max_concurrent()) {}
+      guard_(std::move(guard)),
+      busy_(config->max_concurrent(), absl::Now()),
+      // Every queued closure was admitted and has not released its slot
+      // yet, so the queue never outgrows Admit()'s limit and Submit (called
+      // with a stream's lock held) never waits.
+      pool_("kf-verify", config->max_concurrent(),
+            config->max_concurrent() + config->max_queued()) {}
+
+SlotClock::Reading VerifierServiceImpl::busy_time() const { return busy_.Read(absl::Now()); }
 
 v1::Verdict VerifierServiceImpl::VerifyAndDeliver(const v1::VerifyRequest& request) {
+  const absl::Time started = absl::Now();
+  busy_.Begin(started);
   v1::Verdict verdict = funnel_->Verify(request);
+  const absl::Time finished = absl::Now();
+  busy_.End(finished);
+  // Stamped here, not in the funnel: a verdict the funnel's cache serves
+  // keeps the stamps of this verification, not of the first.
+  verdict.set_started_at_us(absl::ToUnixMicros(started));
+  verdict.set_finished_at_us(absl::ToUnixMicros(finished));
   if (!request.deliver_to_learner() || !request.has_sample()) return verdict;
   if (delivery_ == nullptr) {
     metrics_->RecordDelivery("no_learner");

@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "common/logging/logger.h"
+#include "common/metrics/slot_clock.h"
 #include "common/security/call_auth.h"
 #include "common/server/work_pool.h"
 #include "kforge/v1/service_config.pb.h"
@@ -37,6 +38,10 @@ class VerifierServiceImpl final : public kforge::v1::VerifierService::Service {
       grpc::ServerReaderWriter<kforge::v1::VerifyStreamResponse, kforge::v1::VerifyRequest>* stream)
       override;
 
+  // Slot-time of the max_concurrent verification slots since start, busy
+  // (a candidate in the funnel) and idle; thread-safe.
+  SlotClock::Reading busy_time() const;
+
  private:
   // Takes one admission slot; false when the verifier is full.
   bool Admit();
@@ -52,7 +57,8 @@ class VerifierServiceImpl final : public kforge::v1::VerifierService::Service {
   const CallGuard guard_;
   Logger log_{"verifier"};
   std::atomic<int> admitted_{0};
-  WorkPool pool_;
+  SlotClock busy_;
+  WorkPool pool_;  // last: its threads use the members above until joined
 };
 
 }  // namespace kforge

@@ -15,6 +15,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "absl/time/time.h"
+
 namespace kforge {
 
 inline prometheus::Counter& NewCounter(prometheus::Registry& registry, const std::string& name,
@@ -57,6 +59,12 @@ inline prometheus::Family<prometheus::Histogram>& NewHistogramFamily(
 // Adds now - before when the tally grew (counters never go down).
 inline void IncrementToward(prometheus::Counter& counter, uint64_t now, uint64_t before) {
   if (now > before) counter.Increment(static_cast<double>(now - before));
+}
+
+// The same for a tally of time, in seconds.
+inline void IncrementToward(prometheus::Counter& counter, absl::Duration now,
+                            absl::Duration before) {
+  if (now > before) counter.Increment(absl::ToDoubleSeconds(now - before));
 }
 
 }  // namespace kforge

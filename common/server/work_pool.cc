@@ -4,7 +4,8 @@
 
 namespace kforge {
 
-WorkPool::WorkPool(const std::string& name, int threads) {
+WorkPool::WorkPool(const std::string& name, int threads, int max_queued)
+    : max_queued_(static_cast<size_t>(max_queued < 1 ? 1 : max_queued)) {
   for (int i = 0; i < threads; ++i) {
     threads_.emplace_back([this, thread_name = (name + "-" + std::to_string(i)).substr(0, 15)] {
       pthread_setname_np(pthread_self(), thread_name.c_str());
@@ -24,6 +25,7 @@ WorkPool::~WorkPool() {
 
 void WorkPool::Submit(std::function<void()> work) {
   absl::MutexLock lock(&mu_);
+  while (queue_.size() >= max_queued_ && !stopping_) room_.Wait(&mu_);
   queue_.push_back(std::move(work));
   ready_.Signal();
 }
@@ -42,6 +44,7 @@ void WorkPool::Loop() {
       if (queue_.empty()) return;  // stopping, and nothing left to do
       work = std::move(queue_.front());
       queue_.pop_front();
+      room_.Signal();
     }
     work();
   }

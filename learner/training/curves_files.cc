@@ -56,9 +56,13 @@ std::string RenderPng(const fs::path& svg, const fs::path& png, absl::Duration t
 
 CurvesFiles WriteCurvesFiles(const fs::path& job_dir, const v1::TrainerState& state,
                              const TrainingCurvesOptions& options, absl::Duration png_timeout) {
-  CurvesFiles files{.svg = job_dir / "curves.svg"};
+  CurvesFiles files{.svg = job_dir / "curves.svg", .json = job_dir / "curves.json"};
   std::error_code ec;
   fs::create_directories(job_dir, ec);  // before the first checkpoint it may not exist
+  v1::TrainerState figures = state;
+  figures.clear_curriculum();
+  figures.clear_rng_state();
+  files.json_status = WriteFileAtomically(files.json.string(), ToJson(figures));
   files.svg_status = WriteFileAtomically(files.svg.string(), TrainingCurvesSvg(state, options));
   if (!files.svg_status.ok()) return files;
   files.png_note = RenderPng(files.svg, job_dir / "curves.png", png_timeout);

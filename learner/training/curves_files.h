@@ -1,7 +1,10 @@
 // A job's curves on disk: <job_dir>/curves.svg from its TrainerState
 // (eval/training_curves.h), and curves.png beside it where Debian's
 // rsvg-convert (librsvg2-bin) is installed, so the picture opens anywhere;
-// without it the PNG is skipped and the result says why.
+// without it the PNG is skipped and the result says why. curves.json holds
+// the figures behind them: the TrainerState's histories (protobuf's JSON
+// mapping, proto field names) without its resume-only parts (curriculum,
+// random state), for scripts such as bench/stage_times.py.
 //
 //   CurvesFiles files = WriteCurvesFiles(job_dir, state, {.title = "job-000001"});
 //   if (!files.svg_status.ok()) log.Warning(...);
@@ -22,7 +25,9 @@ namespace kforge {
 struct CurvesFiles {
   std::filesystem::path svg;  // <job_dir>/curves.svg
   std::filesystem::path png;  // <job_dir>/curves.png; empty when not written
+  std::filesystem::path json;  // <job_dir>/curves.json
   absl::Status svg_status;
+  absl::Status json_status;
   // Why there is no PNG ("rsvg-convert is not installed ..."), or how
   // rendering it failed; empty when it was written.
   std::string png_note;

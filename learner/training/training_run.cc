@@ -19,6 +19,7 @@
 #include "learner/tasks/task_set.h"
 #include "learner/training/policy_trainer.h"
 #include "learner/training/step_batches.h"
+#include "learner/timing/step_timer.h"
 #include "model/policy_loader.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/torch_runtime.h"
@@ -87,8 +88,11 @@ class TrainingRun {
   // and tokenised, its sampling and verifier options, the current version.
   absl::StatusOr<v1::WorkItem> MakeWorkItem(const v1::Task& task, std::string group_id,
                                             int32_t group_size) const;
+  // Publishes new weights when the step updated the policy, records the
+  // step (its times from `timer`, closed here) and reports progress.
   absl::Status FinishStep(const TrainStepStats& stats, v1::JobProgress progress,
-                          LearnerMetrics::StepFigures figures, absl::Time started);
+                          LearnerMetrics::StepFigures figures, absl::Time started,
+                          StepTimer timer);
   absl::Status Publish();
   absl::Status Checkpoint();
   // <job_dir_>/curves.svg (and curves.png) from state_'s histories; a
@@ -134,6 +138,7 @@ class TrainingRun {
   std::vector<CompletedGroup> carried_;  // complete groups beyond the last step's need
   int64_t stale_samples_ = 0;             // dropped as too old since the last report
   absl::Time last_step_end_ = absl::InfiniteFuture();  // of the last RL step
+  absl::Time last_any_step_end_ = absl::InfiniteFuture();  // of the last step of any kind
   v1::JobProgress last_progress_;
 };
 
@@ -217,10 +222,13 @@ absl::Status TrainingRun::SupervisedStep(absl::Time started) {
                                           trainer_->step() * count, count));
   const double sft_rate = spec_.sft().learning_rate();
   const double scale = sft_rate > 0 ? sft_rate / spec_.optimizer().learning_rate() : 1.0;
+  StepTimer timer;
+  const absl::Time train_start = absl::Now();
   KF_ASSIGN_OR_RETURN(TrainStepStats stats,
                       trainer_->Step(batch, {.objective = Objective::kSupervised,
                                              .learning_rate_scale = scale}));
-  return FinishStep(stats, last_progress_, {}, started);
+  timer.AddTraining(absl::Now() - train_start, stats.tokens);
+  return FinishStep(stats, last_progress_, {}, started, std::move(timer));
 }
 
 absl::Status TrainingRun::OfferGroups(int64_t count) {
@@ -302,7 +310,13 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
 }
 
 absl::Status TrainingRun::RolloutStep(absl::Time started) {
+  StepTimer timer;
+  const absl::Time wait_start = absl::Now();
   KF_ASSIGN_OR_RETURN(std::vector<CompletedGroup> completed, CollectGroups());
+  timer.AddWait(absl::Now() - wait_start);
+  for (const CompletedGroup& group : completed) {
+    for (const v1::ScoredSample& s : group.samples) timer.AddSample(s);
+  }
   std::vector<ScoredGroup> groups = ScoreGroups(std::move(completed), spec_);
   v1::JobProgress progress = last_progress_;
   LearnerMetrics::StepFigures figures;
@@ -335,7 +349,9 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
                                     .kl_coef = spec_.grpo().kl_coef()},
                            .epochs = best_of_n ? 1 : spec_.grpo().epochs_per_batch(),
                            .recompute_old_logprobs = spec_.grpo().recompute_old_logprobs()};
+    const absl::Time train_start = absl::Now();
     KF_ASSIGN_OR_RETURN(stats, trainer_->Step(batch, params));
+    timer.AddTraining(absl::Now() - train_start, stats.tokens * params.epochs);
   }
   int64_t sampled = 0, tokens = 0;
   for (const ScoredGroup& group : groups) {
@@ -356,15 +372,24 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
   last_step_end_ = now;
   curriculum_->EndStep();
   progress.set_level2_share(curriculum_->level2_share());
-  return FinishStep(stats, std::move(progress), std::move(figures), started);
+  return FinishStep(stats, std::move(progress), std::move(figures), started, std::move(timer));
 }
 
 absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgress progress,
-                                     LearnerMetrics::StepFigures figures, absl::Time started) {
+                                     LearnerMetrics::StepFigures figures, absl::Time started,
+                                     StepTimer timer) {
   if (stats.updates > stats.skipped_updates) {
     state_.set_policy_version(state_.policy_version() + 1);
+    const absl::Time publish_start = absl::Now();
     KF_RETURN_IF_ERROR(Publish());
+    timer.AddWeightSync(absl::Now() - publish_start);
   }
+  // The cadence: from the previous step's end, so checkpoints and
+  // evaluation offers between steps count against the step after them.
+  const absl::Time step_end = absl::Now();
+  *progress.mutable_times() = timer.Finish(step_end - std::min(started, last_any_step_end_));
+  last_any_step_end_ = step_end;
+  *state_.add_step_times_history() = progress.times();
   state_.set_step(trainer_->step());
   state_.set_optimizer_steps(trainer_->optimizer().steps());
   state_.add_loss_history(stats.loss);
@@ -393,7 +418,12 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
                      {"reward", progress.mean_reward()}, {"correct", progress.pass_rates().correct()},
                      {"entropy", stats.entropy}, {"clip_fraction", stats.clip_fraction},
                      {"ratio", stats.mean_ratio}, {"lr", stats.learning_rate},
-                     {"seconds", figures.step_seconds}});
+                     {"seconds", figures.step_seconds},
+                     {"rollout_s", progress.times().rollout_seconds()},
+                     {"verify_s", progress.times().verify_seconds()},
+                     {"train_s", progress.times().train_seconds()},
+                     {"sync_s", progress.times().weight_sync_seconds()},
+                     {"wait_s", progress.times().learner_wait_seconds()}});
   return deps_.jobs->ReportProgress(job_.id(), progress);
 }
 
@@ -530,6 +560,11 @@ void TrainingRun::WriteCurves() {
     log_.Warning("cannot write the training curves", {{"job", job_.id()},
                                                       {"path", files.svg.string()},
                                                       {"error", files.svg_status.message()}});
+  }
+  if (!files.json_status.ok()) {
+    log_.Warning("cannot write the training figures", {{"job", job_.id()},
+                                                       {"path", files.json.string()},
+                                                       {"error", files.json_status.message()}});
   }
   // Said once a job: the same reason holds at every checkpoint.
   if (!files.png_note.empty() && !png_note_logged_) {

@@ -112,6 +112,7 @@ struct VerifierDispatcher::Lane {
   std::unique_ptr<grpc::ClientReaderWriter<v1::VerifyRequest, v1::VerifyStreamResponse>> stream;
   std::thread reader;
   int credits = 0;
+  bool connecting = false;  // its thread is opening the stream
   bool connected = false;  // stream open, reader running
   bool broken = false;     // reader ended: tear down, then reconnect
   bool gone = false;       // no longer resolved: close for good
@@ -189,37 +190,64 @@ VerifierDispatcher::Stats VerifierDispatcher::stats() const {
 
 void VerifierDispatcher::Resolve() {
   next_resolve_ = absl::Now() + options_.resolve_interval;
+  // Only this thread adds or removes lanes, so the set known here stays
+  // true while the lock is released.
+  std::vector<std::string> known;
+  for (const auto& [address, lane] : lanes_) known.push_back(address);
+  mu_.Unlock();
   absl::StatusOr<std::vector<std::string>> addresses = ResolveVerifierTarget(options_.target);
+  std::vector<std::unique_ptr<Lane>> added;
+  if (addresses.ok()) {
+    for (const std::string& address : *addresses) {
+      if (std::find(known.begin(), known.end(), address) != known.end()) continue;
+      auto lane = std::make_unique<Lane>();
+      lane->address = address;
+      // A name's pods are dialled by IP; their certificates name the Service.
+      const bool by_name = absl::StartsWith(options_.target, "dns:");
+      lane->stub = v1::VerifierService::NewStub(options_.security.Connect(
+          address, 64 << 20, by_name ? TargetHost(options_.target) : ""));
+      lane->backoff = options_.backoff_initial;
+      added.push_back(std::move(lane));
+    }
+  }
+  mu_.Lock();
   if (!addresses.ok()) return;  // keep the lanes we have; try again later
   for (auto& [address, lane] : lanes_) {
     lane->gone = std::find(addresses->begin(), addresses->end(), address) == addresses->end();
     if (lane->gone && lane->context != nullptr) lane->context->TryCancel();
   }
-  for (const std::string& address : *addresses) {
-    if (lanes_.contains(address)) continue;
-    auto lane = std::make_unique<Lane>();
-    lane->address = address;
-    // A name's pods are dialled by IP; their certificates name the Service.
-    const bool by_name = absl::StartsWith(options_.target, "dns:");
-    lane->stub = v1::VerifierService::NewStub(options_.security.Connect(
-        address, 64 << 20, by_name ? TargetHost(options_.target) : ""));
-    lane->backoff = options_.backoff_initial;
+  for (std::unique_ptr<Lane>& lane : added) {
+    const std::string address = lane->address;
     lanes_.emplace(address, std::move(lane));
   }
 }
 
 void VerifierDispatcher::Connect(Lane* lane) {
+  // The context exists before the stream, so stopping or retiring the lane
+  // can cancel a stream still being opened.
   lane->context = std::make_unique<grpc::ClientContext>();
-  lane->stream = lane->stub->VerifyStream(lane->context.get());
   lane->credits = 0;
   lane->rest_until = absl::InfinitePast();
   lane->write_failed = false;
   lane->broken = false;
-  lane->connected = true;
+  lane->connecting = true;
   lane->reader = std::thread([this, lane] {
     pthread_setname_np(pthread_self(), "kf-lane");
-    ReadLoop(lane);
+    OpenAndRead(lane);
   });
+}
+
+void VerifierDispatcher::OpenAndRead(Lane* lane) {
+  // Blocks until the verifier takes the stream (or the attempt fails),
+  // without the lock: only this lane waits for it.
+  auto stream = lane->stub->VerifyStream(lane->context.get());
+  {
+    absl::MutexLock lock(&mu_);
+    lane->stream = std::move(stream);
+    lane->connecting = false;
+    lane->connected = true;
+  }
+  ReadLoop(lane);
 }
 
 void VerifierDispatcher::ReadLoop(Lane* lane) {
@@ -372,18 +400,18 @@ void VerifierDispatcher::DispatchLoop() {
       Lane* lane = it->second.get();
       if (lane->broken) {
         lane->reader.join();
-        (void)lane->stream->Finish();
+        if (lane->stream != nullptr) (void)lane->stream->Finish();
         lane->stream.reset();
         lane->context.reset();
         lane->broken = false;
         lane->retry_at = now + lane->backoff;
         lane->backoff = std::min(lane->backoff * 2, options_.backoff_max);
       }
-      if (lane->gone && !lane->connected) {
+      if (lane->gone && !lane->connected && !lane->connecting) {
         it = lanes_.erase(it);
         continue;
       }
-      if (!lane->connected && now >= lane->retry_at) Connect(lane);
+      if (!lane->connected && !lane->connecting && now >= lane->retry_at) Connect(lane);
       ++it;
     }
     // Verdicts overdue: send again elsewhere; the first verdict wins.

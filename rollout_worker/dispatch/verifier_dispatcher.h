@@ -36,10 +36,14 @@
 // (every A/AAAA record, as a Kubernetes headless Service returns one per
 // pod) at start and every resolve_interval; new addresses get lanes, lanes of
 // vanished addresses close once idle. A broken lane reconnects with
-// exponential back-off.
+// exponential back-off. Resolving and dialling never hold the dispatcher's
+// lock, and each lane opens its stream on its own thread: a verifier that is
+// slow to resolve, accept or answer delays only its own lane, while requests
+// flow to the others.
 //
-// Threads: "kf-dispatch" writes and watches timeouts; one "kf-lane" reader
-// per lane. on_result runs on a lane's reader thread and must not block long.
+// Threads: "kf-dispatch" writes and watches timeouts; one "kf-lane" thread
+// per lane opens its stream and reads it. on_result runs on a lane's thread
+// and must not block long.
 #ifndef KFORGE_ROLLOUT_WORKER_DISPATCH_VERIFIER_DISPATCHER_H_
 #define KFORGE_ROLLOUT_WORKER_DISPATCH_VERIFIER_DISPATCHER_H_
 
@@ -140,8 +144,14 @@ class VerifierDispatcher {
   VerifierDispatcher(Options options, ResultCallback on_result);
   void DispatchLoop();
   void ReadLoop(Lane* lane);
+  // Resolves the target and adds or retires lanes. Releases mu_ while it
+  // resolves and dials: a slow DNS answer holds up no reader or producer.
   void Resolve() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts the lane's reader thread, which opens the stream without the
+  // lock (a verifier slow to accept blocks only its own lane) and then
+  // reads it.
   void Connect(Lane* lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OpenAndRead(Lane* lane) ABSL_LOCKS_EXCLUDED(mu_);
   Lane* PickLane(const std::string& avoid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves a lane's outstanding requests back to the front of the queue.
   void Requeue(const std::string& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -154,7 +154,10 @@ void RolloutEngine::Loop() {
       auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return busy || stopping_ || !inbox_.empty() || !between_steps_.empty();
       };
-      mu_.Await(absl::Condition(&ready));
+      if (!ready()) {
+        sampler_clock_.Enter(kIdle, absl::Now());
+        mu_.Await(absl::Condition(&ready));
+      }
       if (stopping_) break;
       closures.swap(between_steps_);
     }
@@ -163,9 +166,11 @@ void RolloutEngine::Loop() {
     // decode step still in flight reads the weights a closure may rewrite
     // (from another stream, for NCCL): let it finish first.
     if (!closures.empty()) {
+      sampler_clock_.Enter(kBetweenSteps, absl::Now());
       if (absl::Status settled = generator_->WaitForDevice(); !settled.ok()) DropRunning(settled);
     }
     for (std::function<void()>& fn : closures) fn();
+    sampler_clock_.Enter(kGenerating, absl::Now());
     {
       absl::MutexLock lock(&mu_);
       items.swap(inbox_);
@@ -176,10 +181,12 @@ void RolloutEngine::Loop() {
           unusable_weights_.ok() ? ToRequest(item) : absl::StatusOr<GroupRequest>(unusable_weights_);
       std::vector<int32_t> prompt;
       if (request.ok()) prompt = request->prompt_tokens;
+      const absl::Time enqueued = absl::Now();
       absl::Status queued = request.ok() ? generator_->Enqueue(*std::move(request)) : request.status();
       absl::MutexLock lock(&mu_);
       if (queued.ok()) {
         Group& group = groups_[item.group_id()];
+        group.enqueued = enqueued;
         group.policy_version = policy_version_;
         group.prompt_tokens = std::move(prompt);
       } else {
@@ -197,6 +204,13 @@ void RolloutEngine::Loop() {
     for (GeneratedSample& sample : *done) Emit(std::move(sample));
   }
   generator_->Abandon();
+}
+
+RolloutEngine::SamplerTimes RolloutEngine::sampler_times() const {
+  const std::vector<absl::Duration> totals = sampler_clock_.Totals(absl::Now());
+  return {.generating = totals[kGenerating],
+          .between_steps = totals[kBetweenSteps],
+          .idle = totals[kIdle]};
 }
 
 void RolloutEngine::DropRunning(const absl::Status& why) {
@@ -229,12 +243,14 @@ void RolloutEngine::Emit(GeneratedSample generated) {
   v1::WorkItem item;
   std::vector<int32_t> prompt;
   int64_t version = 0;
+  absl::Time enqueued;
   {
     absl::MutexLock lock(&mu_);
     auto it = groups_.find(generated.group_id);
     if (it == groups_.end()) return;
     Group& group = it->second;
     version = group.policy_version;
+    enqueued = group.enqueued;
     if (--group.remaining == 0) {
       item = std::move(group.item);
       prompt = std::move(group.prompt_tokens);
@@ -260,6 +276,9 @@ void RolloutEngine::Emit(GeneratedSample generated) {
   sample.set_finish_reason(std::string(FinishReasonName(generated.finish_reason)));
   sample.set_rollout_worker_id(options_.worker_id);
   sample.set_finished_at_us(absl::ToUnixMicros(absl::Now()));
+  // Generation starts at admission, not at Enqueue: time in the
+  // generator's queue is the worker being full, not the sample generating.
+  sample.set_started_at_us(absl::ToUnixMicros(enqueued + generated.queued));
   on_sample_(std::move(sample), item, generated.time_to_first_token);
 }
 

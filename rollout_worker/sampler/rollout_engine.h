@@ -43,6 +43,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/metrics/state_clock.h"
 #include "kforge/v1/learner_service.pb.h"
 #include "kforge/v1/sample.pb.h"
 #include "model/generation/generator.h"
@@ -98,12 +100,25 @@ class RolloutEngine {
   int64_t groups_in_flight() const;
   GeneratorStats generator_stats() const { return generator_->stats(); }
 
+  // The sampler thread's wall time since creation, by what it did:
+  // generating (admitting, prefilling, decode steps), between steps
+  // (RunBetweenSteps closures: applying new weights) and idle (nothing to
+  // decode: waiting for work, or for weights before work can start).
+  struct SamplerTimes {
+    absl::Duration generating;
+    absl::Duration between_steps;
+    absl::Duration idle;
+  };
+  SamplerTimes sampler_times() const;
+
  private:
+  enum SamplerState { kGenerating = 0, kBetweenSteps = 1, kIdle = 2, kSamplerStates = 3 };
   struct Group {
     v1::WorkItem item;
     int64_t policy_version = 0;
     int32_t remaining = 0;
     std::vector<int32_t> prompt_tokens;  // as encoded for the generator
+    absl::Time enqueued;  // when the generator took the group
   };
 
   RolloutEngine(const BpeTokenizer* tokenizer, Options options, std::unique_ptr<Generator> gen,
@@ -124,6 +139,7 @@ class RolloutEngine {
   int64_t policy_version_ = 0;  // sampler thread
   absl::Status unusable_weights_;  // sampler thread; not OK after DropAll
   int64_t vocab_size_ = 0;
+  StateClock sampler_clock_{kSamplerStates, kIdle, absl::Now()};
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -20,9 +20,11 @@
 #include "common/client/rpc_client.h"
 #include "common/config/json_config.h"
 #include "common/process/child_process.h"
+#include "kforge/v1/job_service.grpc.pb.h"
 #include "kforge/v1/learner_state.pb.h"
 #include "kforge/v1/service_config.pb.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/mesh.h"
 #include "tests/support/temp_dir.h"
 
 namespace kforge {
@@ -262,6 +264,139 @@ TEST(KforgeLocalTest, CtrlCLeavesACheckpointThatTheNextRunResumes) {
   auto log = ReadFileToString(dir.Sub("run/learner.log"));
   ASSERT_TRUE(log.ok());
   EXPECT_THAT(*log, ::testing::ContainsRegex("job running[^\n]* step=([4-9]|[1-9][0-9]) "));
+}
+
+// The ports a service of `kforge local` wrote to its run folder.
+v1::ServingPorts ReadPorts(const testing::TempDir& dir, const std::string& name) {
+  v1::ServingPorts ports;
+  absl::StatusOr<std::string> json = ReadFileToString(dir.Sub("run/" + name + ".ports"));
+  EXPECT_TRUE(json.ok()) << json.status();
+  if (json.ok()) EXPECT_TRUE(ParseJsonMessage(*json, &ports).ok()) << *json;
+  return ports;
+}
+
+// A warm-start step and three GRPO steps on the served mesh: every service
+// then exports where its time went over HTTP (the learner per stage, the
+// rollout worker's sampler and the verifier's slots), and the job's
+// curves.json holds the same per-step times for bench/stage_times.py. (The
+// random tiny model's candidates all fail alike, so its GRPO steps have no
+// reward variance and train nothing: the warm start is the step that
+// trains.)
+TEST(KforgeLocalTest, AServedJobExposesEveryStagesTimeAsMetrics) {
+  testing::TempDir dir;
+  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
+                                             "--learner_port=0", "--verifiers=1", "--serve",
+                                             "--run_dir=" + dir.Sub("run")},
+                                    .capture_output = true});
+  ASSERT_TRUE(local.ok()) << local.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (!absl::StrContains((*local)->output(), "all services SERVING")) {
+    ASSERT_LT(absl::Now(), deadline) << (*local)->output();
+    ASSERT_FALSE((*local)->WaitFor(absl::Milliseconds(100)).ok()) << (*local)->output();
+  }
+  const v1::ServingPorts learner = ReadPorts(dir, "learner");
+  const v1::ServingPorts rollout = ReadPorts(dir, "rollout-0");
+  const v1::ServingPorts verifier = ReadPorts(dir, "verifier-0");
+
+  v1::JobSpec spec;
+  ASSERT_TRUE(ParseJsonMessage(R"({
+    "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
+    "warm_start_steps": 1, "total_steps": 3, "prompts_per_step": 2,
+    "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 16},
+    "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
+    "verifier": {"require_triton": false, "timing": {"enabled": false}},
+    "checkpoint": {"every_steps": 4}, "max_staleness": 1})",
+                               &spec)
+                  .ok());
+  spec.set_model_path(std::filesystem::absolute(dir.Sub("run/tiny-model")).string());
+  auto jobs = v1::JobService::NewStub(
+      MakeChannel("127.0.0.1:" + std::to_string(learner.grpc_port())));
+  v1::Job job;
+  {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(30));
+    const grpc::Status submitted = jobs->SubmitJob(&context, spec, &job);
+    ASSERT_TRUE(submitted.ok()) << submitted.error_message();
+  }
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        grpc::ClientContext context;
+        SetDeadline(context, absl::Seconds(5));
+        v1::GetJobRequest request;
+        request.set_job_id(job.id());
+        return jobs->GetJob(&context, request, &job).ok() && job.state() == v1::JOB_SUCCEEDED;
+      },
+      absl::Seconds(240)))
+      << job.DebugString() << (*local)->output();
+  // The last step's times came with its progress.
+  EXPECT_GT(job.progress().times().step_seconds(), 0);
+  EXPECT_GT(job.progress().times().rollout_seconds(), 0) << job.progress().DebugString();
+  EXPECT_EQ(job.progress().times().samples(), 4);
+
+  const int lm = learner.metrics_port();
+  for (const char* stage : {"step", "rollout", "verify", "train", "weight_sync", "wait"}) {
+    EXPECT_EQ(testing::ScrapeMetric(
+                  lm, absl::StrCat(R"(kforge_learner_step_stage_seconds_count{stage=")", stage, R"("})")),
+              4)
+        << stage;
+  }
+  for (const char* stage : {"step", "rollout", "verify", "train"}) {
+    EXPECT_GT(testing::ScrapeMetric(
+                  lm, absl::StrCat(R"(kforge_learner_step_stage_seconds_sum{stage=")", stage, R"("})")),
+              0)
+        << stage;
+  }
+  EXPECT_GT(testing::ScrapeMetric(lm, "kforge_learner_rollout_tokens_per_second"), 0);
+  EXPECT_GT(testing::ScrapeMetric(lm, "kforge_learner_verify_candidates_per_second"), 0);
+  EXPECT_GE(testing::ScrapeMetric(lm, "kforge_learner_wait_share"), 0);
+  // The worker's sampler generated, and has idled since the job ended
+  // (counters move on its one-second ticker).
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        return testing::ScrapeMetric(rollout.metrics_port(),
+                                     R"(kforge_rollout_sampler_seconds_total{state="generating"})") >
+                   0 &&
+               testing::ScrapeMetric(rollout.metrics_port(),
+                                     R"(kforge_rollout_sampler_seconds_total{state="idle"})") > 0;
+      },
+      absl::Seconds(10)));
+  EXPECT_GE(testing::ScrapeMetric(rollout.metrics_port(),
+                                  R"(kforge_rollout_sampler_seconds_total{state="between_steps"})"),
+            0);
+  EXPECT_TRUE(testing::Eventually(
+      [&] {
+        return testing::ScrapeMetric(verifier.metrics_port(),
+                                     R"(kforge_verifier_slot_seconds_total{state="busy"})") > 0 &&
+               testing::ScrapeMetric(verifier.metrics_port(),
+                                     R"(kforge_verifier_slot_seconds_total{state="idle"})") > 0;
+      },
+      absl::Seconds(10)));
+  EXPECT_GE(testing::ScrapeMetric(verifier.metrics_port(), "kforge_verifier_slots"), 1);
+
+  // curves.json: every step's times, spans from the samples' own stamps.
+  auto figures = ReadFileToString(dir.Sub("run/state/jobs/" + job.id() + "/curves.json"));
+  ASSERT_TRUE(figures.ok()) << figures.status();
+  v1::TrainerState state;
+  ASSERT_TRUE(ParseJsonMessage(*figures, &state).ok());
+  ASSERT_EQ(state.step_times_history_size(), 4);
+  // The warm start: trained, sampled nothing.
+  EXPECT_GT(state.step_times_history(0).train_seconds(), 0);
+  EXPECT_GT(state.step_times_history(0).trained_tokens(), 0);
+  EXPECT_EQ(state.step_times_history(0).samples(), 0);
+  for (const v1::StepTimes& times :
+       std::vector<v1::StepTimes>(state.step_times_history().begin() + 1,
+                                  state.step_times_history().end())) {
+    EXPECT_EQ(times.samples(), 4);
+    EXPECT_EQ(times.samples_timed(), 4);
+    EXPECT_EQ(times.candidates_verified(), 4);
+    EXPECT_GT(times.rollout_seconds(), 0);
+    EXPECT_GT(times.verify_seconds(), 0);
+    EXPECT_GT(times.generated_tokens(), 0);
+  }
+  EXPECT_TRUE(state.curriculum().level1_window().empty()) << "resume-only state left out";
+
+  (*local)->Signal(SIGINT);
+  EXPECT_EQ(Finish(**local, absl::Seconds(60)).code, 0) << (*local)->output();
 }
 
 }  // namespace

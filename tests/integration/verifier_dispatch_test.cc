@@ -5,7 +5,10 @@
 // verdict naming the reason, and a full dispatcher blocks its producer.
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <filesystem>
@@ -21,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/config/json_config.h"
+#include "common/process/unique_fd.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/service_process.h"
 #include "tests/support/temp_dir.h"
@@ -132,6 +136,51 @@ TEST_F(VerifierDispatchTest, EveryRequestIsAnsweredOnceAcrossTheVerifiers) {
   EXPECT_EQ(stats.resent, 0u);
   ASSERT_EQ(stats.sent_by_address.size(), 2u) << "only one verifier was used";
   for (const auto& [address, sent] : stats.sent_by_address) EXPECT_GT(sent, 40u) << address;
+}
+
+// A TCP port that takes connections (the kernel completes the handshake
+// into the backlog) and never answers: a gRPC channel to it stays
+// connecting, as to a verifier pod that hangs.
+class SilentPort {
+ public:
+  SilentPort() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_.get(), 16), 0);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  UniqueFd fd_;
+  int port_ = 0;
+};
+
+TEST_F(VerifierDispatchTest, AVerifierThatNeverAnswersHoldsUpOnlyItsOwnLane) {
+  StartVerifiers(1);
+  SilentPort silent;
+  std::unique_ptr<VerifierDispatcher> dispatcher = NewDispatcher(
+      {.target = absl::StrCat(silent.address(), ",", Target()), .max_outstanding = 16});
+  // While the silent verifier's stream is still being opened (gRPC gives a
+  // connection attempt 20 s), every request is taken and answered by the
+  // other: neither Submit nor the answers wait for the silent one.
+  const absl::Time before_it_gives_up = absl::Now() + absl::Seconds(15);
+  constexpr int kRequests = 40;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(dispatcher->Submit(Request(absl::StrCat("h", i), false)).ok());
+  }
+  ASSERT_TRUE(dispatcher->WaitIdle(before_it_gives_up - absl::Now()));
+  const auto counts = collector_.counts();
+  ASSERT_EQ(counts.size(), static_cast<size_t>(kRequests));
+  for (const auto& [id, n] : counts) EXPECT_EQ(n, 1) << id;
+  const VerifierDispatcher::Stats stats = dispatcher->stats();
+  EXPECT_EQ(stats.sent_by_address.count(silent.address()), 0u);
+  EXPECT_EQ(stats.sent_by_address.at(Target()), static_cast<uint64_t>(kRequests));
+  EXPECT_EQ(stats.lanes_connected, 1);
 }
 
 TEST_F(VerifierDispatchTest, AVerifierKilledMidFlightLosesNothing) {

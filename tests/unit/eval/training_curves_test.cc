@@ -151,5 +151,45 @@ TEST(TrainingCurvesTest, AJobStillInItsWarmStartGivesValidChartsWithNotes) {
   EXPECT_TRUE(WellFormed(TrainingCurvesSvg(v1::TrainerState(), {})));
 }
 
+TEST(TrainingCurvesTest, StageTimesGetAChartOfTheirOwnPerStep) {
+  v1::TrainerState state;
+  state.set_step(3);
+  for (double r : {0.1, 0.2, 0.3}) state.add_reward_history(r);
+  for (int i = 0; i < 3; ++i) {
+    v1::StepTimes* t = state.add_step_times_history();
+    t->set_step_seconds(10 + i);
+    t->set_rollout_seconds(8);
+    t->set_verify_seconds(6);
+    t->set_train_seconds(3 + i);
+    t->set_weight_sync_seconds(0.5);
+    t->set_learner_wait_seconds(1);
+  }
+  const std::string svg = TrainingCurvesSvg(state, {.title = "timed"});
+  ASSERT_TRUE(WellFormed(svg));
+  const std::vector<Rect> areas = PlotAreas(svg);
+  ASSERT_EQ(areas.size(), 3u);  // reward, rates, stage times
+  EXPECT_THAT(svg, HasSubstr("where each step&apos;s time went"));
+  for (const char* stage : {"step", "rollout", "verify", "train", "weight sync", "learner wait"}) {
+    EXPECT_THAT(Steps(SeriesPixels(svg, stage), areas[2], 3), ElementsAre(1, 2, 3)) << stage;
+  }
+  // Longer is higher up: the step above rollout above training above the wait.
+  const double step_y = SeriesPixels(svg, "step")[0].y;
+  const double rollout_y = SeriesPixels(svg, "rollout")[0].y;
+  const double train_y = SeriesPixels(svg, "train")[0].y;
+  const double wait_y = SeriesPixels(svg, "learner wait")[0].y;
+  EXPECT_LT(step_y, rollout_y);
+  EXPECT_LT(rollout_y, train_y);
+  EXPECT_LT(train_y, wait_y);
+}
+
+TEST(TrainingCurvesTest, NoStageTimesChartForAStateWithoutTimes) {
+  v1::TrainerState state;
+  state.set_step(2);
+  for (double r : {0.1, 0.2}) state.add_reward_history(r);
+  const std::string svg = TrainingCurvesSvg(state, {.title = "untimed"});
+  EXPECT_EQ(PlotAreas(svg).size(), 2u);
+  EXPECT_THAT(svg, Not(HasSubstr("time went")));
+}
+
 }  // namespace
 }  // namespace kforge

@@ -41,6 +41,12 @@ def mean_of_histogram(metric, by=""):
             f" / sum{grouping} ({rate(metric + '_count')})")
 
 
+def share(metric, part, by="pod"):
+    """The share of a time counter family (seconds by state) spent in `part`."""
+    return (f"sum by ({by}) ({rate(metric, part)})"
+            f" / sum by ({by}) ({rate(metric)})")
+
+
 def ready(component):
     """Processes of one component reporting SERVING (kforge_ready joined with
     kforge_build_info's component label)."""
@@ -167,6 +173,41 @@ def training():
                             "{{state}}")])
     b.ts("Step duration", [(quantile(0.5, "kforge_learner_step_duration_seconds"), "p50"),
                            (quantile(0.9, "kforge_learner_step_duration_seconds"), "p90")], unit="s")
+    b.row("Where each step's time goes")
+    stage = "kforge_learner_step_stage_seconds"
+    b.ts("Mean seconds per step by stage",
+         [(mean_of_histogram(stage, "stage"), "{{stage}}")], unit="s", w=8,
+         description="step: the cadence, end to end; rollout and verify: wall spans over the "
+                     "step's samples (from their generation and verification stamps); train: "
+                     "optimiser time; weight_sync: snapshot and NCCL broadcast; wait: the "
+                     "learner waiting for scored groups. Stages overlap (StepTimes in "
+                     "proto/kforge/v1/job.proto).")
+    just_step = 'stage="step"'
+    step_mean = (f"sum({rate(stage + '_sum', just_step)})"
+                 f" / sum({rate(stage + '_count', just_step)})")
+    working = 'stage!="step",stage!="wait"'
+    slowest = (f"max(sum by (stage) ({rate(stage + '_sum', working)})"
+               f" / sum by (stage) ({rate(stage + '_count', working)}))")
+    b.ts("Step time over its slowest stage",
+         [(f"({step_mean}) / scalar({slowest})", "step / slowest stage")], w=8,
+         description="Mean step time over the mean time of its slowest stage (rollout, verify, "
+                     "train or weight sync). A pipelined (max_staleness >= 1) job's target is "
+                     "at most 1.1.")
+    b.ts("Waiting: share of time",
+         [(f"avg({sel('kforge_learner_wait_share')})", "learner"),
+          (share("kforge_rollout_sampler_seconds_total", 'state="idle"'), "rollout {{pod}}"),
+          (share("kforge_verifier_slot_seconds_total", 'state="idle"'), "verifier {{pod}}")],
+         unit="percentunit", w=8,
+         description="learner: its wait for scored groups over the step; rollout: the sampler "
+                     "with nothing to decode (no work, or waiting for weights); verifier: free "
+                     "slot-time over all slot-time. Target: at most 10% each.")
+    b.ts("Stage throughput",
+         [(f"avg({sel('kforge_learner_rollout_tokens_per_second')})", "rollout tokens/s"),
+          (f"avg({sel('kforge_learner_train_tokens_per_second')})", "train tokens/s")], w=12,
+         description="Per step: completion tokens over the rollout span; tokens trained over "
+                     "optimiser time.")
+    b.ts("Candidates verified / s (last step)",
+         [(f"avg({sel('kforge_learner_verify_candidates_per_second')})", "candidates/s")], w=12)
     b.row("Rewards and pass rates")
     b.ts("Mean reward", [(f"avg({sel('kforge_learner_reward_mean')})", "reward")], w=8)
     b.ts("Pass rate by funnel stage",
@@ -254,6 +295,13 @@ def verifier():
          w=12)
     b.ts("Verdicts / s by verifier",
          [(f"sum by (pod) ({rate('kforge_verifier_verdicts_total')})", "{{pod}}")], w=12)
+    b.ts("Slot use by verifier (busy share)",
+         [(share("kforge_verifier_slot_seconds_total", 'state="busy"'), "{{pod}}")],
+         unit="percentunit", w=12,
+         description="Slot-time with a candidate in the funnel over all slot-time "
+                     "(max_concurrent slots); the rest is idle.")
+    b.ts("Verification slots by verifier",
+         [(f"sum by (pod) ({sel('kforge_verifier_slots')})", "{{pod}}")], w=12)
     b.row("Queueing")
     b.ts("Queue depth by verifier", [(f"sum by (pod) ({sel('kforge_verifier_queue_depth')})", "{{pod}}")])
     b.ts("Candidates in flight by verifier",
@@ -315,6 +363,15 @@ def rollout():
          [(f"sum by (pod) ({rate('kforge_rollout_prefill_tokens_total')})", "{{pod}}")])
     b.ts("Decode steps / s by worker",
          [(f"sum by (pod) ({rate('kforge_rollout_decode_steps_total')})", "{{pod}}")])
+    b.ts("Sampler time by state",
+         [(f"sum by (state) ({rate('kforge_rollout_sampler_seconds_total')})"
+           f" / scalar(sum({rate('kforge_rollout_sampler_seconds_total')}))", "{{state}}")],
+         unit="percentunit", w=12,
+         description="generating: admission, prefill, decode; between_steps: applying new "
+                     "weights; idle: nothing to decode (waiting for work or weights).")
+    b.ts("Idle share by worker",
+         [(share("kforge_rollout_sampler_seconds_total", 'state="idle"'), "{{pod}}")],
+         unit="percentunit", w=12)
     b.row("Batching and KV cache")
     b.ts("Batch occupancy", [(f"avg by (pod) ({sel('kforge_rollout_batch_occupancy_ratio')})", "{{pod}}")],
          unit="percentunit")
