@@ -2,7 +2,8 @@
 # Builds kforge with the cuda preset on the GPU machine and runs what needs
 # a GPU: the verifier's GPU tests, the whole test suite, and the verifier
 # benchmark. Logs go to $OUT (the device tool brings them back).
-#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|verifier-corpus|verifier-batch|mesh|model|rollout-bench|train|all]
+#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|verifier-corpus|verifier-batch|e2e|mesh|model|rollout-bench|train|all]
+# e2e: the mesh at real scale (scripts/e2e_job.py); see that mode.
 # gpu-test: only the tests labelled gpu; test: every other test.
 # model: builds only the model libraries' tests and the rollout benchmark,
 # then runs them on the GPU, with transformers' logits as the reference.
@@ -294,6 +295,38 @@ JOB
       --concurrency 4 --out /tmp/eval-gdb > "$out/eval-gdb.log" 2>&1
     grep -v "^\[New Thread\|^\[Thread .* exited" "$out/eval-gdb.log" | tail -120
   fi
+fi
+
+if [ "$what" = e2e ]; then
+  # The mesh at real scale on this node: a Qwen2.5-Coder-1.5B-shaped policy
+  # (random weights; no hub here) with the GPT-2 byte-level tokenizer, a
+  # supervised warm start on the corpus of KernelBench solutions, then GRPO
+  # on those tasks at full size against the real funnel, held-out KernelBench
+  # tasks evaluated every few steps. E2E_STEPS, E2E_WARM, E2E_PROMPTS,
+  # E2E_GROUP, E2E_TOKENS, E2E_STALENESS, E2E_SECONDS.
+  start=$(date +%s)
+  configure
+  cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
+    > "$out/build.log" 2>&1 || { grep -E "error|Error" -A3 "$out/build.log" | head -60; exit 1; }
+  echo "e2e build: $(( $(date +%s) - start )) s"
+  ckpt=/tmp/models/qwen2.5-coder-1.5b
+  [ -d "$ckpt" ] || python3 bench/hf_generate_bench.py --make qwen2.5-coder-1.5b "$ckpt" 2>&1 | tail -1
+  cp tests/data/tokenizer/gpt2/tokenizer.json "$ckpt/"
+  kb=/tmp/kb-e2e; mkdir -p "$kb"
+  for level in level1 level2; do ln -sfn "$KFORGE_KERNELBENCH_DIR/$level" "$kb/$level"; done
+  ln -sfn "$PWD/tasks/kernelbench-solutions" "$kb/solutions"
+  python3 scripts/e2e_job.py --kernelbench "$kb" --model "$ckpt" --steps "${E2E_STEPS:-30}" \
+    --warm "${E2E_WARM:-10}" --prompts "${E2E_PROMPTS:-16}" --group "${E2E_GROUP:-8}" \
+    --tokens "${E2E_TOKENS:-256}" --staleness "${E2E_STALENESS:-1}" > /tmp/e2e-job.json
+  rm -rf /tmp/e2e
+  timeout "${E2E_SECONDS:-420}" build/bin/kforge local --learner_port=0 --run_dir=/tmp/e2e \
+    --job=/tmp/e2e-job.json --model_roots=/tmp/models \
+    --task_roots="$kb,$PWD/tasks,$(readlink -f "$KFORGE_KERNELBENCH_DIR")" > "$out/e2e.log" 2>&1
+  echo "kforge local e2e: exit $?"; tail -25 "$out/e2e.log"
+  curves=$(find /tmp/e2e -name curves.json | head -1)
+  [ -n "$curves" ] && python3 bench/stage_times.py "$curves" | tee "$out/stage-times.md"
+  [ -n "$curves" ] && cp "$curves" "$out/" && cp "$(dirname "$curves")/curves.svg" "$out/" 2>/dev/null
+  tar czf "$out/e2e-logs.tgz" /tmp/e2e/*.log /tmp/e2e-job.json 2>/dev/null
 fi
 
 if [ "$what" = verifier-corpus ] || [ "$what" = verifier-batch ]; then

@@ -1,0 +1,68 @@
+"""Writes the JobSpec (JSON) of the real-shaped GPU job: GRPO on the
+KernelBench tasks that have a solution in the corpus (the warm start trains
+on those solutions, on the same prompts the policy then sees), with a few
+level-1 tasks without one held out and evaluated every few steps.
+
+  python3 scripts/e2e_job.py --kernelbench DIR --model CKPT [--steps 30] [--warm 10]
+      [--prompts 16] [--group 8] [--tokens 256] [--staleness 1] [--heldout 4] > job.json
+
+DIR is in the KernelBench layout with the corpus beside it as DIR/solutions
+(scripts/gpu-run.sh e2e links one). Standard library only.
+"""
+
+import argparse
+import json
+import os
+
+
+def stems(folder):
+    return sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".py"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernelbench", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warm", type=int, default=10)
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--staleness", type=int, default=1)
+    parser.add_argument("--heldout", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    train, heldout = [], []
+    for level in ("level1", "level2"):
+        solved = set(stems(os.path.join(args.kernelbench, "solutions", level)))
+        train += [f"{level}/{s}" for s in sorted(solved)]
+        if level == "level1":
+            heldout = [f"{level}/{s}" for s in stems(os.path.join(args.kernelbench, level))
+                       if s not in solved][: args.heldout]
+    batch = args.prompts * args.group
+    job = {
+        "name": "e2e-qwen2.5-coder-1.5b-shape",
+        "model_path": args.model,
+        "tasks": {"kernelbench_dir": args.kernelbench, "include": train + heldout,
+                  "heldout": heldout},
+        "algorithm": "ALGORITHM_GRPO",
+        "warm_start_steps": args.warm,
+        "total_steps": args.steps,
+        "prompts_per_step": args.prompts,
+        "grpo": {"group_size": args.group},
+        "sampling": {"max_new_tokens": args.tokens, "temperature": 1.0, "seed": args.seed},
+        "sft": {"learning_rate": 1e-5},
+        "optimizer": {"learning_rate": 1e-6, "batch_size": batch, "micro_batch_size": 16,
+                      "bf16": True, "warmup_steps": 2},
+        "eval": {"every_steps": 5, "samples_per_task": 1},
+        "checkpoint": {"every_steps": 1000},
+        "max_staleness": args.staleness,
+        "seed": args.seed,
+    }
+    json.dump(job, __import__("sys").stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()
