@@ -49,19 +49,29 @@ bool IsRunning(int pid) {
   return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
 }
 
+// `kforge local --serve` with `verifiers` verifiers in dir/run, once it
+// says every service is SERVING (ASSERTs inside: call through
+// ASSERT_NO_FATAL_FAILURE).
+void StartServing(const testing::TempDir& dir, int verifiers,
+                  absl::StatusOr<std::unique_ptr<ChildProcess>>* local) {
+  *local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
+                                         "--learner_port=0",
+                                         absl::StrCat("--verifiers=", verifiers), "--serve",
+                                         "--run_dir=" + dir.Sub("run")},
+                                .capture_output = true});
+  ASSERT_TRUE(local->ok()) << local->status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (!absl::StrContains((**local)->output(), "all services SERVING")) {
+    ASSERT_LT(absl::Now(), deadline) << (**local)->output();
+    auto exit = (**local)->WaitFor(absl::Milliseconds(100));
+    ASSERT_FALSE(exit.ok()) << "kforge local exited early: " << (**local)->output();
+  }
+}
+
 TEST(KforgeLocalTest, StartsEveryServiceAndCtrlCStopsThemAll) {
   testing::TempDir dir;
-  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
-                                             "--learner_port=0", "--verifiers=2", "--serve",
-                                             "--run_dir=" + dir.Sub("run")},
-                                    .capture_output = true});
-  ASSERT_TRUE(local.ok()) << local.status();
-  const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (!absl::StrContains((*local)->output(), "all services SERVING")) {
-    ASSERT_LT(absl::Now(), deadline) << (*local)->output();
-    auto exit = (*local)->WaitFor(absl::Milliseconds(100));
-    ASSERT_FALSE(exit.ok()) << "kforge local exited early: " << (*local)->output();
-  }
+  absl::StatusOr<std::unique_ptr<ChildProcess>> local;
+  ASSERT_NO_FATAL_FAILURE(StartServing(dir, 2, &local));
   const std::string output = (*local)->output();
   for (const char* name : {"learner", "verifier-0", "verifier-1", "rollout-0"}) {
     EXPECT_THAT(output, HasSubstr(name));
@@ -284,16 +294,8 @@ v1::ServingPorts ReadPorts(const testing::TempDir& dir, const std::string& name)
 // trains.)
 TEST(KforgeLocalTest, AServedJobExposesEveryStagesTimeAsMetrics) {
   testing::TempDir dir;
-  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
-                                             "--learner_port=0", "--verifiers=1", "--serve",
-                                             "--run_dir=" + dir.Sub("run")},
-                                    .capture_output = true});
-  ASSERT_TRUE(local.ok()) << local.status();
-  const absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (!absl::StrContains((*local)->output(), "all services SERVING")) {
-    ASSERT_LT(absl::Now(), deadline) << (*local)->output();
-    ASSERT_FALSE((*local)->WaitFor(absl::Milliseconds(100)).ok()) << (*local)->output();
-  }
+  absl::StatusOr<std::unique_ptr<ChildProcess>> local;
+  ASSERT_NO_FATAL_FAILURE(StartServing(dir, 1, &local));
   const v1::ServingPorts learner = ReadPorts(dir, "learner");
   const v1::ServingPorts rollout = ReadPorts(dir, "rollout-0");
   const v1::ServingPorts verifier = ReadPorts(dir, "verifier-0");

@@ -119,6 +119,14 @@ TEST_F(VerifierDispatchTest, EveryRequestIsAnsweredOnceAcrossTheVerifiers) {
   StartVerifiers(2);
   std::unique_ptr<VerifierDispatcher> dispatcher =
       NewDispatcher({.target = Target(), .max_outstanding = 32});
+  // Lanes open on their own threads, and requests go to whichever is ready
+  // (a slow verifier holds up no one): the spread is checked from the
+  // moment both are open.
+  const absl::Time open_by = absl::Now() + absl::Seconds(30);
+  while (dispatcher->stats().lanes_connected < 2) {
+    ASSERT_LT(absl::Now(), open_by) << "a verifier's lane never opened";
+    absl::SleepFor(absl::Milliseconds(20));
+  }
   constexpr int kRequests = 200;
   for (int i = 0; i < kRequests; ++i) {
     ASSERT_TRUE(dispatcher->Submit(Request(absl::StrCat("s", i), false)).ok());
