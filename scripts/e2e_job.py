@@ -53,7 +53,7 @@ def main():
         "grpo": {"group_size": args.group},
         "sampling": {"max_new_tokens": args.tokens, "temperature": 1.0, "seed": args.seed},
         "sft": {"learning_rate": 1e-5},
-        "optimizer": {"learning_rate": 1e-6, "batch_size": batch, "micro_batch_size": 4,
+        "optimizer": {"learning_rate": 1e-6, "batch_size": batch, "micro_batch_size": 1,
                       "bf16": True, "warmup_steps": 2},
         "eval": {"every_steps": 5, "samples_per_task": 1},
         "checkpoint": {"every_steps": 1000},
