@@ -318,7 +318,11 @@ int RunLocal(const LocalOptions& options) {
               options.run_dir.c_str());
   std::printf("kforge local: %s\n", security->Describe().c_str());
   std::fflush(stdout);
-  if (absl::Status started = StartAll(options, *security, *model, device, gpus, services);
+  // Rollout workers build their model from the job's checkpoint: the
+  // learner's weights reach them by snapshot or broadcast, which fit only
+  // the architecture they were made for.
+  const std::string rollout_model = spec->model_path().empty() ? *model : spec->model_path();
+  if (absl::Status started = StartAll(options, *security, rollout_model, device, gpus, services);
       !started.ok()) {
     std::fprintf(stderr, "kforge local: %s\n", std::string(started.message()).c_str());
     StopAll(services);
