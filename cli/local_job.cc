@@ -51,13 +51,15 @@ std::string Bar(int64_t step, int64_t total, int width) {
 
 }  // namespace
 
-v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu) {
+v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu, uint64_t seed) {
   v1::JobSpec spec;
   spec.set_name("kforge-local");
   spec.set_model_path(model_dir);
   spec.mutable_tasks()->set_builtin("kforge-mini");
   spec.mutable_tasks()->set_solutions_dir(gpu ? "solutions" : "solutions-torch");
   spec.set_algorithm(v1::ALGORITHM_GRPO);
+  spec.set_seed(seed);
+  spec.mutable_sampling()->set_seed(seed);
   // A short warm start teaches the random tiny model the answer format and
   // part of each solution; GRPO then raises the share of correct kernels.
   spec.set_warm_start_steps(60);
@@ -88,8 +90,8 @@ v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu) {
   return spec;
 }
 
-v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu) {
-  v1::JobSpec spec = DefaultLocalJob(model_dir, gpu);
+v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu, uint64_t seed) {
+  v1::JobSpec spec = DefaultLocalJob(model_dir, gpu, seed);
   spec.set_name("kforge-local-short");
   // The whole warm start, then a tenth of the GRPO steps: periodic
   // checkpoints, the final one and the curves are all written. The learning
