@@ -81,7 +81,7 @@ v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu, uint64_t see
   // through all 100 GRPO steps, so a GRPO gradient, several times smaller,
   // moves the weights by a fraction of the nominal rate. Measured (issue 22,
   // bench/RESULTS.md), last ten GRPO steps against the first ten: 3e-4 (the
-  // old rate) 1.2-1.4x; 1e-3 no rise in 28 steps; 3e-3 1.4x in 60; 1e-2
+  // old rate) 1.2-1.4x; 1e-3 no rise in 29 steps; 3e-3 1.6x in 65; 1e-2
   // 2.5x in 100. At 2e-2 the reward collapsed within three steps, and so it
   // did with fresh optimiser moments for the GRPO steps at 5e-4 to 1e-3:
   // the warm start's moments act as a trust region.
