@@ -111,8 +111,9 @@ absl::StatusOr<std::string> LocalModel(const LocalOptions& options) {
   if (!fs::exists(dir / "config.json")) {
     std::error_code ec;
     fs::remove_all(dir, ec);  // a half-written folder from an interrupted run
-    KF_RETURN_IF_ERROR(WriteTinyModel({.out_dir = dir, .tasks_dir = BuiltinTinyModelCorpus()})
-                           .status());
+    KF_RETURN_IF_ERROR(
+        WriteTinyModel({.out_dir = dir, .seed = options.seed, .tasks_dir = BuiltinTinyModelCorpus()})
+            .status());
     std::printf("kforge local: wrote the built-in tiny model to %s\n", dir.c_str());
   }
   return dir.string();
@@ -214,8 +215,8 @@ absl::StatusOr<v1::JobSpec> LocalJobSpec(const LocalOptions& options, const std:
   if (options.short_job && !options.job_file.empty()) {
     return absl::InvalidArgumentError("--short and --job exclude each other");
   }
-  if (options.short_job) return ShortLocalJob(model, gpu);
-  if (options.job_file.empty()) return DefaultLocalJob(model, gpu);
+  if (options.short_job) return ShortLocalJob(model, gpu, options.seed);
+  if (options.job_file.empty()) return DefaultLocalJob(model, gpu, options.seed);
   KF_ASSIGN_OR_RETURN(std::string json, ReadFileToString(options.job_file));
   v1::JobSpec spec;
   if (absl::Status s = ParseJsonMessage(json, &spec); !s.ok()) {

@@ -39,6 +39,10 @@ struct LocalOptions {
   std::string job_file;
   // The short version of the default job (ShortLocalJob); not with job_file.
   bool short_job = false;
+  // Seed of the run: the tiny model's weights (when this run writes it) and
+  // the default (or short) job's JobSpec.seed and sampling.seed; a job file
+  // keeps its own seeds.
+  uint64_t seed = 0;
   // Serve without submitting a job, until Ctrl-C.
   bool serve = false;
   // TLS certificates (local_security.h) and the JobService token file.

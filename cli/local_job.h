@@ -12,6 +12,7 @@
 #ifndef KFORGE_CLI_LOCAL_JOB_H_
 #define KFORGE_CLI_LOCAL_JOB_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,12 +28,13 @@ namespace kforge {
 // The built-in demo job on `model_dir`. On a GPU machine the candidates are
 // Triton kernels checked with the Triton reference solutions; without one
 // they are plain PyTorch (require_triton off, "solutions-torch").
-v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu);
+// `seed` is the job's seed (task order) and its sampling seed.
+v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu, uint64_t seed = 0);
 
 // The default job cut short (`kforge local --short`, what CI runs): the same
 // shape (three services, a warm start, GRPO on the real funnel, checkpoints,
 // the final one and the curves written) in a few minutes on two cores.
-v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu);
+v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu, uint64_t seed = 0);
 
 class LocalJobWatcher {
  public:

@@ -55,7 +55,9 @@ ABSL_FLAG(int, samples, 1, "kforge eval: completions per task with --model (1: g
 ABSL_FLAG(double, temperature, 0.8, "kforge eval: sampling temperature when --samples > 1");
 ABSL_FLAG(int, max_new_tokens, 1024, "kforge eval: tokens per completion at most");
 ABSL_FLAG(std::string, arch, "qwen2", "kforge tiny-model: qwen2, qwen3 or llama");
-ABSL_FLAG(uint64_t, seed, 0, "kforge tiny-model: seed of the random weights");
+ABSL_FLAG(uint64_t, seed, 0,
+          "kforge tiny-model: seed of the random weights; kforge local: seed of the run (the "
+          "tiny model it writes, and the default job's seed and sampling.seed)");
 ABSL_FLAG(std::string, dtype, "float32", "kforge tiny-model: float32 or bfloat16");
 ABSL_FLAG(std::string, token_file, "",
           "client commands: a file whose first line is the bearer token sent on every call (a "
@@ -179,6 +181,7 @@ int main(int argc, char** argv) {
                              .model = absl::GetFlag(FLAGS_model),
                              .job_file = absl::GetFlag(FLAGS_job),
                              .short_job = absl::GetFlag(FLAGS_short),
+                             .seed = absl::GetFlag(FLAGS_seed),
                              .serve = absl::GetFlag(FLAGS_serve),
                              .tls_dir = absl::GetFlag(FLAGS_tls_dir),
                              .token_file = absl::GetFlag(FLAGS_token_file),
