@@ -85,7 +85,7 @@ grpc::Status LearnerServiceImpl::ReleaseWork(grpc::ServerContext* context,
   if (request->group_id().empty()) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "group_id: is required"};
   }
-  absl::StatusOr<bool> reissued = groups_->Release(request->worker_id(), request->group_id());
+  absl::StatusOr<bool> reissued = groups_->Release(request->worker_id(), request->group_id(), request->reason());
   if (!reissued.ok()) return ToGrpcStatus(reissued.status());
   response->set_reissued(*reissued);
   log_.Warning(*reissued ? "group released by its worker; re-issued"

@@ -107,7 +107,7 @@ absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scor
   const int64_t lag = policy_version_ - scored.sample().policy_version();
   if (lag > options_.max_staleness) {
     // The group cannot complete within the bound: sample it again.
-    Retire(key.group_id());
+    Retire(key.group_id(), "its samples fell more than max_staleness versions behind");
     return Ack(scored, v1::SampleAck::STALE,
                absl::StrCat("policy version ", scored.sample().policy_version(), " is ", lag,
                             " behind ", policy_version_, " (max_staleness ",
@@ -134,7 +134,7 @@ absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scor
   return ack;
 }
 
-void GroupTracker::Retire(const std::string& group_id) {
+void GroupTracker::Retire(const std::string& group_id, const std::string& why) {
   auto it = groups_.find(group_id);
   if (it == groups_.end()) return;
   Group old = std::move(it->second);
@@ -147,6 +147,7 @@ void GroupTracker::Retire(const std::string& group_id) {
   const int32_t attempt = old.item.attempt() + 1;
   if (attempt > options_.max_reissues) {
     ++stats_.groups_dropped;
+    last_drop_reason_ = why;
     return;
   }
   Group next;
@@ -170,7 +171,7 @@ void GroupTracker::Expire(absl::Time now) {
       overdue.push_back(id);
     }
   }
-  for (const std::string& id : overdue) Retire(id);
+  for (const std::string& id : overdue) Retire(id, "not scored within the group timeout");
 }
 
 void GroupTracker::WorkerGone(const std::string& worker_id) {
@@ -179,11 +180,12 @@ void GroupTracker::WorkerGone(const std::string& worker_id) {
   for (const auto& [id, group] : groups_) {
     if (group.issued != absl::InfinitePast() && group.worker_id == worker_id) held.push_back(id);
   }
-  for (const std::string& id : held) Retire(id);
+  for (const std::string& id : held) Retire(id, absl::StrCat("its worker ", worker_id, " is gone"));
 }
 
 absl::StatusOr<bool> GroupTracker::Release(const std::string& worker_id,
-                                           const std::string& group_id) {
+                                           const std::string& group_id,
+                                           const std::string& reason) {
   absl::MutexLock lock(&mu_);
   auto it = groups_.find(group_id);
   if (it == groups_.end()) {
@@ -195,8 +197,14 @@ absl::StatusOr<bool> GroupTracker::Release(const std::string& worker_id,
         absl::StrCat("group \"", group_id, "\" is not issued to worker \"", worker_id, "\""));
   }
   const uint64_t reissued = stats_.groups_reissued;
-  Retire(group_id);
+  Retire(group_id, absl::StrCat("released by worker ", worker_id,
+                                reason.empty() ? "" : absl::StrCat(": ", reason)));
   return stats_.groups_reissued > reissued;
+}
+
+std::string GroupTracker::LastDropReason() const {
+  absl::MutexLock lock(&mu_);
+  return last_drop_reason_;
 }
 
 std::vector<CompletedGroup> GroupTracker::TakeCompleted(absl::Duration wait) {

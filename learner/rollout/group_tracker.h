@@ -87,7 +87,11 @@ class GroupTracker {
   // once (true) or dropped when its attempts are spent (false). NOT_FOUND
   // when the group is not live; FAILED_PRECONDITION when it is not issued
   // to `worker_id`.
-  absl::StatusOr<bool> Release(const std::string& worker_id, const std::string& group_id);
+  absl::StatusOr<bool> Release(const std::string& worker_id, const std::string& group_id,
+                               const std::string& reason = "");
+  // Why the last dropped group went: the reason its worker gave when it
+  // released it, or that it timed out or lost its worker.
+  std::string LastDropReason() const;
   // Completed groups, oldest first; frees their buffer space. Waits up to
   // `wait` for the first when there is none.
   std::vector<CompletedGroup> TakeCompleted(absl::Duration wait = absl::ZeroDuration());
@@ -119,11 +123,13 @@ class GroupTracker {
   std::string CheckSample(const v1::ScoredSample& scored, const Group& group) const;
   // Takes the group out of flight and re-issues it as a new attempt, or
   // drops it when its attempts are spent.
-  void Retire(const std::string& group_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Retire(const std::string& group_id, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   Options options_ ABSL_GUARDED_BY(mu_);
   int64_t policy_version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_drop_reason_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> pending_ ABSL_GUARDED_BY(mu_);
   // Every live group (pending or issued), by its current id.
   absl::flat_hash_map<std::string, Group> groups_ ABSL_GUARDED_BY(mu_);

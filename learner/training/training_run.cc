@@ -286,8 +286,17 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
   };
   fill();
   absl::Time said = absl::Now();
+  const uint64_t dropped_before = deps_.groups->stats().groups_dropped;
   while (static_cast<int64_t>(batch.size()) < need) {
     KF_RETURN_IF_ERROR(CheckInterrupt());
+    // Only one job trains at a time, so the tracker's drops are this job's.
+    const uint64_t dropped = deps_.groups->stats().groups_dropped - dropped_before;
+    if (batch.empty() && dropped >= static_cast<uint64_t>(spec_.max_dropped_groups_per_step())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          dropped, " groups of this step were dropped and none came back scored "
+          "(max_dropped_groups_per_step ", spec_.max_dropped_groups_per_step(),
+          "); the last: ", deps_.groups->LastDropReason()));
+    }
     const int64_t live = deps_.groups->LiveGroups(job_.id());
     const int64_t want = need - live - static_cast<int64_t>(batch.size());
     if (want > 0) KF_RETURN_IF_ERROR(OfferGroups(want));

@@ -307,6 +307,7 @@ TEST_F(MeshFaultTest, AGroupTheWorkerCannotSampleIsGivenBackAndReissuedWithoutWa
   spec.mutable_optimizer()->set_batch_size(32);
   spec.mutable_optimizer()->set_micro_batch_size(8);
   spec.set_group_timeout_s(600);
+  spec.set_max_dropped_groups_per_step(6);
   auto job = Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   const int metrics = learner->ports.metrics_port();
@@ -321,6 +322,13 @@ TEST_F(MeshFaultTest, AGroupTheWorkerCannotSampleIsGivenBackAndReissuedWithoutWa
       << learner->Log() << rollout->Log();
   EXPECT_THAT(learner->Log(), HasSubstr("group released by its worker; re-issued"));
   EXPECT_THAT(learner->Log(), HasSubstr("group_size 16 outside [1, 8]"));
+  // No worker can ever sample this job: once a step has lost
+  // max_dropped_groups_per_step groups and none came back, the job fails
+  // with the worker's reason instead of offering groups forever.
+  const v1::Job ended = WaitForJob(job->id(), Ended, absl::Seconds(120));
+  EXPECT_EQ(ended.state(), v1::JOB_FAILED) << ended.DebugString();
+  EXPECT_THAT(ended.message(), HasSubstr("6 groups of this step were dropped"));
+  EXPECT_THAT(ended.message(), HasSubstr("group_size 16 outside [1, 8]"));
 }
 
 TEST_F(MeshFaultTest, ALearnerKilledMidJobResumesFromItsCheckpointAndWorkersReconnect) {

@@ -141,9 +141,10 @@ TEST(GroupTrackerTest, AGroupItsWorkerReleasesIsReissuedAtOnceThenDropped) {
   // NOT_FOUND.
   EXPECT_EQ(Status(tracker, Scored("g", 0)), v1::SampleAck::ORPHANED);
   EXPECT_EQ(tracker.Release("w1", "g").status().code(), absl::StatusCode::kNotFound);
-  absl::StatusOr<bool> second = tracker.Release("w2", "g~r1");
+  absl::StatusOr<bool> second = tracker.Release("w2", "g~r1", "no room for 2 sequences");
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_FALSE(*second);  // attempts spent: dropped
+  EXPECT_EQ(tracker.LastDropReason(), "released by worker w2: no room for 2 sequences");
   EXPECT_EQ(tracker.stats().groups_reissued, 1u);
   EXPECT_EQ(tracker.stats().groups_dropped, 1u);
   EXPECT_EQ(tracker.stats().groups_in_flight, 0);
