@@ -13,6 +13,7 @@ DIR is in the KernelBench layout with the corpus beside it as DIR/solutions
 import argparse
 import json
 import os
+import sys
 
 
 def stems(folder):
@@ -60,7 +61,7 @@ def main():
         "max_staleness": args.staleness,
         "seed": args.seed,
     }
-    json.dump(job, __import__("sys").stdout, indent=1)
+    json.dump(job, sys.stdout, indent=1)
     print()
 
 

@@ -51,13 +51,7 @@ absl::StatusOr<std::unique_ptr<CandidateSandbox>> Funnel::MakeSandbox(
       .Set("warm_up", spare)
       // The child copies it into its own cache before it is confined.
       .Set("triton_base_cache", triton_base_cache_);
-  if (!config_.secret_dirs.empty()) {
-    google::protobuf::Value secrets;
-    for (const std::string& dir : config_.secret_dirs) {
-      secrets.mutable_list_value()->add_values()->set_string_value(dir);
-    }
-    config.Set("secret_dirs", std::move(secrets));
-  }
+  if (!config_.secret_dirs.empty()) config.Set("secret_dirs", StringList(config_.secret_dirs));
   if (sandbox->cgroup != nullptr) {
     google::protobuf::Value cgroups;
     for (const auto& [controller, procs_file] : sandbox->cgroup->procs_files()) {

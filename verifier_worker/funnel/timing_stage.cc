@@ -31,12 +31,6 @@ void AppendTimes(const Frame& reply, bool cuda, std::vector<double>& device,
   if (!cuda) device = host;  // no events on the CPU: the host clock is the measure
 }
 
-google::protobuf::Value StringList(const std::vector<std::string>& items) {
-  google::protobuf::Value value;
-  for (const std::string& s : items) value.mutable_list_value()->add_values()->set_string_value(s);
-  return value;
-}
-
 }  // namespace
 
 Frame Funnel::Run::BudgetFrame(const std::string& type, int min_trials, double min_ms,

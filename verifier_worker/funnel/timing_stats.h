@@ -22,12 +22,12 @@ kforge::v1::Timing SummarizeTiming(const std::vector<double>& device_ms,
                                    const std::vector<double>& host_ms,
                                    const kforge::v1::TimingProtocol& protocol);
 
-// The protocol's statistic of a Timing (trimmed mean or median).
 // The speedup judged for plausibility: over the faster baseline, since
 // what torch.compile reaches is plausible by construction. `vs_compile` is
 // 0 where compile was not timed.
 double SpeedupOverFasterBaseline(double vs_eager, double vs_compile);
 
+// The protocol's statistic of a Timing (trimmed mean or median).
 double Representative(const kforge::v1::Timing& timing, const kforge::v1::TimingProtocol& protocol);
 
 }  // namespace kforge

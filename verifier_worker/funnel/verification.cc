@@ -34,6 +34,12 @@ std::string HexHash(const std::string& text) {
   return absl::StrFormat("%016x", std::hash<std::string>{}(text));
 }
 
+google::protobuf::Value StringList(const std::vector<std::string>& items) {
+  google::protobuf::Value value;
+  for (const std::string& s : items) value.mutable_list_value()->add_values()->set_string_value(s);
+  return value;
+}
+
 v1::StageResult* Funnel::Run::Begin(v1::Stage stage) {
   v1::StageResult* result = verdict_.add_stages();
   result->set_stage(stage);

@@ -29,6 +29,9 @@ namespace kforge {
 // A short hex digest of text (task sources, options) for cache keys.
 std::string HexHash(const std::string& text);
 
+// A list of strings as a frame field ("sets", "secret_dirs").
+google::protobuf::Value StringList(const std::vector<std::string>& items);
+
 class Funnel::Run {
  public:
   Run(Funnel& funnel, const v1::VerifyRequest& request)

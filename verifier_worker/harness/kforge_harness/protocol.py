@@ -70,13 +70,13 @@ def recv_frame(sock, want_fds=False):
 
 def send_frame(sock, header, payload=b"", fds=None):
     body = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    size = sum(len(p) for p in payload) if isinstance(payload, (list, tuple)) else len(payload)
-    prefix = _PREFIX.pack(MAGIC, len(body), size)
+    parts = payload if isinstance(payload, (list, tuple)) else [payload]
+    prefix = _PREFIX.pack(MAGIC, len(body), sum(len(p) for p in parts))
     if fds:
         sock.sendmsg([prefix + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
     else:
         sock.sendall(prefix + body)
-    for part in (payload if isinstance(payload, (list, tuple)) else [payload]):
+    for part in parts:
         if len(part):
             sock.sendall(part)
 

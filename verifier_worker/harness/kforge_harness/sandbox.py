@@ -144,7 +144,7 @@ def install_seccomp():
 # --- landlock --------------------------------------------------------------
 
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
-LL_EXECUTE, LL_WRITE_FILE, LL_READ_FILE, LL_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+LL_WRITE_FILE, LL_READ_FILE, LL_READ_DIR = 1 << 1, 1 << 2, 1 << 3
 LL_REMOVE_DIR, LL_REMOVE_FILE = 1 << 4, 1 << 5
 LL_MAKE_ALL = sum(1 << b for b in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
 LL_REFER, LL_TRUNCATE = 1 << 13, 1 << 14
