@@ -51,6 +51,15 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                                  "Groups issued to rollout workers and not yet complete.")),
       samples_buffered_(NewGauge(registry, "kforge_learner_samples_buffered",
                                  "Accepted samples waiting for the trainer.")),
+      sample_ledger_(NewGaugeFamily(
+          registry, "kforge_learner_sample_ledger",
+          "Where accepted samples went, from one snapshot of the group books: accepted == "
+          "completed (in a group that completed) + discarded (in a group re-issued or dropped "
+          "before it completed) + held (in a group still filling).")),
+      group_wait_(NewGauge(registry, "kforge_learner_group_wait_seconds",
+                           "How long a group may stay incomplete before it is re-issued: "
+                           "group_wait_factor x the recent group times, within "
+                           "[group_wait_floor_s, group_timeout_s].")),
       jobs_finished_(NewCounterFamily(registry, "kforge_learner_jobs_finished_total",
                                       "Jobs that ended, by final state.")),
       job_step_(NewGauge(registry, "kforge_learner_job_step", "Steps the running job has taken.")),
@@ -172,6 +181,11 @@ void LearnerMetrics::UpdateGroups(const GroupTracker::Stats& stats) {
   groups_pending_.Set(static_cast<double>(stats.groups_pending));
   groups_in_flight_.Set(static_cast<double>(stats.groups_in_flight));
   samples_buffered_.Set(static_cast<double>(stats.samples_buffered));
+  sample_ledger_.Add({{"entry", "accepted"}}).Set(static_cast<double>(stats.accepted));
+  sample_ledger_.Add({{"entry", "completed"}}).Set(static_cast<double>(stats.samples_completed));
+  sample_ledger_.Add({{"entry", "discarded"}}).Set(static_cast<double>(stats.samples_discarded));
+  sample_ledger_.Add({{"entry", "held"}}).Set(static_cast<double>(stats.samples_held));
+  group_wait_.Set(absl::ToDoubleSeconds(stats.group_wait));
   last_groups_ = stats;
 }
 

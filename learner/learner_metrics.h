@@ -67,6 +67,8 @@ class LearnerMetrics {
   prometheus::Gauge& groups_pending_;
   prometheus::Gauge& groups_in_flight_;
   prometheus::Gauge& samples_buffered_;
+  prometheus::Family<prometheus::Gauge>& sample_ledger_;
+  prometheus::Gauge& group_wait_;
   GroupTracker::Stats last_groups_;
   prometheus::Family<prometheus::Counter>& jobs_finished_;
   prometheus::Gauge& job_step_;

@@ -1,8 +1,10 @@
 #include "learner/rollout/group_tracker.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace kforge {
 
@@ -126,6 +128,9 @@ absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scor
   accepted_ids_.insert(key.sample_id());
   v1::SampleAck ack = Ack(scored, v1::SampleAck::ACCEPTED, "");
   if (group.received == group.item.group_size()) {
+    pace_.push_back(absl::Now() - group.issued);
+    if (pace_.size() > kPaceWindow) pace_.pop_front();
+    stats_.samples_completed += static_cast<uint64_t>(group.received);
     completed_samples_ += group.received;
     completed_.push_back({std::move(group.item), std::move(group.samples)});
     groups_.erase(it);
@@ -143,6 +148,7 @@ void GroupTracker::Retire(const std::string& group_id, const std::string& why) {
     if (s.sample().key().sample_id().empty()) continue;
     accepted_ids_.erase(s.sample().key().sample_id());
     --buffered_;
+    ++stats_.samples_discarded;
   }
   const int32_t attempt = old.item.attempt() + 1;
   if (attempt > options_.max_reissues) {
@@ -163,15 +169,68 @@ void GroupTracker::Retire(const std::string& group_id, const std::string& why) {
   ++stats_.groups_reissued;
 }
 
+absl::Duration GroupTracker::GroupWaitLocked() const {
+  if (options_.wait_factor <= 0 || pace_.size() < static_cast<size_t>(options_.min_observed)) {
+    return options_.group_timeout;
+  }
+  const absl::Duration slowest = *std::max_element(pace_.begin(), pace_.end());
+  return std::min(options_.group_timeout,
+                  std::max(options_.wait_floor, options_.wait_factor * slowest));
+}
+
+absl::Duration GroupTracker::GroupWait() const {
+  absl::MutexLock lock(&mu_);
+  return GroupWaitLocked();
+}
+
 void GroupTracker::Expire(absl::Time now) {
   absl::MutexLock lock(&mu_);
+  const absl::Duration wait = GroupWaitLocked();
   std::vector<std::string> overdue;
   for (const auto& [id, group] : groups_) {
-    if (group.issued != absl::InfinitePast() && now - group.issued > options_.group_timeout) {
-      overdue.push_back(id);
+    if (group.issued != absl::InfinitePast() && now - group.issued > wait) overdue.push_back(id);
+  }
+  const std::string why =
+      wait < options_.group_timeout
+          ? absl::StrCat("not scored within ", absl::FormatDuration(wait), " (", options_.wait_factor,
+                         "x the slowest of the last ", pace_.size(), " groups)")
+          : absl::StrCat("not scored within the group timeout (",
+                         absl::FormatDuration(options_.group_timeout), ")");
+  for (const std::string& id : overdue) Retire(id, why);
+}
+
+std::string GroupTracker::DescribeWaiting(const std::string& job_id, int limit) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<const Group*> issued;
+  int64_t unissued = 0;
+  for (const auto& [id, group] : groups_) {
+    if (group.item.job_id() != job_id) continue;
+    if (group.issued == absl::InfinitePast()) {
+      ++unissued;
+    } else {
+      issued.push_back(&group);
     }
   }
-  for (const std::string& id : overdue) Retire(id, "not scored within the group timeout");
+  std::sort(issued.begin(), issued.end(),
+            [](const Group* a, const Group* b) { return a->issued < b->issued; });
+  const absl::Time now = absl::Now();
+  std::vector<std::string> parts;
+  for (const Group* group : issued) {
+    if (static_cast<int>(parts.size()) >= limit) break;
+    std::vector<std::string> missing;
+    for (size_t i = 0; i < group->samples.size(); ++i) {
+      if (group->samples[i].sample().key().sample_id().empty()) missing.push_back(absl::StrCat(i));
+    }
+    parts.push_back(absl::StrCat("group ", group->item.group_id(), " on worker ", group->worker_id,
+                                 " for ", absl::ToInt64Seconds(now - group->issued),
+                                 "s: samples ", absl::StrJoin(missing, ","), " of ",
+                                 group->samples.size(), " missing"));
+  }
+  if (issued.size() > parts.size()) {
+    parts.push_back(absl::StrCat(issued.size() - parts.size(), " more issued"));
+  }
+  if (unissued > 0) parts.push_back(absl::StrCat(unissued, " not yet taken by a worker"));
+  return parts.empty() ? "nothing in flight" : absl::StrJoin(parts, "; ");
 }
 
 void GroupTracker::WorkerGone(const std::string& worker_id) {
@@ -233,10 +292,14 @@ void GroupTracker::SetPolicyVersion(int64_t version) {
   policy_version_ = version;
 }
 
-void GroupTracker::SetJobBounds(absl::Duration group_timeout, int32_t max_staleness) {
+void GroupTracker::SetJobBounds(const JobBounds& bounds) {
   absl::MutexLock lock(&mu_);
-  options_.group_timeout = group_timeout;
-  options_.max_staleness = max_staleness;
+  options_.group_timeout = bounds.group_timeout;
+  options_.max_staleness = bounds.max_staleness;
+  options_.wait_factor = bounds.wait_factor;
+  options_.wait_floor = bounds.wait_floor;
+  options_.min_observed = bounds.min_observed;
+  pace_.clear();
 }
 
 int64_t GroupTracker::LiveGroups(const std::string& job_id, bool eval) const {
@@ -256,7 +319,9 @@ void GroupTracker::DropJob(const std::string& job_id) {
       continue;
     }
     for (const v1::ScoredSample& s : it->second.samples) {
-      if (!s.sample().key().sample_id().empty()) --buffered_;
+      if (s.sample().key().sample_id().empty()) continue;
+      --buffered_;
+      ++stats_.samples_discarded;
     }
     groups_.erase(it++);
   }
@@ -278,6 +343,8 @@ GroupTracker::Stats GroupTracker::stats() const {
   s.groups_pending = static_cast<int64_t>(pending_.size());
   s.groups_in_flight = static_cast<int64_t>(groups_.size()) - s.groups_pending;
   s.samples_buffered = buffered_;
+  s.samples_held = buffered_ - completed_samples_;
+  s.group_wait = GroupWaitLocked();
   return s;
 }
 

@@ -18,14 +18,27 @@
 // group, log-probs that do not pair with the tokens, no verdict).
 //
 // GROUPS. A group is complete when all its G samples are accepted; complete
-// groups wait in order for TakeCompleted. A group not complete
-// group_timeout after it was issued, or whose worker is gone, or that
+// groups wait in order for TakeCompleted. A group not complete within the
+// wait bound after it was issued, or whose worker is gone, or that
 // received a stale sample, is re-issued under a new group id
 // ("<id>~r<attempt>", so its samples have fresh ids and seeds) up to
 // max_reissues times, then dropped; either way counted. The buffer of
 // accepted samples is bounded: Deliver answers RESOURCE_EXHAUSTED (retry
 // later, nothing recorded) while max_buffered_samples of complete groups
 // wait for the trainer (samples of groups still filling always get in).
+//
+// WAIT BOUND. group_timeout is a ceiling. Once min_observed groups have
+// completed, the bound follows the job's pace: wait_factor times the
+// slowest issue-to-complete time of the last kPaceWindow groups, at least
+// wait_floor. One lost sample (a verifier killed after it scored it, a
+// delivery that found the learner restarting) so holds its group a few
+// group times, not group_timeout.
+//
+// LEDGER. Every accepted sample ends in exactly one place: a group that
+// completed (samples_completed), a group retired or dropped before it
+// completed (samples_discarded), or a group still filling (samples_held).
+// accepted == samples_completed + samples_discarded + samples_held at any
+// snapshot; the chaos tests check it.
 //
 // Thread-safe.
 #ifndef KFORGE_LEARNER_ROLLOUT_GROUP_TRACKER_H_
@@ -54,16 +67,35 @@ struct CompletedGroup {
 
 class GroupTracker {
  public:
+  // Issue-to-complete times remembered for the pace bound.
+  static constexpr size_t kPaceWindow = 32;
   struct Options {
     absl::Duration group_timeout = absl::Seconds(600);
     int32_t max_staleness = 1;
     int32_t max_reissues = 1;
     int64_t max_buffered_samples = 65536;
+    // The pace bound (JobSpec.group_wait_*); wait_factor 0 turns it off.
+    double wait_factor = 0;
+    absl::Duration wait_floor = absl::Seconds(20);
+    int32_t min_observed = 4;
+  };
+  // A running job's bounds (JobSpec.group_timeout_s, max_staleness,
+  // group_wait_*).
+  struct JobBounds {
+    absl::Duration group_timeout;
+    int32_t max_staleness = 1;
+    double wait_factor = 0;
+    absl::Duration wait_floor;
+    int32_t min_observed = 4;
   };
   struct Stats {
     uint64_t accepted = 0, duplicate = 0, stale = 0, orphaned = 0, rejected = 0;
     uint64_t groups_issued = 0, groups_completed = 0, groups_reissued = 0, groups_dropped = 0;
+    // The ledger of accepted samples (see LEDGER).
+    uint64_t samples_completed = 0, samples_discarded = 0;
+    int64_t samples_held = 0;
     int64_t groups_pending = 0, groups_in_flight = 0, samples_buffered = 0;
+    absl::Duration group_wait;  // the wait bound now
   };
 
   explicit GroupTracker(Options options) : options_(options) {}
@@ -79,8 +111,15 @@ class GroupTracker {
                                  absl::Duration wait);
   // One scored sample; RESOURCE_EXHAUSTED when the buffer is full.
   absl::StatusOr<v1::SampleAck> Deliver(const v1::ScoredSample& scored);
-  // Re-issues or drops groups issued more than group_timeout before `now`.
+  // Re-issues or drops groups issued more than the wait bound before `now`.
   void Expire(absl::Time now);
+  // The wait bound now: group_timeout, or the pace bound once enough groups
+  // completed.
+  absl::Duration GroupWait() const;
+  // What the job waits for, oldest issue first, at most `limit` groups:
+  // "group G on worker W for 12s: samples 1,3 of 4 missing; ...", or what
+  // is not yet issued.
+  std::string DescribeWaiting(const std::string& job_id, int limit = 4) const;
   // Re-issues or drops every group issued to a worker that is gone.
   void WorkerGone(const std::string& worker_id);
   // The worker gave the group up (it could not sample it): re-issued at
@@ -96,8 +135,8 @@ class GroupTracker {
   // `wait` for the first when there is none.
   std::vector<CompletedGroup> TakeCompleted(absl::Duration wait = absl::ZeroDuration());
   void SetPolicyVersion(int64_t version);
-  // The running job's bounds (JobSpec.group_timeout_s, max_staleness).
-  void SetJobBounds(absl::Duration group_timeout, int32_t max_staleness);
+  // The running job's bounds; forgets the pace observed so far.
+  void SetJobBounds(const JobBounds& bounds);
   // Training groups (eval = false; or evaluation groups, eval = true) of
   // `job_id` waiting to be issued or in flight (re-issues count as their
   // group), so the job driver knows how many more to offer.
@@ -125,6 +164,7 @@ class GroupTracker {
   // drops it when its attempts are spent.
   void Retire(const std::string& group_id, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration GroupWaitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   Options options_ ABSL_GUARDED_BY(mu_);
@@ -141,6 +181,8 @@ class GroupTracker {
   std::deque<CompletedGroup> completed_ ABSL_GUARDED_BY(mu_);
   int64_t buffered_ ABSL_GUARDED_BY(mu_) = 0;           // accepted, not yet taken
   int64_t completed_samples_ ABSL_GUARDED_BY(mu_) = 0;  // of those, in complete groups
+  // Issue-to-complete times of the newest groups, for the pace bound.
+  std::deque<absl::Duration> pace_ ABSL_GUARDED_BY(mu_);
   // Every group id offered or re-issued: a reused id would collide with the
   // sample ids remembered for duplicates.
   absl::flat_hash_set<std::string> used_group_ids_ ABSL_GUARDED_BY(mu_);

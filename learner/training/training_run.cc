@@ -198,7 +198,11 @@ absl::Status TrainingRun::Setup() {
         job_.id(), absl::StrCat("resumed from ", *latest, " at step ", state_.step(),
                                 ", policy version ", state_.policy_version())));
   }
-  deps_.groups->SetJobBounds(absl::Seconds(spec_.group_timeout_s()), spec_.max_staleness());
+  deps_.groups->SetJobBounds({.group_timeout = absl::Seconds(spec_.group_timeout_s()),
+                              .max_staleness = spec_.max_staleness(),
+                              .wait_factor = spec_.group_wait_factor(),
+                              .wait_floor = absl::Seconds(spec_.group_wait_floor_s()),
+                              .min_observed = spec_.group_wait_min_observed()});
   log_.Info("job running", {{"job", job_.id()}, {"model", source_model_dir_.string()},
                             {"policy", policy_->description}, {"tasks", train_tasks_.size()},
                             {"step", state_.step()}, {"total_steps", total_steps_}});
@@ -304,8 +308,10 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
     fill();
     if (absl::Now() - said > absl::Seconds(deps_.config->batch_wait_log_s())) {
       said = absl::Now();
-      log_.Info("waiting for scored groups", {{"job", job_.id()}, {"have", batch.size()},
-                                              {"need", need}, {"live", live}});
+      log_.Info("waiting for scored groups",
+                {{"job", job_.id()}, {"have", batch.size()}, {"need", need}, {"live", live},
+                 {"group_wait_s", absl::ToDoubleSeconds(deps_.groups->GroupWait())},
+                 {"waiting_for", deps_.groups->DescribeWaiting(job_.id())}});
     }
   }
   // With a staleness bound of at least one version, the next step's groups

@@ -268,11 +268,124 @@ TEST(GroupTrackerTest, TakeCompletedWaitsForAGroupToComplete) {
 
 TEST(GroupTrackerTest, JobBoundsReplaceTheStalenessLimit) {
   GroupTracker tracker({.max_staleness = 0});
-  tracker.SetJobBounds(absl::Seconds(600), 2);
+  tracker.SetJobBounds({.group_timeout = absl::Seconds(600), .max_staleness = 2});
   tracker.SetPolicyVersion(2);
   ASSERT_TRUE(tracker.Offer(Item("g", 1)).ok());
   ASSERT_EQ(tracker.Take("w", 1, absl::ZeroDuration()).size(), 1u);
   EXPECT_EQ(Status(tracker, Scored("g", 0, /*version=*/0)), v1::SampleAck::ACCEPTED);
+}
+
+// Completes `n` groups of one sample, each after about `pace`.
+void CompleteGroups(GroupTracker& tracker, const std::string& prefix, int n,
+                    absl::Duration pace) {
+  for (int i = 0; i < n; ++i) {
+    const std::string id = absl::StrCat(prefix, i);
+    ASSERT_TRUE(tracker.Offer(Item(id, 1)).ok());
+    ASSERT_EQ(tracker.Take("w", 1, absl::ZeroDuration()).size(), 1u);
+    absl::SleepFor(pace);
+    ASSERT_EQ(Status(tracker, Scored(id, 0)), v1::SampleAck::ACCEPTED);
+  }
+  tracker.TakeCompleted();
+}
+
+TEST(GroupTrackerTest, TheWaitFollowsThePaceOfCompletedGroupsOnceEnoughAreSeen) {
+  GroupTracker tracker({});
+  tracker.SetJobBounds({.group_timeout = absl::Seconds(600),
+                        .wait_factor = 4,
+                        .wait_floor = absl::Milliseconds(100),
+                        .min_observed = 3});
+  // Too few groups seen: the ceiling.
+  CompleteGroups(tracker, "early", 2, absl::Milliseconds(30));
+  EXPECT_EQ(tracker.GroupWait(), absl::Seconds(600));
+  CompleteGroups(tracker, "more", 1, absl::Milliseconds(30));
+  const absl::Duration wait = tracker.GroupWait();
+  // 4x the slowest (>= 30 ms, under a second on any machine), at least the floor.
+  EXPECT_GE(wait, absl::Milliseconds(120));
+  EXPECT_LT(wait, absl::Seconds(10));
+
+  // A group missing a sample is re-issued after the pace bound, long before
+  // the ceiling; its accepted sample is discarded, not counted twice.
+  ASSERT_TRUE(tracker.Offer(Item("lost", 2)).ok());
+  ASSERT_EQ(tracker.Take("w", 1, absl::ZeroDuration()).size(), 1u);
+  ASSERT_EQ(Status(tracker, Scored("lost", 0)), v1::SampleAck::ACCEPTED);
+  tracker.Expire(absl::Now() + wait / 2);
+  EXPECT_EQ(tracker.stats().groups_reissued, 0u);
+  tracker.Expire(absl::Now() + wait + absl::Milliseconds(1));
+  EXPECT_EQ(tracker.stats().groups_reissued, 1u);
+  tracker.DropJob("job-1");  // the re-issue is not wanted below
+
+  // The floor holds when groups come back at once, and the ceiling caps it.
+  tracker.SetJobBounds({.group_timeout = absl::Seconds(600),
+                        .wait_factor = 4,
+                        .wait_floor = absl::Seconds(7),
+                        .min_observed = 1});
+  EXPECT_EQ(tracker.GroupWait(), absl::Seconds(600)) << "a new job forgets the old pace";
+  CompleteGroups(tracker, "fast", 1, absl::ZeroDuration());
+  EXPECT_EQ(tracker.GroupWait(), absl::Seconds(7));
+  tracker.SetJobBounds({.group_timeout = absl::Milliseconds(50),
+                        .wait_factor = 1000,
+                        .wait_floor = absl::Seconds(7),
+                        .min_observed = 1});
+  CompleteGroups(tracker, "capped", 1, absl::ZeroDuration());
+  EXPECT_EQ(tracker.GroupWait(), absl::Milliseconds(50));
+}
+
+TEST(GroupTrackerTest, WithoutAPaceFactorTheWaitIsTheGroupTimeout) {
+  GroupTracker tracker({});
+  tracker.SetJobBounds({.group_timeout = absl::Seconds(90), .wait_factor = 0, .min_observed = 1});
+  CompleteGroups(tracker, "g", 3, absl::ZeroDuration());
+  EXPECT_EQ(tracker.GroupWait(), absl::Seconds(90));
+}
+
+TEST(GroupTrackerTest, EveryAcceptedSampleIsInExactlyOnePlaceOfTheLedger) {
+  GroupTracker tracker({.group_timeout = absl::Seconds(10), .max_reissues = 1});
+  auto balanced = [&] {
+    const GroupTracker::Stats s = tracker.stats();
+    return s.accepted ==
+           s.samples_completed + s.samples_discarded + static_cast<uint64_t>(s.samples_held);
+  };
+  for (const char* id : {"done", "retired", "stale", "kept", "job"}) {
+    ASSERT_TRUE(tracker.Offer(Item(id, 3)).ok());
+  }
+  ASSERT_EQ(tracker.Take("w", 5, absl::ZeroDuration()).size(), 5u);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Status(tracker, Scored("done", i)), v1::SampleAck::ACCEPTED);
+  ASSERT_EQ(Status(tracker, Scored("retired", 0)), v1::SampleAck::ACCEPTED);
+  ASSERT_EQ(Status(tracker, Scored("stale", 0)), v1::SampleAck::ACCEPTED);
+  ASSERT_EQ(Status(tracker, Scored("kept", 1)), v1::SampleAck::ACCEPTED);
+  ASSERT_EQ(Status(tracker, Scored("job", 2)), v1::SampleAck::ACCEPTED);
+  EXPECT_TRUE(balanced());
+  EXPECT_EQ(tracker.stats().samples_held, 4);
+  // Duplicates, orphans and rejections are not accepted: the ledger ignores them.
+  EXPECT_EQ(Status(tracker, Scored("done", 1)), v1::SampleAck::DUPLICATE);
+  EXPECT_EQ(Status(tracker, Scored("nowhere", 0)), v1::SampleAck::ORPHANED);
+  ASSERT_TRUE(tracker.Release("w", "retired", "test").ok());
+  tracker.SetPolicyVersion(5);
+  EXPECT_EQ(Status(tracker, Scored("stale", 1, /*version=*/0)), v1::SampleAck::STALE);
+  EXPECT_TRUE(balanced());
+  tracker.TakeCompleted();
+  EXPECT_TRUE(balanced());
+  const GroupTracker::Stats s = tracker.stats();
+  EXPECT_EQ(s.samples_completed, 3u);
+  EXPECT_EQ(s.samples_discarded, 2u);  // "retired" and "stale" held one each
+  EXPECT_EQ(s.samples_held, 2);        // "kept" and "job"
+  tracker.DropJob("job-1");
+  EXPECT_TRUE(balanced());
+  EXPECT_EQ(tracker.stats().samples_held, 0);
+  EXPECT_EQ(tracker.stats().samples_discarded, 4u);
+}
+
+TEST(GroupTrackerTest, TheWaitingLineNamesMissingSamplesAndTheirWorker) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("g", 4)).ok());
+  ASSERT_TRUE(tracker.Offer(Item("h", 2)).ok());
+  ASSERT_EQ(tracker.Take("worker-7", 1, absl::ZeroDuration()).size(), 1u);
+  ASSERT_EQ(Status(tracker, Scored("g", 0)), v1::SampleAck::ACCEPTED);
+  ASSERT_EQ(Status(tracker, Scored("g", 2)), v1::SampleAck::ACCEPTED);
+  const std::string line = tracker.DescribeWaiting("job-1");
+  EXPECT_THAT(line, HasSubstr("group g on worker worker-7 for "));
+  EXPECT_THAT(line, HasSubstr("samples 1,3 of 4 missing"));
+  EXPECT_THAT(line, HasSubstr("1 not yet taken by a worker"));
+  EXPECT_EQ(tracker.DescribeWaiting("other-job"), "nothing in flight");
 }
 
 }  // namespace
