@@ -12,9 +12,12 @@
 // has no code block and fails in C++ (extraction); "syntax" is a fenced block
 // with a syntax error that goes through the Python zygote's static check.
 // Each text is distinct and the cache is off (options.use_cache=false); a
-// stage-1 failure is never cached anyway. A request the verifier refuses as
-// full (credits are per stream, admission is shared by all streams) is sent
-// again after 10 ms, as the rollout worker's dispatcher does, and counted.
+// stage-1 failure is never cached anyway. The verifier shares its places out
+// as credits across the streams (verifier_worker/stream_credits.h), so a
+// client that honours them should not be refused as full; a request refused
+// as full, or as sent without a credit (one taken back for a stream that
+// opened while it was on its way), is sent again after 10 ms, as the
+// rollout worker's dispatcher does, and counted.
 // --check exits 1 unless every request was answered exactly once without
 // errors.
 #include <algorithm>
@@ -47,7 +50,9 @@ ABSL_FLAG(std::string, server, "", "verifier HOST:PORT (default: spawn kforge-ve
 ABSL_FLAG(std::string, verifier_bin, "", "kforge-verifier to spawn (default: beside this program)");
 ABSL_FLAG(std::string, work_dir, "/tmp/kforge-verify-load", "scratch folder of a spawned verifier");
 ABSL_FLAG(int, max_concurrent, 2, "a spawned verifier's max_concurrent");
-ABSL_FLAG(int, max_queued, 64, "a spawned verifier's max_queued (also each stream's credits)");
+ABSL_FLAG(int, max_queued, 64,
+          "a spawned verifier's max_queued (max_concurrent + max_queued places are shared out "
+          "as credits among the streams)");
 ABSL_FLAG(int, clients, 32, "concurrent VerifyStream clients");
 ABSL_FLAG(int, samples, 10000, "requests in all");
 ABSL_FLAG(double, syntax_share, 0.5, "share of candidates that reach the Python static check");
@@ -92,6 +97,9 @@ struct Figures {
   absl::flat_hash_map<std::string, int> answers ABSL_GUARDED_BY(mu);
   std::vector<double> latency_ms[2] ABSL_GUARDED_BY(mu);  // prose, syntax
   int64_t full_rejections ABSL_GUARDED_BY(mu) = 0;
+  // Refused as sent without a credit: the verifier took the credit back
+  // (shared out to another stream) while the request was on its way.
+  int64_t credit_rejections ABSL_GUARDED_BY(mu) = 0;
   int64_t other_rejections ABSL_GUARDED_BY(mu) = 0;
   int64_t not_stage1 ABSL_GUARDED_BY(mu) = 0;
   std::vector<std::string> errors ABSL_GUARDED_BY(mu);
@@ -128,8 +136,10 @@ void RunClient(const std::string& address, int client, int first, int count, Fig
       } else if (message.has_ack() && !message.ack().accepted()) {
         auto it = in_flight.find(message.ack().request_id());
         absl::MutexLock f(&figures->mu);
-        if (it != in_flight.end() && absl::StrContains(message.ack().reason(), "full")) {
-          ++figures->full_rejections;
+        const bool full = absl::StrContains(message.ack().reason(), "full");
+        const bool taken_back = absl::StrContains(message.ack().reason(), "without a credit");
+        if (it != in_flight.end() && (full || taken_back)) {
+          ++(full ? figures->full_rejections : figures->credit_rejections);
           to_send.insert(to_send.begin(), it->second.first);  // again, last
           in_flight.erase(it);
           rest_until = now + absl::Milliseconds(10);
@@ -282,8 +292,10 @@ int Run() {
               Percentile(all, 0.99), Percentile(all, 1.0));
   std::printf("answered exactly once: %d of %d; answered more than once: %d; not stage 1: %lld\n",
               once, samples, more, static_cast<long long>(figures.not_stage1));
-  std::printf("refused as full and re-sent: %lld; other refusals: %lld; errors: %zu\n",
+  std::printf("refused as full and re-sent: %lld; refused as sent without a credit (taken back "
+              "on its way) and re-sent: %lld; other refusals: %lld; errors: %zu\n",
               static_cast<long long>(figures.full_rejections),
+              static_cast<long long>(figures.credit_rejections),
               static_cast<long long>(figures.other_rejections), figures.errors.size());
   for (size_t i = 0; i < std::min<size_t>(figures.errors.size(), 10); ++i) {
     std::printf("  error: %s\n", figures.errors[i].c_str());

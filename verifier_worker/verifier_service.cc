@@ -1,5 +1,6 @@
 #include "verifier_worker/verifier_service.h"
 
+#include <memory>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -25,9 +26,10 @@ VerifierServiceImpl::VerifierServiceImpl(Funnel* funnel, VerifierMetrics* metric
     : funnel_(funnel), metrics_(metrics), config_(config), delivery_(delivery),
       guard_(std::move(guard)),
       busy_(config->max_concurrent(), absl::Now()),
-      // Every queued closure was admitted and has not released its slot
-      // yet, so the queue never outgrows Admit()'s limit and Submit (called
-      // with a stream's lock held) never waits.
+      credits_(config->max_concurrent() + config->max_queued()),
+      // Every queued closure holds one of credits_' places until it is
+      // answered, so the queue never outgrows them and Submit (called with
+      // a stream's lock held) never waits.
       pool_("kf-verify", config->max_concurrent(),
             config->max_concurrent() + config->max_queued()) {}
 
@@ -62,20 +64,6 @@ v1::Verdict VerifierServiceImpl::VerifyAndDeliver(const v1::VerifyRequest& reque
   return verdict;
 }
 
-bool VerifierServiceImpl::Admit() {
-  const int limit = config_->max_concurrent() + config_->max_queued();
-  int current = admitted_.load();
-  do {
-    if (current >= limit) return false;
-  } while (!admitted_.compare_exchange_weak(current, current + 1));
-  metrics_->queue_depth.Set(static_cast<double>(pool_.queued()));
-  return true;
-}
-
-void VerifierServiceImpl::Release() {
-  admitted_.fetch_sub(1);
-  metrics_->queue_depth.Set(static_cast<double>(pool_.queued()));
-}
 
 grpc::Status VerifierServiceImpl::Verify(grpc::ServerContext* context,
                                          const v1::VerifyRequest* request,
@@ -83,14 +71,14 @@ grpc::Status VerifierServiceImpl::Verify(grpc::ServerContext* context,
   KF_AUTHORIZE(guard_.Check(*context));
   v1::VerifyRequest prepared = *request;
   if (absl::Status s = PrepareVerifyRequest(prepared); !s.ok()) return ToGrpcStatus(s);
-  if (!Admit()) {
+  if (!credits_.TakeUnary()) {
     return {grpc::StatusCode::RESOURCE_EXHAUSTED,
             absl::StrCat("verifier full: ", config_->max_concurrent(), " running and ",
-                         config_->max_queued(), " queued")};
+                         config_->max_queued(), " queued or held as stream credits")};
   }
   response->set_request_id(request->request_id());
   *response->mutable_verdict() = VerifyAndDeliver(prepared);
-  Release();
+  credits_.FinishUnary();
   return grpc::Status::OK;
 }
 
@@ -98,84 +86,90 @@ grpc::Status VerifierServiceImpl::VerifyStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::VerifyStreamResponse, v1::VerifyRequest>* stream) {
   KF_AUTHORIZE(guard_.Check(*context));
-  // Shared between this RPC thread (reading) and the pool (answering).
+  // Shared between this RPC thread (reading), the pool (answering) and
+  // credits_ (granting, from whichever thread freed a place). It outlives
+  // this call when a grant is late: `closed` tells such a grant that the
+  // stream is gone.
   struct StreamState {
     absl::Mutex mu;
     std::set<std::string> in_flight ABSL_GUARDED_BY(mu);
-    int credits ABSL_GUARDED_BY(mu) = 0;
     bool broken ABSL_GUARDED_BY(mu) = false;
-  } state;
-  // Called with state.mu held.
-  auto write = [&](const v1::VerifyStreamResponse& message) {
-    if (!state.broken && !stream->Write(message)) state.broken = true;
+    bool closed ABSL_GUARDED_BY(mu) = false;
   };
-  {
-    absl::MutexLock lock(&state.mu);
-    state.credits = config_->max_queued();
+  auto state = std::make_shared<StreamState>();
+  // Called with state->mu held.
+  auto write = [stream, raw = state.get()](const v1::VerifyStreamResponse& message) {
+    if (!raw->closed && !raw->broken && !stream->Write(message)) raw->broken = true;
+  };
+  const int64_t id = credits_.Open([state, write](int credits) {
     v1::VerifyStreamResponse grant;
-    grant.mutable_credit()->set_credits(state.credits);
+    grant.mutable_credit()->set_credits(credits);
+    absl::MutexLock lock(&state->mu);
     write(grant);
-  }
+  });
   v1::VerifyRequest request;
   while (stream->Read(&request)) {
     v1::VerifyStreamResponse ack;
     ack.mutable_ack()->set_request_id(request.request_id());
     absl::Status valid = PrepareVerifyRequest(request);
-    absl::MutexLock lock(&state.mu);
+    absl::MutexLock lock(&state->mu);
     if (request.request_id().empty()) valid = absl::InvalidArgumentError("request_id: is required");
-    if (valid.ok() && state.in_flight.contains(request.request_id())) {
+    if (valid.ok() && state->in_flight.contains(request.request_id())) {
       valid = absl::AlreadyExistsError("duplicate request_id in flight");
     }
-    if (valid.ok() && state.credits <= 0) {
-      valid = absl::ResourceExhaustedError("sent without a credit");
-    }
-    if (valid.ok() && !Admit()) valid = absl::ResourceExhaustedError("verifier full");
+    // The credit is spent only by a request that is admitted; one refused
+    // as malformed gets its credit back below.
+    const bool had_credit = !valid.ok() || credits_.Spend(id);
+    if (!had_credit) valid = absl::ResourceExhaustedError("sent without a credit");
     ack.mutable_ack()->set_accepted(valid.ok());
     ack.mutable_ack()->set_reason(std::string(valid.message()));
     write(ack);
     if (!valid.ok()) {
       const char* kind = absl::IsInvalidArgument(valid)  ? "invalid"
                          : absl::IsAlreadyExists(valid) ? "duplicate"
-                         : state.credits <= 0           ? "no_credit"
-                                                        : "full";
+                                                        : "no_credit";
       metrics_->RecordStreamRejection(kind);
-      // "full" and "no credit" are back-pressure, counted only: under load
-      // they come by the thousand. A malformed request is worth a line.
-      if (absl::IsInvalidArgument(valid) || absl::IsAlreadyExists(valid)) {
+      // "no credit" is counted only: it follows a credit taken back while
+      // the request was on its way. A malformed request is worth a line.
+      if (had_credit) {
         log_.Warning("stream request refused", {{"request", request.request_id()},
                                                 {"peer", context->peer()},
                                                 {"reason", valid.message()}});
       }
-      // The client spent a credit on this request; give it back unless it
-      // had none to spend.
-      if (state.credits > 0) {
-        v1::VerifyStreamResponse grant;
-        grant.mutable_credit()->set_credits(1);
-        write(grant);
-      }
-      continue;
-    }
-    --state.credits;
-    state.in_flight.insert(request.request_id());
-    pool_.Submit([this, &state, &write, request] {
-      v1::VerifyStreamResponse result;
-      result.mutable_result()->set_request_id(request.request_id());
-      *result.mutable_result()->mutable_verdict() = VerifyAndDeliver(request);
-      Release();
-      absl::MutexLock lock(&state.mu);
-      write(result);
-      ++state.credits;
+      // Either way the client spent a credit the ledger did not take: the
+      // client's count is made whole, and again matches the ledger's.
       v1::VerifyStreamResponse grant;
       grant.mutable_credit()->set_credits(1);
       write(grant);
-      state.in_flight.erase(request.request_id());
+      continue;
+    }
+    state->in_flight.insert(request.request_id());
+    metrics_->queue_depth.Set(static_cast<double>(pool_.queued() + 1));
+    pool_.Submit([this, state, write, id, request] {
+      v1::VerifyStreamResponse result;
+      result.mutable_result()->set_request_id(request.request_id());
+      *result.mutable_result()->mutable_verdict() = VerifyAndDeliver(request);
+      {
+        absl::MutexLock lock(&state->mu);
+        write(result);
+      }
+      // Frees the place (granted back to this stream or to one below its
+      // share) before the stream may close.
+      credits_.Finish(id);
+      metrics_->queue_depth.Set(static_cast<double>(pool_.queued()));
+      absl::MutexLock lock(&state->mu);
+      state->in_flight.erase(request.request_id());
     });
   }
   // The client is done sending: answer what was accepted, then close.
-  absl::MutexLock lock(&state.mu);
-  state.mu.Await(absl::Condition(
-      +[](StreamState* s) { return s->in_flight.empty(); },
-      &state));
+  {
+    absl::MutexLock lock(&state->mu);
+    state->mu.Await(absl::Condition(
+        +[](StreamState* s) { return s->in_flight.empty(); },
+        state.get()));
+    state->closed = true;
+  }
+  credits_.Close(id);
   if (context->IsCancelled()) {
     // Verdicts of requests still running when it went were dropped.
     metrics_->streams_cancelled.Increment();

@@ -1,7 +1,8 @@
 // The gRPC shell of VerifierService over the Funnel. Verify answers one
 // candidate; VerifyStream takes many, acknowledges each on receipt, answers
-// in completion order, and grants credits so a client can never have more
-// than `max_queued` candidates waiting here (a slow verifier pushes back).
+// in completion order, and grants credits so the candidates waiting here
+// never exceed its places (max_concurrent + max_queued, shared by every
+// stream: stream_credits.h); a slow verifier pushes back.
 #ifndef KFORGE_VERIFIER_WORKER_VERIFIER_SERVICE_H_
 #define KFORGE_VERIFIER_WORKER_VERIFIER_SERVICE_H_
 
@@ -15,6 +16,7 @@
 #include "kforge/v1/verifier_service.grpc.pb.h"
 #include "common/client/learner_delivery.h"
 #include "verifier_worker/funnel/funnel.h"
+#include "verifier_worker/stream_credits.h"
 #include "verifier_worker/verifier_metrics.h"
 
 namespace kforge {
@@ -43,9 +45,6 @@ class VerifierServiceImpl final : public kforge::v1::VerifierService::Service {
   SlotClock::Reading busy_time() const;
 
  private:
-  // Takes one admission slot; false when the verifier is full.
-  bool Admit();
-  void Release();
   // Runs the funnel, then hands the scored sample to the learner when the
   // request asks for it, before the verdict goes back to the caller.
   kforge::v1::Verdict VerifyAndDeliver(const kforge::v1::VerifyRequest& request);
@@ -56,8 +55,10 @@ class VerifierServiceImpl final : public kforge::v1::VerifierService::Service {
   LearnerDelivery* const delivery_;
   const CallGuard guard_;
   Logger log_{"verifier"};
-  std::atomic<int> admitted_{0};
   SlotClock busy_;
+  // Admission: max_concurrent + max_queued places, shared out as stream
+  // credits (a client honouring them is never refused as full).
+  StreamCredits credits_;
   WorkPool pool_;  // last: its threads use the members above until joined
 };
 

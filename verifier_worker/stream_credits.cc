@@ -1,0 +1,150 @@
+#include "verifier_worker/stream_credits.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace kforge {
+
+std::map<int64_t, StreamCredits::Pending> StreamCredits::ShareOut() {
+  std::map<int64_t, Pending> grants;
+  if (streams_.empty()) return grants;
+  const int streams = static_cast<int>(streams_.size());
+  const int share = std::max(1, (places_ + streams - 1) / streams);
+  // What the streams below their share lack beyond the free places is
+  // taken back from the unspent credits of streams above theirs, most
+  // over first. Admitted requests are never taken back.
+  int lacking = used_ - places_;
+  for (const auto& [id, stream] : streams_) {
+    lacking += std::max(0, share - stream.held - stream.admitted);
+  }
+  while (lacking > 0) {
+    Stream* richest = nullptr;
+    int64_t richest_id = 0;
+    for (auto& [id, stream] : streams_) {
+      const int over = std::min(stream.held, stream.held + stream.admitted - share);
+      if (over > 0 && (richest == nullptr ||
+                       over > std::min(richest->held, richest->held + richest->admitted - share))) {
+        richest = &stream;
+        richest_id = id;
+      }
+    }
+    if (richest == nullptr) break;
+    --richest->held;
+    --used_;
+    --lacking;
+    Pending& pending = grants[richest_id];
+    pending.grant = richest->grant;
+    --pending.credits;
+  }
+  while (used_ < places_) {
+    // The stream furthest below its share; ties go round-robin, starting
+    // after the stream served last, so streams without a place take turns.
+    Stream* neediest = nullptr;
+    int64_t neediest_id = 0;
+    auto consider = [&](int64_t id, Stream& stream) {
+      const int owned = stream.held + stream.admitted;
+      if (owned >= share) return;
+      if (neediest == nullptr || owned < neediest->held + neediest->admitted) {
+        neediest = &stream;
+        neediest_id = id;
+      }
+    };
+    const auto start = streams_.upper_bound(last_served_);
+    for (auto it = start; it != streams_.end(); ++it) consider(it->first, it->second);
+    for (auto it = streams_.begin(); it != start; ++it) consider(it->first, it->second);
+    if (neediest == nullptr) break;  // every stream has its share
+    last_served_ = neediest_id;
+    ++neediest->held;
+    ++used_;
+    Pending& pending = grants[neediest_id];
+    pending.grant = neediest->grant;
+    ++pending.credits;
+  }
+  return grants;
+}
+
+void StreamCredits::Hand(std::map<int64_t, Pending> grants) {
+  for (auto& [id, pending] : grants) {
+    if (pending.credits != 0) pending.grant(pending.credits);
+  }
+}
+
+int64_t StreamCredits::Open(Grant grant) {
+  std::map<int64_t, Pending> grants;
+  int64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_id_++;
+    streams_[id].grant = std::move(grant);
+    grants = ShareOut();
+  }
+  Hand(std::move(grants));
+  return id;
+}
+
+void StreamCredits::Close(int64_t stream) {
+  std::map<int64_t, Pending> grants;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) return;
+    used_ -= it->second.held + it->second.admitted;
+    streams_.erase(it);
+    grants = ShareOut();
+  }
+  Hand(std::move(grants));
+}
+
+bool StreamCredits::Spend(int64_t stream) {
+  absl::MutexLock lock(&mu_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end() || it->second.held <= 0) return false;
+  --it->second.held;
+  ++it->second.admitted;
+  return true;
+}
+
+void StreamCredits::Finish(int64_t stream) {
+  std::map<int64_t, Pending> grants;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = streams_.find(stream);
+    if (it == streams_.end() || it->second.admitted <= 0) return;
+    --it->second.admitted;
+    --used_;
+    grants = ShareOut();
+  }
+  Hand(std::move(grants));
+}
+
+bool StreamCredits::TakeUnary() {
+  absl::MutexLock lock(&mu_);
+  if (used_ >= places_) return false;
+  ++used_;
+  ++unary_;
+  return true;
+}
+
+void StreamCredits::FinishUnary() {
+  std::map<int64_t, Pending> grants;
+  {
+    absl::MutexLock lock(&mu_);
+    if (unary_ <= 0) return;
+    --unary_;
+    --used_;
+    grants = ShareOut();
+  }
+  Hand(std::move(grants));
+}
+
+StreamCredits::Stats StreamCredits::stats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s{.places = places_, .streams = static_cast<int>(streams_.size()), .unary = unary_};
+  for (const auto& [id, stream] : streams_) {
+    s.held += stream.held;
+    s.admitted += stream.admitted;
+  }
+  return s;
+}
+
+}  // namespace kforge
