@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -37,9 +38,15 @@ constexpr absl::Duration kStopGrace = absl::Seconds(15);
 
 struct Service {
   std::string name;  // "learner", "verifier-0", ...
+  std::string binary;
+  std::vector<std::string> args;  // all but the port flags
   std::string log_file;
-  std::unique_ptr<ChildProcess> process;
+  std::unique_ptr<ChildProcess> process;  // null while it is down
   v1::ServingPorts ports;
+  // Supervision: when it died within the restart window, and when it is
+  // started again.
+  std::deque<absl::Time> deaths;
+  absl::Time restart_at = absl::InfiniteFuture();
   std::string address() const { return absl::StrCat("127.0.0.1:", ports.grpc_port()); }
 };
 
@@ -57,20 +64,23 @@ absl::Status DiedError(const Service& service, const ExitInfo& exit) {
                                              LogTail(service.log_file, 15)));
 }
 
-// Starts one service binary and waits until it listens and reports SERVING.
-absl::StatusOr<Service> StartService(const std::string& name, const std::string& binary,
-                                     std::vector<std::string> args, const LocalOptions& options,
-                                     const LocalSecurity& security) {
-  Service service;
-  service.name = name;
-  service.log_file = (fs::path(options.run_dir) / (name + ".log")).string();
+// Starts (or starts again) one service binary on `port` (0: a free one) and
+// waits until it listens and reports SERVING.
+absl::Status Launch(Service& service, int port, const LocalOptions& options,
+                    const LocalSecurity& security) {
+  const std::string& name = service.name;
   const std::string port_file = (fs::path(options.run_dir) / (name + ".ports")).string();
   fs::remove(port_file);
-  std::vector<std::string> argv = {(ExecutableDir() / binary).string(), "--host=127.0.0.1",
-                                   "--metrics_port=0", absl::StrCat("--port_file=", port_file)};
-  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> argv = {(ExecutableDir() / service.binary).string(),
+                                   "--host=127.0.0.1", "--metrics_port=0",
+                                   absl::StrCat("--port_file=", port_file),
+                                   absl::StrCat("--port=", port)};
+  argv.insert(argv.end(), service.args.begin(), service.args.end());
+  // Spawned from the main thread, which lives as long as kforge local: a
+  // kforge local killed with -9 takes its services with it.
   KF_ASSIGN_OR_RETURN(service.process,
-                      ChildProcess::Spawn({.argv = argv, .log_file = service.log_file}));
+                      ChildProcess::Spawn({.argv = argv, .log_file = service.log_file,
+                                           .die_with_parent = true}));
   const absl::Time deadline = absl::Now() + absl::Seconds(options.start_timeout_s);
   while (!fs::exists(port_file)) {
     if (auto exit = service.process->Poll()) return DiedError(service, *exit);
@@ -91,13 +101,28 @@ absl::StatusOr<Service> StartService(const std::string& name, const std::string&
           absl::StrCat(name, " did not become SERVING; see ", service.log_file));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Service> StartService(const std::string& name, const std::string& binary, int port,
+                                     std::vector<std::string> args, const LocalOptions& options,
+                                     const LocalSecurity& security) {
+  Service service;
+  service.name = name;
+  service.binary = binary;
+  service.args = std::move(args);
+  service.log_file = (fs::path(options.run_dir) / (name + ".log")).string();
+  KF_RETURN_IF_ERROR(Launch(service, port, options, security));
   return service;
 }
 
 void StopAll(std::vector<Service>& services) {
   // Reverse start order: workers first, the learner last.
-  for (auto it = services.rbegin(); it != services.rend(); ++it) it->process->Signal(SIGTERM);
   for (auto it = services.rbegin(); it != services.rend(); ++it) {
+    if (it->process != nullptr) it->process->Signal(SIGTERM);
+  }
+  for (auto it = services.rbegin(); it != services.rend(); ++it) {
+    if (it->process == nullptr) continue;
     const ExitInfo exit = it->process->Terminate(kStopGrace);
     std::printf("  stopped %-12s (%s)\n", it->name.c_str(), exit.Describe().c_str());
   }
@@ -156,36 +181,36 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
                       const std::string& model, const std::string& device, int gpus,
                       std::vector<Service>& services) {
   std::vector<std::string> learner_args = {
-      absl::StrCat("--port=", options.learner_port),
       absl::StrCat("--state_dir=", (fs::path(options.run_dir) / "state").string())};
   for (std::vector<std::string> more : {RootArgs(options), security.ServiceArgs("learner")}) {
     learner_args.insert(learner_args.end(), more.begin(), more.end());
   }
-  KF_ASSIGN_OR_RETURN(Service learner, StartService("learner", "kforge-learner", learner_args,
-                                                    options, security));
+  KF_ASSIGN_OR_RETURN(Service learner,
+                      StartService("learner", "kforge-learner", options.learner_port,
+                                   learner_args, options, security));
   services.push_back(std::move(learner));
   std::vector<std::string> verifier_addresses;
   for (int i = 0; i < VerifierCount(options, gpus); ++i) {
     // Verifiers hand scored samples to the learner themselves.
-    std::vector<std::string> args = {"--port=0",
-                                     absl::StrCat("--learner=", services.front().address())};
+    std::vector<std::string> args = {absl::StrCat("--learner=", services.front().address())};
     if (!options.python.empty()) args.push_back(absl::StrCat("--python=", options.python));
     args.push_back(absl::StrCat("--device=", VerifierDevice(device, gpus, i)));
     for (const std::string& arg : security.ServiceArgs("verifier")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service verifier, StartService(absl::StrCat("verifier-", i),
-                                                       "kforge-verifier", args, options, security));
+                                                       "kforge-verifier", 0, args, options,
+                                                       security));
     verifier_addresses.push_back(verifier.address());
     services.push_back(std::move(verifier));
   }
   for (int i = 0; i < options.rollout_workers; ++i) {
     std::vector<std::string> args = {
-        "--port=0", absl::StrCat("--learner=", services.front().address()),
+        absl::StrCat("--learner=", services.front().address()),
         absl::StrCat("--verifiers=", absl::StrJoin(verifier_addresses, ",")),
         absl::StrCat("--model=", model), absl::StrCat("--name=local-rollout-", i),
         absl::StrCat("--device=", RolloutDevice(device, gpus, i))};
     for (const std::string& arg : security.ServiceArgs("rollout")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service rollout, StartService(absl::StrCat("rollout-", i), "kforge-rollout",
-                                                      args, options, security));
+                                                      0, args, options, security));
     services.push_back(std::move(rollout));
   }
   return absl::OkStatus();
@@ -227,23 +252,111 @@ absl::StatusOr<v1::JobSpec> LocalJobSpec(const LocalOptions& options, const std:
   return spec;
 }
 
-// A child that exited, as an error naming it.
-absl::Status CheckChildren(std::vector<Service>& services) {
-  for (Service& service : services) {
-    if (std::optional<ExitInfo> exit = service.process->Poll()) return DiedError(service, *exit);
+// Keeps every child running, as Kubernetes would restart a pod: a child
+// that exits (any signal, any exit code) is started again after a back-off
+// (restart_backoff_s, doubling with each death in the window), on the same
+// port, so its peers reconnect to the address they know: rollout workers
+// and verifiers re-register and reopen their streams, a learner resumes the
+// running job from its last checkpoint. A child that dies more than
+// max_restarts times within restart_window_s is an error naming it and the
+// end of its log. Runs on the main thread (Launch's die_with_parent).
+class Supervisor {
+ public:
+  Supervisor(const LocalOptions& options, const LocalSecurity& security,
+             std::vector<Service>& services)
+      : options_(options), security_(security), services_(services) {}
+
+  // Notices deaths and restarts what is due. Blocks while a child starts.
+  absl::Status Tend() {
+    const absl::Time now = absl::Now();
+    for (Service& service : services_) {
+      if (service.process != nullptr) {
+        std::optional<ExitInfo> exit = service.process->Poll();
+        if (!exit.has_value()) continue;
+        KF_RETURN_IF_ERROR(Died(service,
+                                absl::StrCat(service.name, " exited (", exit->Describe(),
+                                             "); log: ", service.log_file),
+                                DiedError(service, *exit), now));
+      }
+      if (service.process == nullptr && now >= service.restart_at) {
+        const absl::Status started = Launch(service, service.ports.grpc_port(), options_, security_);
+        if (!started.ok()) {
+          service.process.reset();  // killed with its group, reaped
+          KF_RETURN_IF_ERROR(Died(service, std::string(started.message()), started, absl::Now()));
+          continue;
+        }
+        service.restart_at = absl::InfiniteFuture();
+        last_restart_ = absl::Now();
+        std::printf("kforge local: %s restarted on %s (metrics http://127.0.0.1:%d/metrics)\n",
+                    service.name.c_str(), service.address().c_str(), service.ports.metrics_port());
+        std::fflush(stdout);
+      }
+    }
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+
+  // Whether a child is down (dead, or waiting for its restart).
+  bool AnyDown() const {
+    return std::any_of(services_.begin(), services_.end(),
+                       [](const Service& s) { return s.process == nullptr; });
+  }
+  absl::Time last_restart() const { return last_restart_; }
+
+ private:
+  // `said` is the one-line notice; `why` the error, with the end of the
+  // log, given when the service has died too often.
+  absl::Status Died(Service& service, const std::string& said, const absl::Status& why,
+                    absl::Time now) {
+    service.process.reset();
+    const absl::Duration window = absl::Seconds(options_.restart_window_s);
+    while (!service.deaths.empty() && now - service.deaths.front() > window) {
+      service.deaths.pop_front();
+    }
+    service.deaths.push_back(now);
+    const int deaths = static_cast<int>(service.deaths.size());
+    if (deaths > options_.max_restarts) {
+      return absl::UnavailableError(absl::StrCat(
+          service.name, " died ", deaths, " times within ", absl::FormatDuration(window),
+          " (max_restarts ", options_.max_restarts, "); giving up. The last time: ",
+          why.message()));
+    }
+    absl::Duration backoff = absl::Seconds(options_.restart_backoff_s);
+    for (int i = 1; i < deaths; ++i) backoff *= 2;
+    backoff = std::min(backoff, absl::Seconds(options_.restart_backoff_max_s));
+    service.restart_at = now + backoff;
+    std::printf("\nkforge local: %s; restarting it in %s (restart %d of at most %d within %s)\n",
+                said.c_str(), absl::FormatDuration(backoff).c_str(), deaths,
+                options_.max_restarts, absl::FormatDuration(window).c_str());
+    std::fflush(stdout);
+    return absl::OkStatus();
+  }
+
+  const LocalOptions& options_;
+  const LocalSecurity& security_;
+  std::vector<Service>& services_;
+  absl::Time last_restart_ = absl::InfinitePast();
+};
+
+// Errors a learner that is restarting gives for a while: the watcher waits.
+bool LearnerAway(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
+         absl::IsCancelled(status);
 }
 
 // Runs the job to its end (or until a signal); the exit code.
 int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1::JobSpec& spec,
            std::vector<Service>& services) {
-  LocalJobWatcher watcher(services.front().address(), security.users());
+  // The watcher dials a restarted learner again as soon as kforge local
+  // would restart it, not after gRPC's back-off of up to two minutes.
+  ChannelSecurity to_learner = security.users();
+  to_learner.set_reconnect_backoff_max(absl::Seconds(options.restart_backoff_s));
+  LocalJobWatcher watcher(services.front().address(), to_learner);
   if (absl::StatusOr<std::string> id = watcher.SubmitOrResume(spec); !id.ok()) {
     std::fprintf(stderr, "kforge local: %s\n", std::string(id.status().message()).c_str());
     StopAll(services);
     return kExitRuntimeError;
   }
+  Supervisor supervisor(options, security, services);
   for (;;) {
     if (std::optional<int> sig = WaitForTerminationSignalFor(absl::Milliseconds(500))) {
       std::printf("\nkforge local: stopping (%s); %s resumes from its checkpoint at the next "
@@ -252,8 +365,16 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
       StopAll(services);
       return kExitOk;
     }
-    absl::Status children = CheckChildren(services);
+    absl::Status children = supervisor.Tend();
     absl::StatusOr<bool> ended = children.ok() ? watcher.Poll() : children;
+    // While the learner is down or restarting (or a restarted learner
+    // loads its state), the job waits with it, up to start_timeout_s past
+    // the last restart.
+    if (children.ok() && !ended.ok() && LearnerAway(ended.status()) &&
+        (supervisor.AnyDown() ||
+         absl::Now() - supervisor.last_restart() < absl::Seconds(options.start_timeout_s))) {
+      continue;
+    }
     if (!ended.ok()) {
       std::fprintf(stderr, "\nkforge local: %s\n", std::string(ended.status().message()).c_str());
       StopAll(services);
@@ -267,15 +388,17 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
   }
 }
 
-// Serves until a signal.
-int Serve(std::vector<Service>& services) {
+// Serves until a signal, restarting children that die.
+int Serve(const LocalOptions& options, const LocalSecurity& security,
+          std::vector<Service>& services) {
+  Supervisor supervisor(options, security, services);
   for (;;) {
     if (std::optional<int> sig = WaitForTerminationSignalFor(absl::Milliseconds(500))) {
       std::printf("\nkforge local: stopping (%s)\n", strsignal(*sig));
       StopAll(services);
       return kExitOk;
     }
-    if (absl::Status s = CheckChildren(services); !s.ok()) {
+    if (absl::Status s = supervisor.Tend(); !s.ok()) {
       std::fprintf(stderr, "kforge local: %s\n", std::string(s.message()).c_str());
       StopAll(services);
       return kExitRuntimeError;
@@ -330,7 +453,8 @@ int RunLocal(const LocalOptions& options) {
     return kExitRuntimeError;
   }
   PrintTable(services, options.serve, *security);
-  return options.serve ? Serve(services) : RunJob(options, *security, *spec, services);
+  return options.serve ? Serve(options, *security, services)
+                       : RunJob(options, *security, *spec, services);
 }
 
 }  // namespace kforge

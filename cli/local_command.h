@@ -6,9 +6,12 @@
 // prints a summary and stops everything. --serve submits nothing and serves
 // until Ctrl-C, for jobs submitted with grpcurl or `kforge submit`. Ctrl-C
 // (SIGINT) or SIGTERM stops the services cleanly: the learner checkpoints the
-// running job, which the next `kforge local` resumes. A child that dies stops
-// the rest and the command exits non-zero, naming it and showing the end of
-// its log.
+// running job, which the next `kforge local` resumes. A child that dies (any
+// signal, any exit) is restarted on its port after a back-off and the job
+// goes on (a restarted learner resumes it from its last checkpoint); one
+// that dies more than --max_restarts times within --restart_window_s stops
+// the rest, and the command exits non-zero naming it and showing the end of
+// its log. The services die with kforge local, even when it is killed -9.
 //
 // The run folder is locked for the command's life (a second `kforge local`
 // on it refuses to start, naming the first). The mesh speaks plaintext on
@@ -51,6 +54,14 @@ struct LocalOptions {
   // More folders the learner may read models and tasks from.
   std::vector<std::string> model_roots;
   std::vector<std::string> task_roots;
+  // Supervision: a child that dies is started again after restart_backoff_s,
+  // doubled for each earlier death within restart_window_s, at most
+  // restart_backoff_max_s; the (max_restarts + 1)-th death within the window
+  // ends the run.
+  int max_restarts = 5;
+  double restart_window_s = 600;
+  double restart_backoff_s = 1;
+  double restart_backoff_max_s = 30;
 };
 
 int RunLocal(const LocalOptions& options);

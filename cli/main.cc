@@ -77,6 +77,14 @@ ABSL_FLAG(std::vector<std::string>, model_roots, {},
           "kforge local: more folders the learner may read models from");
 ABSL_FLAG(std::vector<std::string>, task_roots, {},
           "kforge local: more folders the learner may read task sets from");
+ABSL_FLAG(int, max_restarts, 5,
+          "kforge local: a service that dies is restarted; one that dies more than this many "
+          "times within --restart_window_s stops the run");
+ABSL_FLAG(double, restart_window_s, 600, "kforge local: the window of --max_restarts, seconds");
+ABSL_FLAG(double, restart_backoff_s, 1,
+          "kforge local: wait before restarting a dead service, seconds; doubled for each "
+          "earlier death in the window");
+ABSL_FLAG(double, restart_backoff_max_s, 30, "kforge local: the longest restart wait, seconds");
 
 namespace {
 
@@ -90,7 +98,8 @@ commands:
                         FILE.json; --short: a short default job; --serve: no job,
                         serve until Ctrl-C)
                         (--run_dir, --learner_port, --verifiers, --rollout_workers, --python,
-                        --model)
+                        --model); a service that dies is restarted (--max_restarts,
+                        --restart_window_s, --restart_backoff_s)
   submit FILE.json      submit a JobSpec (JSON) to the learner (--server)
   jobs                  list jobs
   watch JOB             stream a job's progress until it ends
@@ -186,7 +195,11 @@ int main(int argc, char** argv) {
                              .tls_dir = absl::GetFlag(FLAGS_tls_dir),
                              .token_file = absl::GetFlag(FLAGS_token_file),
                              .model_roots = absl::GetFlag(FLAGS_model_roots),
-                             .task_roots = absl::GetFlag(FLAGS_task_roots)});
+                             .task_roots = absl::GetFlag(FLAGS_task_roots),
+                             .max_restarts = absl::GetFlag(FLAGS_max_restarts),
+                             .restart_window_s = absl::GetFlag(FLAGS_restart_window_s),
+                             .restart_backoff_s = absl::GetFlag(FLAGS_restart_backoff_s),
+                             .restart_backoff_max_s = absl::GetFlag(FLAGS_restart_backoff_max_s)});
   }
   if (command == "submit") {
     return args.empty() ? NeedArgument(command, "FILE.json") : kforge::SubmitJob(client, args[0]);

@@ -80,6 +80,7 @@ int Run() {
   // How the learner and the verifiers are reached, checked before the model
   // loads: a token never goes to a non-loopback peer in plaintext.
   absl::StatusOr<ChannelSecurity> security = ChannelSecurity::ForPeers(config.server());
+  if (security.ok()) security->set_reconnect_backoff_max(absl::Seconds(config.rpc().backoff_max_s()));
   absl::Status checked = security.status();
   if (checked.ok()) checked = security->CheckTarget(config.learner_address(), "learner_address");
   if (checked.ok()) checked = security->CheckTarget(config.verifier_target(), "verifier_target");

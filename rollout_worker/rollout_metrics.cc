@@ -58,7 +58,14 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
       samples_(NewCounterFamily(registry, "kforge_rollout_samples_total",
                                 "Samples by what happened to them on the way to the verifiers: "
                                 "submitted, sent (re-sends included), resent, answered, "
-                                "undeliverable.")),
+                                "refused (the verifier refused the request; answered locally), "
+                                "undeliverable (no verdict after every attempt; answered "
+                                "locally).")),
+      local_deliveries_(NewCounterFamily(
+          registry, "kforge_rollout_local_deliveries_total",
+          "Samples no verifier took (refused or undeliverable), delivered to the learner by "
+          "the worker with its own verdict, by the learner's ack; failed: the learner could not "
+          "be reached, and the sample's group was given back for an immediate re-issue.")),
       samples_outstanding_(
           NewGauge(registry, "kforge_rollout_samples_outstanding",
                    "Samples sent or queued for verifiers without a verdict yet.")),
@@ -68,8 +75,12 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
           "(admission, prefill, decode steps), between_steps (applying new weights), "
           "idle (nothing to decode: waiting for work or weights).")) {
   // Every series exists from the first scrape, at zero.
-  for (const char* event : {"submitted", "sent", "resent", "answered", "undeliverable"}) {
+  for (const char* event :
+       {"submitted", "sent", "resent", "answered", "refused", "undeliverable"}) {
     samples_.Add({{"event", event}});
+  }
+  for (const char* result : {"accepted", "duplicate", "stale", "orphaned", "rejected", "failed"}) {
+    local_deliveries_.Add({{"result", result}});
   }
   for (const char* mode : {"graph", "eager"}) decode_steps_by_mode_.Add({{"mode", mode}});
   for (const char* path : {"nccl", "grpc"}) weight_updates_.Add({{"path", path}});
@@ -81,6 +92,10 @@ RolloutMetrics::RolloutMetrics(prometheus::Registry& registry)
 void RolloutMetrics::ObserveWeightUpdate(absl::Duration took, const char* path) {
   weight_update_.Observe(absl::ToDoubleSeconds(took));
   weight_updates_.Add({{"path", path}}).Increment();
+}
+
+void RolloutMetrics::RecordLocalDelivery(const std::string& result) {
+  local_deliveries_.Add({{"result", result}}).Increment();
 }
 
 void RolloutMetrics::ObserveTimeToFirstToken(absl::Duration ttft) {
@@ -114,7 +129,8 @@ void RolloutMetrics::Update(const GeneratorStats& g, const VerifierDispatcher::S
   IncrementToward(samples_.Add({{"event", "resent"}}), d.resent, last_dispatcher_.resent);
   IncrementToward(samples_.Add({{"event", "answered"}}), d.answered, last_dispatcher_.answered);
   IncrementToward(samples_.Add({{"event", "undeliverable"}}), d.undeliverable,
-           last_dispatcher_.undeliverable);
+                  last_dispatcher_.undeliverable);
+  IncrementToward(samples_.Add({{"event", "refused"}}), d.rejected, last_dispatcher_.rejected);
   samples_outstanding_.Set(static_cast<double>(d.queued + d.outstanding));
   last_generator_ = g;
   last_dispatcher_ = d;

@@ -4,6 +4,7 @@
 #ifndef KFORGE_ROLLOUT_WORKER_ROLLOUT_METRICS_H_
 #define KFORGE_ROLLOUT_WORKER_ROLLOUT_METRICS_H_
 
+#include <string>
 #include <cstdint>
 
 #include <prometheus/counter.h>
@@ -26,6 +27,10 @@ class RolloutMetrics {
   // From a weight fetch's (or broadcast's) start to the new weights
   // applied; `path` is "grpc" or "nccl".
   void ObserveWeightUpdate(absl::Duration took, const char* path);
+  // A sample the dispatcher answered itself (no verifier took it), handed
+  // to the learner: the learner's ack in lower case ("accepted", ...), or
+  // "failed" when it could not be reached (its group is then released).
+  void RecordLocalDelivery(const std::string& result);
   // From one thread (the metrics ticker).
   void Update(const GeneratorStats& generator, const VerifierDispatcher::Stats& dispatcher,
               int64_t groups_in_flight, const RolloutEngine::SamplerTimes& sampler);
@@ -56,6 +61,7 @@ class RolloutMetrics {
   prometheus::Histogram& weight_update_;
   prometheus::Family<prometheus::Counter>& weight_updates_;
   prometheus::Family<prometheus::Counter>& samples_;
+  prometheus::Family<prometheus::Counter>& local_deliveries_;
   prometheus::Gauge& samples_outstanding_;
   prometheus::Family<prometheus::Counter>& sampler_seconds_;
   GeneratorStats last_generator_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/client/rpc_client.h"
 #include "common/status_macros.h"
@@ -132,10 +133,18 @@ void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
   local_deliveries_->Submit([this, sample = request.sample(), verdict = response.verdict()] {
     absl::StatusOr<v1::SampleAck> ack = local_delivery_.Deliver(sample, verdict);
     if (!ack.ok()) {
-      log_.Error("a sample no verifier took could not reach the learner",
+      // Its group cannot complete without it: give the group back so the
+      // learner re-issues it at once rather than at its wait bound.
+      metrics_->RecordLocalDelivery("failed");
+      log_.Error("a sample no verifier took could not reach the learner; its group is released",
                  {{"sample", sample.key().sample_id()}, {"error", ack.status().message()}});
+      Release(sample.key().group_id(),
+              absl::StrCat("a sample no verifier took could not be delivered: ",
+                           ack.status().message()));
       return;
     }
+    metrics_->RecordLocalDelivery(
+        absl::AsciiStrToLower(v1::SampleAck::Status_Name(ack->status())));
     log_.Warning("delivered a sample no verifier took, with the dispatcher's verdict",
                  {{"sample", sample.key().sample_id()},
                   {"ack", v1::SampleAck::Status_Name(ack->status())},

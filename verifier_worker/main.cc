@@ -83,6 +83,9 @@ int Run() {
   absl::StatusOr<std::unique_ptr<CallAuthorizer>> authorizer = CallAuthorizer::Create(
       {.config = config.server(), .serves_peers = true, .registry = registry.get()});
   absl::StatusOr<ChannelSecurity> to_learner = ChannelSecurity::ForPeers(config.server());
+  if (to_learner.ok()) {
+    to_learner->set_reconnect_backoff_max(absl::Seconds(config.rpc().backoff_max_s()));
+  }
   absl::Status security = !authorizer.ok() ? authorizer.status()
                           : !to_learner.ok() ? to_learner.status()
                           : config.learner_address().empty()

@@ -1,6 +1,7 @@
 #include "common/process/child_process.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -85,10 +86,16 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(SpawnOptions o
   inherit_copy.reserve(inherit_copy.size());
   std::vector<int>* inherit_fds = &inherit_copy;
 
+  const bool die_with_parent = options.die_with_parent;
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid == 0) {
     ::setpgid(0, 0);
+    if (die_with_parent) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(125);  // the parent died before prctl
+    }
     UnblockAllSignals();
     if (out_write) {
       ::dup2(out_write.get(), STDOUT_FILENO);

@@ -37,6 +37,12 @@ struct SpawnOptions {
   // Descriptors the child inherits as fd 3, 4, ... in this order (for
   // private channels to harness processes).
   std::vector<int> inherit_fds;
+  // The child is killed (SIGKILL) when the thread that spawned it ends,
+  // however it ends (PR_SET_PDEATHSIG): so a supervisor killed with -9
+  // leaves no service behind. Only for children spawned from a thread that
+  // lives as long as the process (main), since the kernel ties the signal
+  // to the spawning thread.
+  bool die_with_parent = false;
 };
 
 struct ExitInfo {

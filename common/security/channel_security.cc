@@ -1,5 +1,7 @@
 #include "common/security/channel_security.h"
 
+#include <algorithm>
+
 #include <grpcpp/support/client_interceptor.h>
 
 #include "absl/strings/match.h"
@@ -111,6 +113,12 @@ std::shared_ptr<grpc::Channel> ChannelSecurity::Connect(const std::string& targe
   // Spread calls over every address a DNS name resolves to (headless
   // Services list one address per pod).
   args.SetLoadBalancingPolicyName("round_robin");
+  if (reconnect_backoff_max_ > absl::ZeroDuration()) {
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(reconnect_backoff_max_));
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, ms);
+    // gRPC starts at 1 s; a cap below that is the whole schedule.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(ms, 1000));
+  }
   const std::string& name = server_name_.empty() ? server_name : server_name_;
   if (tls_ && !name.empty()) args.SetSslTargetNameOverride(name);
   if (token_ == nullptr) return grpc::CreateCustomChannel(target, credentials_, args);

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "common/security/token_set.h"
 #include "kforge/v1/service_config.pb.h"
 
@@ -53,6 +54,10 @@ class ChannelSecurity {
                                          int64_t max_message_bytes = 64 << 20,
                                          const std::string& server_name = "") const;
 
+  // The longest wait before a channel dials a peer that went away again
+  // (RpcPolicy.backoff_max_s); unset: gRPC's default, up to 120 s.
+  void set_reconnect_backoff_max(absl::Duration max) { reconnect_backoff_max_ = max; }
+
   bool tls() const { return tls_; }
   bool has_token() const { return token_ != nullptr; }
   // "plaintext", "TLS", "mutual TLS", each "+ token" when one is sent.
@@ -64,6 +69,7 @@ class ChannelSecurity {
   std::string server_name_;
   bool tls_ = false;
   bool client_certificate_ = false;
+  absl::Duration reconnect_backoff_max_ = absl::ZeroDuration();
 };
 
 }  // namespace kforge

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -53,12 +54,13 @@ bool IsRunning(int pid) {
 // says every service is SERVING (ASSERTs inside: call through
 // ASSERT_NO_FATAL_FAILURE).
 void StartServing(const testing::TempDir& dir, int verifiers,
-                  absl::StatusOr<std::unique_ptr<ChildProcess>>* local) {
-  *local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
-                                         "--learner_port=0",
-                                         absl::StrCat("--verifiers=", verifiers), "--serve",
-                                         "--run_dir=" + dir.Sub("run")},
-                                .capture_output = true});
+                  absl::StatusOr<std::unique_ptr<ChildProcess>>* local,
+                  const std::vector<std::string>& more_flags = {}) {
+  std::vector<std::string> argv = {testing::BinaryPath("kforge"), "local", "--learner_port=0",
+                                   absl::StrCat("--verifiers=", verifiers), "--serve",
+                                   "--run_dir=" + dir.Sub("run")};
+  argv.insert(argv.end(), more_flags.begin(), more_flags.end());
+  *local = ChildProcess::Spawn({.argv = argv, .capture_output = true});
   ASSERT_TRUE(local->ok()) << local->status();
   const absl::Time deadline = absl::Now() + absl::Seconds(120);
   while (!absl::StrContains((**local)->output(), "all services SERVING")) {
@@ -399,6 +401,65 @@ TEST(KforgeLocalTest, AServedJobExposesEveryStagesTimeAsMetrics) {
 
   (*local)->Signal(SIGINT);
   EXPECT_EQ(Finish(**local, absl::Seconds(60)).code, 0) << (*local)->output();
+}
+
+// Drains kforge local's output until it holds `text`.
+bool WaitForOutput(ChildProcess& local, const std::string& text, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!absl::StrContains(local.output(), text)) {
+    if (absl::Now() > deadline || local.WaitFor(absl::Milliseconds(100)).ok()) {
+      return absl::StrContains(local.output(), text);
+    }
+  }
+  return true;
+}
+
+// A service that dies is started again on its address, as Kubernetes
+// restarts a pod; one that keeps dying ends the run, naming it and showing
+// the end of its log, and the others are stopped.
+TEST(KforgeLocalTest, ADeadServiceIsRestartedOnItsAddressUntilItDiesTooOften) {
+  testing::TempDir dir;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> local;
+  ASSERT_NO_FATAL_FAILURE(
+      StartServing(dir, 1, &local, {"--max_restarts=1", "--restart_backoff_s=0.2"}));
+  const v1::ServingPorts before = ReadPorts(dir, "verifier-0");
+  const v1::ServingPorts learner = ReadPorts(dir, "learner");
+  ASSERT_EQ(::kill(before.pid(), SIGKILL), 0);
+  ASSERT_TRUE(WaitForOutput(**local, absl::StrCat("verifier-0 restarted on 127.0.0.1:",
+                                                  before.grpc_port()),
+                            absl::Seconds(120)))
+      << (*local)->output();
+  EXPECT_THAT((*local)->output(), HasSubstr("verifier-0 exited (killed by signal 9"));
+  const v1::ServingPorts after = ReadPorts(dir, "verifier-0");
+  EXPECT_EQ(after.grpc_port(), before.grpc_port());
+  EXPECT_NE(after.pid(), before.pid());
+  EXPECT_TRUE(WaitForServing(MakeChannel("127.0.0.1:" + std::to_string(after.grpc_port())),
+                             absl::Seconds(5))
+                  .ok());
+
+  ASSERT_EQ(::kill(after.pid(), SIGKILL), 0);
+  const ExitInfo exit = Finish(**local, absl::Seconds(60));
+  EXPECT_EQ(exit.code, 1) << (*local)->output();
+  EXPECT_THAT((*local)->output(), HasSubstr("verifier-0 died 2 times within"));
+  EXPECT_THAT((*local)->output(), HasSubstr("giving up"));
+  EXPECT_THAT((*local)->output(), HasSubstr(dir.Sub("run/verifier-0.log")));
+  EXPECT_FALSE(IsRunning(learner.pid())) << "the learner outlived the run";
+}
+
+// kforge local killed with -9 cannot stop its services itself: the kernel
+// does (they die with it), so no orphan keeps its ports or its GPU.
+TEST(KforgeLocalTest, KilledWithSigkillItTakesItsServicesWithIt) {
+  testing::TempDir dir;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> local;
+  ASSERT_NO_FATAL_FAILURE(StartServing(dir, 1, &local));
+  std::vector<int> pids;
+  for (const char* name : {"learner", "verifier-0", "rollout-0"}) {
+    pids.push_back(ReadPorts(dir, name).pid());
+  }
+  ASSERT_EQ(::kill((*local)->pid(), SIGKILL), 0);
+  (void)(*local)->WaitFor(absl::Seconds(10));
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return std::none_of(pids.begin(), pids.end(), IsRunning); }, absl::Seconds(20)));
 }
 
 }  // namespace

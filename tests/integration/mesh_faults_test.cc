@@ -7,6 +7,7 @@
 // goes out of scope, so a failing test leaves nothing behind.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -167,7 +168,27 @@ class MeshFaultTest : public ::testing::Test {
       EXPECT_GE(accepted, completed * g);
       EXPECT_LE(accepted, ScrapeMetric(metrics_port, kIssued) * g);
     }
+    ExpectLedgerBalances(metrics_port);
   }
+
+ public:
+  // Every accepted sample is in exactly one place of the learner's ledger
+  // (a completed group, a group retired before it completed, a group still
+  // filling), and the ledger's count is the acks' count.
+  static void ExpectLedgerBalances(int metrics_port) {
+    auto ledger = [&](const char* entry) {
+      return ScrapeMetric(metrics_port,
+                          absl::StrCat(R"(kforge_learner_sample_ledger{entry=")", entry, R"("})"));
+    };
+    // The ledger is published once per heartbeat interval.
+    EXPECT_TRUE(Eventually([&] { return ledger("accepted") == ScrapeMetric(metrics_port, kAccepted); },
+                           absl::Seconds(10)));
+    EXPECT_EQ(ledger("accepted"), ledger("completed") + ledger("discarded") + ledger("held"))
+        << "completed " << ledger("completed") << " discarded " << ledger("discarded") << " held "
+        << ledger("held");
+  }
+
+ protected:
 
   testing::TempDir dir_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
@@ -562,6 +583,111 @@ TEST_F(MeshFaultTest, MalformedDeliveriesAreRejectedWithReasonsAndTheGroupStillC
   EXPECT_TRUE(Eventually([&] { return ScrapeMetric(metrics, kCompleted) == 1; }, absl::Seconds(10)));
   EXPECT_TRUE(WaitForServing(MakeChannel(learner->address()), absl::Seconds(5)).ok());
   EXPECT_FALSE(learner->process->Poll().has_value()) << "learner exited";
+}
+
+// What a model may write that holds no code at all: nothing (it ended at
+// once, no tokens), blanks, prose. Each goes through the real verifier,
+// fails its first stage as "no code", reaches the learner as an ordinary
+// scored sample, and is trained on; the verifier's deliveries and the
+// learner's acks agree one for one.
+TEST_F(MeshFaultTest, ACompletionWithoutCodeIsScoredDeliveredAndTrainedLikeAnyOther) {
+  auto learner = StartLearner();
+  ASSERT_TRUE(learner.ok()) << learner.status();
+  auto verifier = StartVerifier("verifier", learner->address());
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  Connect(*learner);
+  v1::JobSpec spec = testing::FastJobSpec(ModelDir());
+  spec.mutable_grpo()->set_group_size(3);
+  spec.set_total_steps(2);
+  spec.mutable_optimizer()->set_batch_size(6);
+  spec.mutable_optimizer()->set_micro_batch_size(6);
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto learner_stub = v1::LearnerService::NewStub(MakeChannel(learner->address()));
+  auto verifier_stub = v1::VerifierService::NewStub(MakeChannel(verifier->address()));
+
+  // This test is the rollout worker of the first step's groups.
+  std::vector<v1::WorkItem> items;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        grpc::ClientContext context;
+        SetDeadline(context, absl::Seconds(5));
+        v1::TakeWorkRequest request;
+        request.set_worker_id("odd-model");
+        request.set_max_groups(spec.prompts_per_step() - static_cast<int>(items.size()));
+        request.set_wait_ms(1000);
+        v1::TakeWorkResponse response;
+        if (!learner_stub->TakeWork(&context, request, &response).ok()) return false;
+        items.insert(items.end(), response.items().begin(), response.items().end());
+        return static_cast<int>(items.size()) == spec.prompts_per_step();
+      },
+      absl::Seconds(90)))
+      << learner->Log();
+  const char* completions[] = {"", "  \n\t\n", "I would rather not write a kernel today."};
+  int verified = 0;
+  for (const v1::WorkItem& item : items) {
+    for (int index = 0; index < item.group_size(); ++index) {
+      v1::VerifyRequest request;
+      request.set_request_id(absl::StrCat(item.group_id(), "/", index));
+      *request.mutable_task() = item.task();
+      *request.mutable_options() = item.verifier();
+      request.set_completion(completions[index % 3]);
+      request.set_deliver_to_learner(true);
+      v1::Sample* sample = request.mutable_sample();
+      sample->mutable_key()->set_job_id(item.job_id());
+      sample->mutable_key()->set_group_id(item.group_id());
+      sample->mutable_key()->set_index_in_group(index);
+      sample->mutable_key()->set_sample_id(
+          absl::StrCat(item.job_id(), "/", item.group_id(), "/", index));
+      sample->set_policy_version(item.min_policy_version());
+      sample->set_prompt_text(item.prompt_text());
+      *sample->mutable_prompt_tokens() = item.prompt_tokens();
+      sample->set_completion_text(completions[index % 3]);
+      // The empty answer has no tokens at all; the others a few.
+      for (int t = 0; index % 3 != 0 && t < 3; ++t) {
+        sample->add_completion_tokens(11 + t);
+        sample->add_completion_logprobs(-1.0f);
+      }
+      grpc::ClientContext context;
+      SetDeadline(context, absl::Seconds(60));
+      v1::VerifyResponse response;
+      const grpc::Status status = verifier_stub->Verify(&context, request, &response);
+      ASSERT_TRUE(status.ok()) << index << ": " << status.error_message();
+      const v1::Verdict& verdict = response.verdict();
+      EXPECT_FALSE(verdict.correct()) << index;
+      EXPECT_EQ(verdict.stage_reached(), v1::STAGE_STATIC) << index;
+      ASSERT_GE(verdict.stages_size(), 1) << index;
+      EXPECT_EQ(verdict.stages(0).outcome(), v1::OUTCOME_FAILED) << index;
+      EXPECT_THAT(verdict.stages(0).message(), HasSubstr("no code")) << index;
+      ++verified;
+    }
+  }
+  const int lm = learner->ports.metrics_port();
+  const int vm = verifier->ports.metrics_port();
+  EXPECT_EQ(ScrapeMetric(lm, kAccepted), verified);
+  EXPECT_EQ(ScrapeMetric(vm, R"(kforge_verifier_deliveries_total{result="accepted"})"), verified);
+  // Every ack the learner gave, of any status, answers one delivery the
+  // verifier counted (a series not yet exported counts 0).
+  double acks = 0, deliveries = 0;
+  for (const char* status : {"accepted", "duplicate", "stale", "orphaned", "rejected"}) {
+    acks += std::max(0.0, ScrapeMetric(lm, absl::StrCat(R"(kforge_learner_samples_total{status=")",
+                                                        status, R"("})")));
+    deliveries += std::max(
+        0.0, ScrapeMetric(vm, absl::StrCat(R"(kforge_verifier_deliveries_total{result=")", status,
+                                           R"("})")));
+  }
+  EXPECT_EQ(acks, verified);
+  EXPECT_EQ(deliveries, verified);
+  ExpectLedgerBalances(lm);
+
+  // The first step trains on those groups; a real worker samples the rest.
+  ASSERT_GE(WaitForJob(job->id(), [](const v1::Job& j) { return j.progress().step() >= 1; },
+                       absl::Seconds(90)).progress().step(), 1) << learner->Log();
+  auto rollout = StartRollout("rollout-0", learner->address(), verifier->address());
+  ASSERT_TRUE(rollout.ok()) << rollout.status();
+  const v1::Job final_job = WaitForJob(job->id(), Ended, absl::Seconds(120));
+  ASSERT_EQ(final_job.state(), v1::JOB_SUCCEEDED) << final_job.message() << learner->Log();
+  ExpectLedgerBalances(lm);
 }
 
 class VerifierFaultTest : public ::testing::Test {
