@@ -1,6 +1,8 @@
 #include "cli/local_command.h"
 
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -10,6 +12,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -25,6 +29,7 @@
 #include "cli/local_security.h"
 #include "cli/tiny_model_command.h"
 #include "common/process/state_lock.h"
+#include "common/process/unique_fd.h"
 #include "model/checkpoint/tiny_model.h"
 #include "model/torch_runtime.h"
 
@@ -64,10 +69,54 @@ absl::Status DiedError(const Service& service, const ExitInfo& exit) {
                                              LogTail(service.log_file, 15)));
 }
 
+// Ctrl-C or SIGTERM, noticed by whatever kforge local was waiting for: a
+// service starting, or the job.
+class StopRequest {
+ public:
+  // Waits up to `timeout` for a termination signal; true once one came.
+  bool Wait(absl::Duration timeout) {
+    if (!signal_.has_value()) signal_ = WaitForTerminationSignalFor(timeout);
+    return signal_.has_value();
+  }
+  std::optional<int> signal() const { return signal_; }
+
+ private:
+  std::optional<int> signal_;
+};
+
+// A free loopback port below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), so a restarted service gets its port
+// back: no outgoing connection can have taken it meanwhile, and a peer that
+// keeps dialling it while it is down cannot connect to itself.
+absl::StatusOr<int> PickServicePort() {
+  int low = 32768;
+  if (absl::StatusOr<std::string> range = ReadFileToString("/proc/sys/net/ipv4/ip_local_port_range");
+      range.ok()) {
+    std::vector<std::string> parts = absl::StrSplit(*range, absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
+    if (!parts.empty()) (void)absl::SimpleAtoi(parts[0], &low);
+  }
+  // Registered services rarely sit this high; below 10000 many do.
+  constexpr int kFirstPort = 10000;
+  if (low <= kFirstPort + 1) return 0;  // no room below the range: any free port
+  absl::BitGen random;
+  for (int tries = 0; tries < 200; ++tries) {
+    const int port = absl::Uniform(random, kFirstPort, low);
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) return port;
+  }
+  return 0;
+}
+
 // Starts (or starts again) one service binary on `port` (0: a free one) and
-// waits until it listens and reports SERVING.
+// waits until it listens and reports SERVING; CANCELLED when a termination
+// signal comes first (`stop` holds it).
 absl::Status Launch(Service& service, int port, const LocalOptions& options,
-                    const LocalSecurity& security) {
+                    const LocalSecurity& security, StopRequest& stop) {
   const std::string& name = service.name;
   const std::string port_file = (fs::path(options.run_dir) / (name + ".ports")).string();
   fs::remove(port_file);
@@ -88,7 +137,7 @@ absl::Status Launch(Service& service, int port, const LocalOptions& options,
       return absl::DeadlineExceededError(absl::StrCat(name, " did not start listening; see ",
                                                       service.log_file));
     }
-    absl::SleepFor(absl::Milliseconds(50));
+    if (stop.Wait(absl::Milliseconds(50))) return absl::CancelledError("stopping");
   }
   KF_ASSIGN_OR_RETURN(std::string ports_json, ReadFileToString(port_file));
   KF_RETURN_IF_ERROR(ParseJsonMessage(ports_json, &service.ports));
@@ -96,6 +145,7 @@ absl::Status Launch(Service& service, int port, const LocalOptions& options,
   for (;;) {
     if (auto exit = service.process->Poll()) return DiedError(service, *exit);
     if (WaitForServing(channel, absl::Seconds(1)).ok()) break;
+    if (stop.Wait(absl::ZeroDuration())) return absl::CancelledError("stopping");
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat(name, " did not become SERVING; see ", service.log_file));
@@ -104,15 +154,19 @@ absl::Status Launch(Service& service, int port, const LocalOptions& options,
   return absl::OkStatus();
 }
 
+// `port` 0: one PickServicePort chooses.
 absl::StatusOr<Service> StartService(const std::string& name, const std::string& binary, int port,
                                      std::vector<std::string> args, const LocalOptions& options,
-                                     const LocalSecurity& security) {
+                                     const LocalSecurity& security, StopRequest& stop) {
   Service service;
   service.name = name;
   service.binary = binary;
   service.args = std::move(args);
   service.log_file = (fs::path(options.run_dir) / (name + ".log")).string();
-  KF_RETURN_IF_ERROR(Launch(service, port, options, security));
+  if (port == 0) {
+    KF_ASSIGN_OR_RETURN(port, PickServicePort());
+  }
+  KF_RETURN_IF_ERROR(Launch(service, port, options, security, stop));
   return service;
 }
 
@@ -179,7 +233,7 @@ std::vector<std::string> RootArgs(const LocalOptions& options) {
 
 absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security,
                       const std::string& model, const std::string& device, int gpus,
-                      std::vector<Service>& services) {
+                      std::vector<Service>& services, StopRequest& stop) {
   std::vector<std::string> learner_args = {
       absl::StrCat("--state_dir=", (fs::path(options.run_dir) / "state").string())};
   for (std::vector<std::string> more : {RootArgs(options), security.ServiceArgs("learner")}) {
@@ -187,7 +241,7 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
   }
   KF_ASSIGN_OR_RETURN(Service learner,
                       StartService("learner", "kforge-learner", options.learner_port,
-                                   learner_args, options, security));
+                                   learner_args, options, security, stop));
   services.push_back(std::move(learner));
   std::vector<std::string> verifier_addresses;
   for (int i = 0; i < VerifierCount(options, gpus); ++i) {
@@ -198,7 +252,7 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
     for (const std::string& arg : security.ServiceArgs("verifier")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service verifier, StartService(absl::StrCat("verifier-", i),
                                                        "kforge-verifier", 0, args, options,
-                                                       security));
+                                                       security, stop));
     verifier_addresses.push_back(verifier.address());
     services.push_back(std::move(verifier));
   }
@@ -210,7 +264,7 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
         absl::StrCat("--device=", RolloutDevice(device, gpus, i))};
     for (const std::string& arg : security.ServiceArgs("rollout")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service rollout, StartService(absl::StrCat("rollout-", i), "kforge-rollout",
-                                                      0, args, options, security));
+                                                      0, args, options, security, stop));
     services.push_back(std::move(rollout));
   }
   return absl::OkStatus();
@@ -263,13 +317,14 @@ absl::StatusOr<v1::JobSpec> LocalJobSpec(const LocalOptions& options, const std:
 class Supervisor {
  public:
   Supervisor(const LocalOptions& options, const LocalSecurity& security,
-             std::vector<Service>& services)
-      : options_(options), security_(security), services_(services) {}
+             std::vector<Service>& services, StopRequest& stop)
+      : options_(options), security_(security), services_(services), stop_(stop) {}
 
-  // Notices deaths and restarts what is due. Blocks while a child starts.
+  // Notices deaths and restarts what is due. Blocks while a child starts;
+  // CANCELLED when a termination signal comes meanwhile (stop_ holds it).
   absl::Status Tend() {
-    const absl::Time now = absl::Now();
     for (Service& service : services_) {
+      const absl::Time now = absl::Now();
       if (service.process != nullptr) {
         std::optional<ExitInfo> exit = service.process->Poll();
         if (!exit.has_value()) continue;
@@ -279,14 +334,15 @@ class Supervisor {
                                 DiedError(service, *exit), now));
       }
       if (service.process == nullptr && now >= service.restart_at) {
-        const absl::Status started = Launch(service, service.ports.grpc_port(), options_, security_);
+        const absl::Status started =
+            Launch(service, service.ports.grpc_port(), options_, security_, stop_);
+        if (absl::IsCancelled(started)) return started;
         if (!started.ok()) {
           service.process.reset();  // killed with its group, reaped
           KF_RETURN_IF_ERROR(Died(service, std::string(started.message()), started, absl::Now()));
           continue;
         }
         service.restart_at = absl::InfiniteFuture();
-        last_restart_ = absl::Now();
         std::printf("kforge local: %s restarted on %s (metrics http://127.0.0.1:%d/metrics)\n",
                     service.name.c_str(), service.address().c_str(), service.ports.metrics_port());
         std::fflush(stdout);
@@ -300,7 +356,6 @@ class Supervisor {
     return std::any_of(services_.begin(), services_.end(),
                        [](const Service& s) { return s.process == nullptr; });
   }
-  absl::Time last_restart() const { return last_restart_; }
 
  private:
   // `said` is the one-line notice; `why` the error, with the end of the
@@ -334,7 +389,7 @@ class Supervisor {
   const LocalOptions& options_;
   const LocalSecurity& security_;
   std::vector<Service>& services_;
-  absl::Time last_restart_ = absl::InfinitePast();
+  StopRequest& stop_;
 };
 
 // Errors a learner that is restarting gives for a while: the watcher waits.
@@ -345,7 +400,7 @@ bool LearnerAway(const absl::Status& status) {
 
 // Runs the job to its end (or until a signal); the exit code.
 int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1::JobSpec& spec,
-           std::vector<Service>& services) {
+           std::vector<Service>& services, StopRequest& stop) {
   // The watcher dials a restarted learner again as soon as kforge local
   // would restart it, not after gRPC's back-off of up to two minutes.
   ChannelSecurity to_learner = security.users();
@@ -356,24 +411,31 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
     StopAll(services);
     return kExitRuntimeError;
   }
-  Supervisor supervisor(options, security, services);
+  Supervisor supervisor(options, security, services, stop);
+  // Since when the learner has not answered; a learner that died is seen by
+  // the supervisor's next look, one stopping or loading takes a while.
+  absl::Time away_since = absl::InfiniteFuture();
   for (;;) {
-    if (std::optional<int> sig = WaitForTerminationSignalFor(absl::Milliseconds(500))) {
+    absl::Status children = stop.Wait(absl::Milliseconds(500)) ? absl::CancelledError("stopping")
+                                                               : supervisor.Tend();
+    if (stop.signal().has_value()) {
       std::printf("\nkforge local: stopping (%s); %s resumes from its checkpoint at the next "
                   "`kforge local --run_dir %s`\n",
-                  strsignal(*sig), watcher.job().id().c_str(), options.run_dir.c_str());
+                  strsignal(*stop.signal()), watcher.job().id().c_str(), options.run_dir.c_str());
       StopAll(services);
       return kExitOk;
     }
-    absl::Status children = supervisor.Tend();
     absl::StatusOr<bool> ended = children.ok() ? watcher.Poll() : children;
-    // While the learner is down or restarting (or a restarted learner
-    // loads its state), the job waits with it, up to start_timeout_s past
-    // the last restart.
-    if (children.ok() && !ended.ok() && LearnerAway(ended.status()) &&
-        (supervisor.AnyDown() ||
-         absl::Now() - supervisor.last_restart() < absl::Seconds(options.start_timeout_s))) {
-      continue;
+    if (children.ok() && !ended.ok() && LearnerAway(ended.status())) {
+      const absl::Time now = absl::Now();
+      away_since = std::min(away_since, now);
+      // The job waits while the learner is down, restarting, or silent for
+      // less than a start-up's time.
+      if (supervisor.AnyDown() || now - away_since < absl::Seconds(options.start_timeout_s)) {
+        continue;
+      }
+    } else {
+      away_since = absl::InfiniteFuture();
     }
     if (!ended.ok()) {
       std::fprintf(stderr, "\nkforge local: %s\n", std::string(ended.status().message()).c_str());
@@ -390,16 +452,18 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
 
 // Serves until a signal, restarting children that die.
 int Serve(const LocalOptions& options, const LocalSecurity& security,
-          std::vector<Service>& services) {
-  Supervisor supervisor(options, security, services);
+          std::vector<Service>& services, StopRequest& stop) {
+  Supervisor supervisor(options, security, services, stop);
   for (;;) {
-    if (std::optional<int> sig = WaitForTerminationSignalFor(absl::Milliseconds(500))) {
-      std::printf("\nkforge local: stopping (%s)\n", strsignal(*sig));
+    absl::Status children = stop.Wait(absl::Milliseconds(500)) ? absl::CancelledError("stopping")
+                                                               : supervisor.Tend();
+    if (stop.signal().has_value()) {
+      std::printf("\nkforge local: stopping (%s)\n", strsignal(*stop.signal()));
       StopAll(services);
       return kExitOk;
     }
-    if (absl::Status s = supervisor.Tend(); !s.ok()) {
-      std::fprintf(stderr, "kforge local: %s\n", std::string(s.message()).c_str());
+    if (!children.ok()) {
+      std::fprintf(stderr, "kforge local: %s\n", std::string(children.message()).c_str());
       StopAll(services);
       return kExitRuntimeError;
     }
@@ -446,15 +510,21 @@ int RunLocal(const LocalOptions& options) {
   // learner's weights reach them by snapshot or broadcast, which fit only
   // the architecture they were made for.
   const std::string rollout_model = spec->model_path().empty() ? *model : spec->model_path();
-  if (absl::Status started = StartAll(options, *security, rollout_model, device, gpus, services);
+  StopRequest stop;
+  if (absl::Status started =
+          StartAll(options, *security, rollout_model, device, gpus, services, stop);
       !started.ok()) {
-    std::fprintf(stderr, "kforge local: %s\n", std::string(started.message()).c_str());
     StopAll(services);
+    if (stop.signal().has_value()) {
+      std::printf("\nkforge local: stopped while starting (%s)\n", strsignal(*stop.signal()));
+      return kExitOk;
+    }
+    std::fprintf(stderr, "kforge local: %s\n", std::string(started.message()).c_str());
     return kExitRuntimeError;
   }
   PrintTable(services, options.serve, *security);
-  return options.serve ? Serve(options, *security, services)
-                       : RunJob(options, *security, *spec, services);
+  return options.serve ? Serve(options, *security, services, stop)
+                       : RunJob(options, *security, *spec, services, stop);
 }
 
 }  // namespace kforge

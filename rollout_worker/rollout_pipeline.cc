@@ -145,6 +145,11 @@ void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
     }
     metrics_->RecordLocalDelivery(
         absl::AsciiStrToLower(v1::SampleAck::Status_Name(ack->status())));
+    if (ack->status() == v1::SampleAck::REJECTED) {
+      // Refused, its group cannot complete either: give it back at once.
+      Release(sample.key().group_id(),
+              absl::StrCat("the learner rejected a sample no verifier took: ", ack->reason()));
+    }
     log_.Warning("delivered a sample no verifier took, with the dispatcher's verdict",
                  {{"sample", sample.key().sample_id()},
                   {"ack", v1::SampleAck::Status_Name(ack->status())},

@@ -118,10 +118,29 @@ void StreamCredits::Finish(int64_t stream) {
 }
 
 bool StreamCredits::TakeUnary() {
-  absl::MutexLock lock(&mu_);
-  if (used_ >= places_) return false;
-  ++used_;
-  ++unary_;
+  std::map<int64_t, Pending> grants;
+  {
+    absl::MutexLock lock(&mu_);
+    if (used_ < places_) {
+      ++used_;
+      ++unary_;
+      return true;
+    }
+    // Every place is held: take an unspent credit back from the stream
+    // holding the most, so an idle stream does not shut unary calls out.
+    auto richest = streams_.end();
+    for (auto it = streams_.begin(); it != streams_.end(); ++it) {
+      if (it->second.held > 0 &&
+          (richest == streams_.end() || it->second.held > richest->second.held)) {
+        richest = it;
+      }
+    }
+    if (richest == streams_.end()) return false;  // every place is working
+    --richest->second.held;
+    ++unary_;
+    grants[richest->first] = {richest->second.grant, -1};
+  }
+  Hand(std::move(grants));
   return true;
 }
 

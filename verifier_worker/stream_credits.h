@@ -18,8 +18,8 @@
 // one; requests already admitted are never taken back. A client may have
 // spent a credit that was taken back before it heard: that request is
 // refused as sent without a credit and the client's count is made whole
-// again (VerifierServiceImpl), so it is re-sent, not lost. Unary Verify
-// calls take free places only.
+// again (VerifierServiceImpl), so it is re-sent, not lost. A unary Verify
+// takes a free place, or an unspent credit back.
 //
 // Grants are handed to the stream's callback after the ledger's lock is
 // released; the callback may drop a grant for a stream that is closing (its
@@ -62,7 +62,9 @@ class StreamCredits {
   bool Spend(int64_t stream) ABSL_LOCKS_EXCLUDED(mu_);
   // An admitted request of the stream was answered: its place is shared out.
   void Finish(int64_t stream) ABSL_LOCKS_EXCLUDED(mu_);
-  // A unary call takes a place no stream holds; false when there is none.
+  // A unary call takes a place no stream holds, or else an unspent credit
+  // taken back from the stream holding the most; false when every place
+  // is working.
   bool TakeUnary() ABSL_LOCKS_EXCLUDED(mu_);
   void FinishUnary() ABSL_LOCKS_EXCLUDED(mu_);
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);

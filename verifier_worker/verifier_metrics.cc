@@ -56,7 +56,8 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                                    "(accepted, duplicate, stale, orphaned, rejected) or failed.")),
       stream_rejections_(NewCounterFamily(registry, "kforge_verifier_stream_rejections_total",
                                           "VerifyStream requests refused on receipt, by reason "
-                                          "(invalid, duplicate, no_credit, full).")),
+                                          "(invalid, duplicate, no_credit: sent with a credit "
+                                          "taken back on its way).")),
       reference_lookups_(NewCounterFamily(registry, "kforge_verifier_reference_epochs_total",
                                           "Candidates' reference work, by result: reused (the "
                                           "task's current epoch) or computed (a new epoch).")),
@@ -70,7 +71,7 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                                      "busy / (busy + idle) is the share of capacity used.")),
       slots_(NewGauge(registry, "kforge_verifier_slots",
                       "Candidates verified at once at most (max_concurrent).")) {
-  for (const char* reason : {"invalid", "duplicate", "no_credit", "full"}) {
+  for (const char* reason : {"invalid", "duplicate", "no_credit"}) {
     stream_rejections_.Add({{"reason", reason}});
   }
   for (const char* state : {"busy", "idle"}) slot_seconds_.Add({{"state", state}});

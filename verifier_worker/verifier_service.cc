@@ -74,11 +74,15 @@ grpc::Status VerifierServiceImpl::Verify(grpc::ServerContext* context,
   if (!credits_.TakeUnary()) {
     return {grpc::StatusCode::RESOURCE_EXHAUSTED,
             absl::StrCat("verifier full: ", config_->max_concurrent(), " running and ",
-                         config_->max_queued(), " queued or held as stream credits")};
+                         config_->max_queued(), " queued")};
   }
+  // The place goes back however the call ends.
+  struct UnaryPlace {
+    StreamCredits& credits;
+    ~UnaryPlace() { credits.FinishUnary(); }
+  } place{credits_};
   response->set_request_id(request->request_id());
   *response->mutable_verdict() = VerifyAndDeliver(prepared);
-  credits_.FinishUnary();
   return grpc::Status::OK;
 }
 
@@ -86,90 +90,77 @@ grpc::Status VerifierServiceImpl::VerifyStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::VerifyStreamResponse, v1::VerifyRequest>* stream) {
   KF_AUTHORIZE(guard_.Check(*context));
-  // Shared between this RPC thread (reading), the pool (answering) and
-  // credits_ (granting, from whichever thread freed a place). It outlives
-  // this call when a grant is late: `closed` tells such a grant that the
-  // stream is gone.
-  struct StreamState {
+  // Every message to the client goes through the stream's writer thread:
+  // the pool (answering) and other streams' threads (granting freed
+  // places) only queue. It outlives this call when a grant comes late, and
+  // drops that grant.
+  auto writer = std::make_shared<StreamWriter>(
+      stream, config_->max_concurrent() + config_->max_queued());
+  // Requests of this stream being verified; shared with the pool's closures.
+  struct InFlight {
     absl::Mutex mu;
-    std::set<std::string> in_flight ABSL_GUARDED_BY(mu);
-    bool broken ABSL_GUARDED_BY(mu) = false;
-    bool closed ABSL_GUARDED_BY(mu) = false;
+    std::set<std::string> ids ABSL_GUARDED_BY(mu);
   };
-  auto state = std::make_shared<StreamState>();
-  // Called with state->mu held.
-  auto write = [stream, raw = state.get()](const v1::VerifyStreamResponse& message) {
-    if (!raw->closed && !raw->broken && !stream->Write(message)) raw->broken = true;
-  };
-  const int64_t id = credits_.Open([state, write](int credits) {
-    v1::VerifyStreamResponse grant;
-    grant.mutable_credit()->set_credits(credits);
-    absl::MutexLock lock(&state->mu);
-    write(grant);
-  });
+  auto in_flight = std::make_shared<InFlight>();
+  const int64_t id = credits_.Open([writer](int credits) { writer->Grant(credits); });
   v1::VerifyRequest request;
   while (stream->Read(&request)) {
     v1::VerifyStreamResponse ack;
     ack.mutable_ack()->set_request_id(request.request_id());
     absl::Status valid = PrepareVerifyRequest(request);
-    absl::MutexLock lock(&state->mu);
     if (request.request_id().empty()) valid = absl::InvalidArgumentError("request_id: is required");
-    if (valid.ok() && state->in_flight.contains(request.request_id())) {
-      valid = absl::AlreadyExistsError("duplicate request_id in flight");
+    {
+      absl::MutexLock lock(&in_flight->mu);
+      if (valid.ok() && in_flight->ids.contains(request.request_id())) {
+        valid = absl::AlreadyExistsError("duplicate request_id in flight");
+      }
+      // The credit is spent only by a request that is admitted.
+      const bool had_credit = !valid.ok() || credits_.Spend(id);
+      if (!had_credit) valid = absl::ResourceExhaustedError("sent without a credit");
+      if (valid.ok()) in_flight->ids.insert(request.request_id());
     }
-    // The credit is spent only by a request that is admitted; one refused
-    // as malformed gets its credit back below.
-    const bool had_credit = !valid.ok() || credits_.Spend(id);
-    if (!had_credit) valid = absl::ResourceExhaustedError("sent without a credit");
     ack.mutable_ack()->set_accepted(valid.ok());
     ack.mutable_ack()->set_reason(std::string(valid.message()));
-    write(ack);
+    writer->Ack(std::move(ack));
     if (!valid.ok()) {
-      const char* kind = absl::IsInvalidArgument(valid)  ? "invalid"
-                         : absl::IsAlreadyExists(valid) ? "duplicate"
-                                                        : "no_credit";
-      metrics_->RecordStreamRejection(kind);
+      const bool malformed = absl::IsInvalidArgument(valid) || absl::IsAlreadyExists(valid);
+      metrics_->RecordStreamRejection(absl::IsInvalidArgument(valid)  ? "invalid"
+                                      : absl::IsAlreadyExists(valid) ? "duplicate"
+                                                                     : "no_credit");
       // "no credit" is counted only: it follows a credit taken back while
       // the request was on its way. A malformed request is worth a line.
-      if (had_credit) {
+      if (malformed) {
         log_.Warning("stream request refused", {{"request", request.request_id()},
                                                 {"peer", context->peer()},
                                                 {"reason", valid.message()}});
       }
       // Either way the client spent a credit the ledger did not take: the
       // client's count is made whole, and again matches the ledger's.
-      v1::VerifyStreamResponse grant;
-      grant.mutable_credit()->set_credits(1);
-      write(grant);
+      writer->Grant(1);
       continue;
     }
-    state->in_flight.insert(request.request_id());
     metrics_->queue_depth.Set(static_cast<double>(pool_.queued() + 1));
-    pool_.Submit([this, state, write, id, request] {
+    pool_.Submit([this, writer, in_flight, id, request] {
       v1::VerifyStreamResponse result;
       result.mutable_result()->set_request_id(request.request_id());
       *result.mutable_result()->mutable_verdict() = VerifyAndDeliver(request);
-      {
-        absl::MutexLock lock(&state->mu);
-        write(result);
-      }
+      writer->Send(std::move(result));
       // Frees the place (granted back to this stream or to one below its
       // share) before the stream may close.
       credits_.Finish(id);
       metrics_->queue_depth.Set(static_cast<double>(pool_.queued()));
-      absl::MutexLock lock(&state->mu);
-      state->in_flight.erase(request.request_id());
+      absl::MutexLock lock(&in_flight->mu);
+      in_flight->ids.erase(request.request_id());
     });
   }
   // The client is done sending: answer what was accepted, then close.
   {
-    absl::MutexLock lock(&state->mu);
-    state->mu.Await(absl::Condition(
-        +[](StreamState* s) { return s->in_flight.empty(); },
-        state.get()));
-    state->closed = true;
+    absl::MutexLock lock(&in_flight->mu);
+    in_flight->mu.Await(absl::Condition(
+        +[](InFlight* f) { return f->ids.empty(); }, in_flight.get()));
   }
   credits_.Close(id);
+  writer->Close();  // the verdicts queued are written before the call returns
   if (context->IsCancelled()) {
     // Verdicts of requests still running when it went were dropped.
     metrics_->streams_cancelled.Increment();

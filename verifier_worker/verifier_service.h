@@ -17,6 +17,7 @@
 #include "common/client/learner_delivery.h"
 #include "verifier_worker/funnel/funnel.h"
 #include "verifier_worker/stream_credits.h"
+#include "verifier_worker/stream_writer.h"
 #include "verifier_worker/verifier_metrics.h"
 
 namespace kforge {

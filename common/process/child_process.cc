@@ -1,9 +1,9 @@
 #include "common/process/child_process.h"
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +17,10 @@ extern char** environ;
 
 namespace kforge {
 namespace {
+
+// Exit code of a die_with_parent child whose parent died before it could
+// ask to die with it (it never runs the program).
+constexpr int kExitParentGone = 125;
 
 ExitInfo FromWaitStatus(int status) {
   ExitInfo info;
@@ -88,13 +92,19 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(SpawnOptions o
 
   const bool die_with_parent = options.die_with_parent;
   const pid_t parent = ::getpid();
+  // The kernel ties the parent-death signal to the spawning thread, not the
+  // process: from any thread but main, the child would die with the thread.
+  if (die_with_parent && ::gettid() != parent) {
+    return absl::FailedPreconditionError(
+        "die_with_parent: spawn from the main thread (the child would die with this thread)");
+  }
   const pid_t pid = ::fork();
   if (pid < 0) return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid == 0) {
     ::setpgid(0, 0);
     if (die_with_parent) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(125);  // the parent died before prctl
+      if (::getppid() != parent) ::_exit(kExitParentGone);
     }
     UnblockAllSignals();
     if (out_write) {

@@ -170,7 +170,8 @@ void GroupTracker::Retire(const std::string& group_id, const std::string& why) {
 }
 
 absl::Duration GroupTracker::GroupWaitLocked() const {
-  if (options_.wait_factor <= 0 || pace_.size() < static_cast<size_t>(options_.min_observed)) {
+  if (options_.wait_factor <= 0 || pace_.empty() ||
+      pace_.size() < static_cast<size_t>(options_.min_observed)) {
     return options_.group_timeout;
   }
   const absl::Duration slowest = *std::max_element(pace_.begin(), pace_.end());
@@ -186,17 +187,25 @@ absl::Duration GroupTracker::GroupWait() const {
 void GroupTracker::Expire(absl::Time now) {
   absl::MutexLock lock(&mu_);
   const absl::Duration wait = GroupWaitLocked();
-  std::vector<std::string> overdue;
+  std::vector<std::string> paced, timed_out;
   for (const auto& [id, group] : groups_) {
-    if (group.issued != absl::InfinitePast() && now - group.issued > wait) overdue.push_back(id);
+    if (group.issued == absl::InfinitePast()) continue;
+    const absl::Duration age = now - group.issued;
+    if (age > options_.group_timeout) {
+      timed_out.push_back(id);
+    } else if (age > wait && group.item.attempt() < options_.max_reissues) {
+      paced.push_back(id);  // a re-issue; drops wait for the ceiling
+    }
   }
-  const std::string why =
-      wait < options_.group_timeout
-          ? absl::StrCat("not scored within ", absl::FormatDuration(wait), " (", options_.wait_factor,
-                         "x the slowest of the last ", pace_.size(), " groups)")
-          : absl::StrCat("not scored within the group timeout (",
-                         absl::FormatDuration(options_.group_timeout), ")");
-  for (const std::string& id : overdue) Retire(id, why);
+  const std::string pace_why = absl::StrCat(
+      "not scored within ", absl::FormatDuration(wait), " (the pace bound: ",
+      options_.wait_factor, "x the slowest of the last ", pace_.size(),
+      " groups, at least ", absl::FormatDuration(options_.wait_floor), ")");
+  for (const std::string& id : paced) Retire(id, pace_why);
+  for (const std::string& id : timed_out) {
+    Retire(id, absl::StrCat("not scored within the group timeout (",
+                            absl::FormatDuration(options_.group_timeout), ")"));
+  }
 }
 
 std::string GroupTracker::DescribeWaiting(const std::string& job_id, int limit) const {

@@ -32,7 +32,9 @@
 // slowest issue-to-complete time of the last kPaceWindow groups, at least
 // wait_floor. One lost sample (a verifier killed after it scored it, a
 // delivery that found the learner restarting) so holds its group a few
-// group times, not group_timeout.
+// group times, not group_timeout. The pace bound only re-issues: a group
+// whose attempts are spent is dropped at group_timeout, so an outage of a
+// few group times (a verifier restarting) costs re-issues, not drops.
 //
 // LEDGER. Every accepted sample ends in exactly one place: a group that
 // completed (samples_completed), a group retired or dropped before it
@@ -74,19 +76,20 @@ class GroupTracker {
     int32_t max_staleness = 1;
     int32_t max_reissues = 1;
     int64_t max_buffered_samples = 65536;
-    // The pace bound (JobSpec.group_wait_*); wait_factor 0 turns it off.
+    // The pace bound (JobSpec.group_wait_*, whose defaults a job brings);
+    // wait_factor 0 turns it off.
     double wait_factor = 0;
-    absl::Duration wait_floor = absl::Seconds(20);
-    int32_t min_observed = 4;
+    absl::Duration wait_floor;
+    int32_t min_observed = 1;
   };
   // A running job's bounds (JobSpec.group_timeout_s, max_staleness,
   // group_wait_*).
   struct JobBounds {
     absl::Duration group_timeout;
-    int32_t max_staleness = 1;
+    int32_t max_staleness = 0;
     double wait_factor = 0;
     absl::Duration wait_floor;
-    int32_t min_observed = 4;
+    int32_t min_observed = 1;
   };
   struct Stats {
     uint64_t accepted = 0, duplicate = 0, stale = 0, orphaned = 0, rejected = 0;

@@ -283,7 +283,9 @@ v1::ServingPorts ReadPorts(const testing::TempDir& dir, const std::string& name)
   v1::ServingPorts ports;
   absl::StatusOr<std::string> json = ReadFileToString(dir.Sub("run/" + name + ".ports"));
   EXPECT_TRUE(json.ok()) << json.status();
-  if (json.ok()) EXPECT_TRUE(ParseJsonMessage(*json, &ports).ok()) << *json;
+  if (json.ok()) {
+    EXPECT_TRUE(ParseJsonMessage(*json, &ports).ok()) << *json;
+  }
   return ports;
 }
 
@@ -444,6 +446,44 @@ TEST(KforgeLocalTest, ADeadServiceIsRestartedOnItsAddressUntilItDiesTooOften) {
   EXPECT_THAT((*local)->output(), HasSubstr("giving up"));
   EXPECT_THAT((*local)->output(), HasSubstr(dir.Sub("run/verifier-0.log")));
   EXPECT_FALSE(IsRunning(learner.pid())) << "the learner outlived the run";
+}
+
+// The job kforge local runs goes on through a killed learner (restarted,
+// resuming from its checkpoint) and a killed verifier, and ends as usual:
+// the summary, exit 0.
+TEST(KforgeLocalTest, ItsJobGoesOnThroughAKilledLearnerAndVerifier) {
+  testing::TempDir dir;
+  const std::string job = WriteJob(dir, absl::StrReplaceAll(kShortJob, {{"\"total_steps\": 3",
+                                                                         "\"total_steps\": 16"}}));
+  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
+                                             "--learner_port=0", "--job=" + job,
+                                             "--restart_backoff_s=0.2",
+                                             "--run_dir=" + dir.Sub("run")},
+                                    .capture_output = true});
+  ASSERT_TRUE(local.ok());
+  // The learner dies once the step-4 checkpoint is on record.
+  const std::string job_record = dir.Sub("run/state/jobs/job-000001.json");
+  const absl::Time deadline = absl::Now() + absl::Seconds(180);
+  for (;;) {
+    absl::StatusOr<std::string> record = ReadFileToString(job_record);
+    if (record.ok() && absl::StrContains(*record, "checkpoints/step-00000004")) break;
+    ASSERT_LT(absl::Now(), deadline) << (*local)->output();
+    ASSERT_FALSE((*local)->WaitFor(absl::Milliseconds(100)).ok()) << (*local)->output();
+  }
+  ASSERT_EQ(::kill(ReadPorts(dir, "learner").pid(), SIGKILL), 0);
+  ASSERT_TRUE(WaitForOutput(**local, "learner restarted on", absl::Seconds(120)))
+      << (*local)->output();
+  ASSERT_EQ(::kill(ReadPorts(dir, "verifier-0").pid(), SIGKILL), 0);
+  ASSERT_TRUE(WaitForOutput(**local, "verifier-0 restarted on", absl::Seconds(120)))
+      << (*local)->output();
+  const ExitInfo exit = Finish(**local, absl::Seconds(300));
+  EXPECT_EQ(exit.code, 0) << (*local)->output();
+  EXPECT_THAT((*local)->output(), HasSubstr("JOB_SUCCEEDED")) << (*local)->output();
+  auto log = ReadFileToString(dir.Sub("run/learner.log"));
+  ASSERT_TRUE(log.ok());
+  // The restarted learner took the job up from its checkpoint, not step 0.
+  EXPECT_THAT(*log, ::testing::ContainsRegex("job running[^\n]* step=([4-9]|[1-9][0-9]) "))
+      << "the restarted learner did not resume the job from its checkpoint";
 }
 
 // kforge local killed with -9 cannot stop its services itself: the kernel

@@ -176,16 +176,15 @@ class MeshFaultTest : public ::testing::Test {
   // (a completed group, a group retired before it completed, a group still
   // filling), and the ledger's count is the acks' count.
   static void ExpectLedgerBalances(int metrics_port) {
-    auto ledger = [&](const char* entry) {
-      return ScrapeMetric(metrics_port,
-                          absl::StrCat(R"(kforge_learner_sample_ledger{entry=")", entry, R"("})"));
-    };
-    // The ledger is published once per heartbeat interval.
-    EXPECT_TRUE(Eventually([&] { return ledger("accepted") == ScrapeMetric(metrics_port, kAccepted); },
-                           absl::Seconds(10)));
-    EXPECT_EQ(ledger("accepted"), ledger("completed") + ledger("discarded") + ledger("held"))
-        << "completed " << ledger("completed") << " discarded " << ledger("discarded") << " held "
-        << ledger("held");
+    testing::SampleLedger ledger;
+    EXPECT_TRUE(Eventually(
+        [&] {
+          ledger = testing::ScrapeLedger(metrics_port);
+          return ledger.accepted >= 0 && ledger.accepted == ledger.acks_accepted;
+        },
+        absl::Seconds(10)))
+        << ledger.Describe();
+    EXPECT_TRUE(ledger.Balanced()) << ledger.Describe();
   }
 
  protected:

@@ -74,6 +74,32 @@ double ScrapeMetric(int port, const std::string& series) {
   return MetricValue(*body, series).value_or(-1);
 }
 
+SampleLedger ScrapeLedger(int learner_metrics_port) {
+  SampleLedger ledger;
+  absl::StatusOr<std::string> body = HttpGet(learner_metrics_port, "/metrics");
+  if (!body.ok()) return ledger;
+  auto entry = [&](const char* name) {
+    return MetricValue(*body, absl::StrCat(R"(kforge_learner_sample_ledger{entry=")", name, R"("})"))
+        .value_or(-1);
+  };
+  ledger.accepted = entry("accepted");
+  ledger.completed = entry("completed");
+  ledger.discarded = entry("discarded");
+  ledger.held = entry("held");
+  ledger.acks_accepted =
+      MetricValue(*body, R"(kforge_learner_samples_total{status="accepted"})").value_or(-1);
+  return ledger;
+}
+
+bool SampleLedger::Balanced() const {
+  return accepted >= 0 && accepted == completed + discarded + held;
+}
+
+std::string SampleLedger::Describe() const {
+  return absl::StrCat("accepted ", accepted, " = completed ", completed, " + discarded ",
+                      discarded, " + held ", held, " (acks accepted ", acks_accepted, ")");
+}
+
 absl::Status WriteTinyModelDir(const std::string& dir) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> tiny = ChildProcess::Spawn(
       {.argv = {BinaryPath("kforge"), "tiny-model", dir}, .capture_output = true});

@@ -29,6 +29,19 @@ std::optional<double> MetricValue(const std::string& text, const std::string& se
 // fails or the series is absent.
 double ScrapeMetric(int port, const std::string& series);
 
+// The learner's ledger of accepted samples (kforge_learner_sample_ledger)
+// and its count of accepted acks, from one scrape; -1 each when it fails.
+// The ledger is published once per heartbeat interval, the ack count at
+// once: they agree once the flow has been quiet that long.
+struct SampleLedger {
+  double accepted = -1, completed = -1, discarded = -1, held = -1;
+  double acks_accepted = -1;
+  // accepted == completed + discarded + held, and a scrape that worked.
+  bool Balanced() const;
+  std::string Describe() const;
+};
+SampleLedger ScrapeLedger(int learner_metrics_port);
+
 // Polls `condition` every 100 ms until it holds or `timeout` passes.
 bool Eventually(const std::function<bool()>& condition, absl::Duration timeout);
 

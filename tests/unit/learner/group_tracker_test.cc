@@ -306,13 +306,21 @@ TEST(GroupTrackerTest, TheWaitFollowsThePaceOfCompletedGroupsOnceEnoughAreSeen) 
   // A group missing a sample is re-issued after the pace bound, long before
   // the ceiling; its accepted sample is discarded, not counted twice.
   ASSERT_TRUE(tracker.Offer(Item("lost", 2)).ok());
+  const absl::Time issued = absl::Now();
   ASSERT_EQ(tracker.Take("w", 1, absl::ZeroDuration()).size(), 1u);
   ASSERT_EQ(Status(tracker, Scored("lost", 0)), v1::SampleAck::ACCEPTED);
-  tracker.Expire(absl::Now() + wait / 2);
+  tracker.Expire(issued + wait / 2);
   EXPECT_EQ(tracker.stats().groups_reissued, 0u);
   tracker.Expire(absl::Now() + wait + absl::Milliseconds(1));
   EXPECT_EQ(tracker.stats().groups_reissued, 1u);
-  tracker.DropJob("job-1");  // the re-issue is not wanted below
+  EXPECT_EQ(tracker.stats().samples_discarded, 1u);
+  // The re-issue's attempts are spent: the pace bound leaves it, only the
+  // ceiling drops it.
+  ASSERT_EQ(tracker.Take("w", 1, absl::ZeroDuration()).size(), 1u);
+  tracker.Expire(absl::Now() + wait + absl::Milliseconds(1));
+  EXPECT_EQ(tracker.stats().groups_dropped, 0u);
+  tracker.Expire(absl::Now() + absl::Seconds(601));
+  EXPECT_EQ(tracker.stats().groups_dropped, 1u);
 
   // The floor holds when groups come back at once, and the ceiling caps it.
   tracker.SetJobBounds({.group_timeout = absl::Seconds(600),

@@ -1,7 +1,7 @@
 // The verifier's places shared out as stream credits: what streams hold never
-// exceeds the places, a stream that opens late gets its share as places free
-// up, a closed stream's credits go to the others, and unary calls use only
-// free places.
+// exceeds the places, a stream that opens late gets its share (from an idle
+// stream at once, from a busy one as its requests finish), a closed stream's
+// credits go to the others, and unary calls take free or unspent places.
 #include "verifier_worker/stream_credits.h"
 
 #include <map>
@@ -112,18 +112,27 @@ TEST(StreamCreditsTest, AClosedStreamsCreditsGoToTheOthers) {
   EXPECT_EQ(credits.stats().held, 0);
 }
 
-TEST(StreamCreditsTest, UnaryCallsTakeOnlyFreePlaces) {
+TEST(StreamCreditsTest, AUnaryCallTakesAFreePlaceOrAnUnspentCreditBack) {
   StreamCredits credits(4);
   EXPECT_TRUE(credits.TakeUnary());
   Clients clients;
   const int64_t a = credits.Open(clients.For(0));
   EXPECT_EQ(clients.held(0), 3);
-  EXPECT_FALSE(credits.TakeUnary()) << "every place is held";
+  EXPECT_TRUE(credits.TakeUnary()) << "an idle stream's credit is taken back";
+  EXPECT_EQ(clients.held(0), 2);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(clients.Spend(0));
+    ASSERT_TRUE(credits.Spend(a));
+  }
+  EXPECT_FALSE(credits.TakeUnary()) << "every place is working";
   credits.FinishUnary();
-  EXPECT_EQ(clients.held(0), 4) << "the freed place went to the stream";
-  ASSERT_TRUE(credits.Spend(a));
+  credits.FinishUnary();
+  EXPECT_EQ(clients.held(0), 2) << "the freed places went back to the stream";
   credits.Finish(a);
-  EXPECT_EQ(credits.stats().held, 4);
+  credits.Finish(a);
+  EXPECT_EQ(clients.held(0), 4);
+  const StreamCredits::Stats s = credits.stats();
+  EXPECT_EQ(s.held + s.admitted + s.unary, 4);
 }
 
 TEST(StreamCreditsTest, MoreStreamsThanPlacesTakeTurns) {
