@@ -157,6 +157,12 @@ void PrintRun(const std::vector<Result>& results, int gpus, double wall_s, doubl
   std::vector<double> correct_s, correct_l1_s, warm_l1_s;
   std::map<std::string, double> stage_sum;
   std::map<std::string, int> stage_n;
+  // Per input set of correct candidates (its name without a fit suffix):
+  // round trip, of it the candidate's calls, and the comparison.
+  struct SetSeconds {
+    std::vector<double> round_trip, call, compare;
+  };
+  std::map<std::string, SetSeconds> sets;
   int correct = 0;
   for (const Result& r : results) {
     const v1::Verdict& v = r.verdict;
@@ -177,6 +183,12 @@ void PrintRun(const std::vector<Result>& results, int gpus, double wall_s, doubl
       stage_sum[v1::Stage_Name(s.stage()).substr(6)] += s.seconds();
       ++stage_n[v1::Stage_Name(s.stage()).substr(6)];
     }
+    for (const v1::InputSetResult& set : v.input_sets()) {
+      SetSeconds& seconds = sets[set.name().substr(0, set.name().find('@'))];
+      seconds.round_trip.push_back(set.seconds());
+      seconds.call.push_back(set.call_seconds());
+      seconds.compare.push_back(set.compare_seconds());
+    }
   }
   std::printf("\n== %d GPU(s): %zu candidates, funnels started in %.1f s ==\n", gpus,
               results.size(), start_s);
@@ -191,7 +203,22 @@ void PrintRun(const std::vector<Result>& results, int gpus, double wall_s, doubl
               Percentile(warm_l1_s, 0.5), Percentile(warm_l1_s, 0.9), warm_l1_s.size());
   std::printf("mean s per stage of correct candidates:");
   for (const auto& [stage, sum] : stage_sum) std::printf("  %s %.2f", stage.c_str(), sum / stage_n[stage]);
-  std::printf("\nverdicts by kind:\n");
+  std::printf("\nper input set of correct candidates, median s: round trip (of it the "
+              "candidate's calls as its harness timed them) + compare here\n");
+  double sum_round_trip = 0, sum_call = 0, sum_compare = 0;
+  for (const auto& [name, seconds] : sets) {
+    const double round_trip = Percentile(seconds.round_trip, 0.5);
+    const double call = Percentile(seconds.call, 0.5);
+    const double compare = Percentile(seconds.compare, 0.5);
+    sum_round_trip += round_trip;
+    sum_call += call;
+    sum_compare += compare;
+    std::printf("  %-16s n=%-3zu %6.3f (%6.3f) + %6.3f\n", name.c_str(), seconds.round_trip.size(),
+                round_trip, call, compare);
+  }
+  std::printf("  %-16s       %6.3f (%6.3f) + %6.3f\n", "sum of medians", sum_round_trip, sum_call,
+              sum_compare);
+  std::printf("verdicts by kind:\n");
   for (const auto& [kind, outcomes] : by_kind) {
     std::printf("  %-8s", kind.c_str());
     for (const auto& [outcome, n] : outcomes) std::printf("  %d %s;", n, outcome.c_str());

@@ -124,6 +124,11 @@ TEST_P(CorrectCandidateTest, PassesEveryStageOnEveryInputSetWithoutFlags) {
   for (const v1::InputSetResult& set : verdict.input_sets()) {
     EXPECT_TRUE(set.passed()) << set.name() << ": " << set.message();
     saw_task_inputs = saw_task_inputs || set.name() == "task_inputs";
+    // Where the time went: the round trip holds the candidate's calls.
+    EXPECT_GT(set.seconds(), 0) << set.name();
+    EXPECT_GT(set.call_seconds(), 0) << set.name();
+    EXPECT_LE(set.call_seconds(), set.seconds()) << set.name();
+    EXPECT_GE(set.compare_seconds(), 0) << set.name();
   }
   EXPECT_TRUE(saw_task_inputs) << Describe(verdict);
   EXPECT_EQ(verdict.device(), "cpu");

@@ -105,7 +105,9 @@ bool Funnel::Run::CompileAndTinyRun() {
       .Set("dtype", tiny.spec.dtype)
       .Set("attribute", attribution_.has_value());
   AttachInputs(tiny, epoch_->prepared, compile);
+  const absl::Time sent = absl::Now();
   absl::StatusOr<Frame> reply = sandbox_->session->Request(compile, timeout);
+  const absl::Duration round_trip = absl::Now() - sent;
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "");
   End(stage, v1::OUTCOME_PASSED);
@@ -113,16 +115,26 @@ bool Funnel::Run::CompileAndTinyRun() {
 
   stage = Begin(v1::STAGE_TINY_RUN);
   if (!Attribute(stage, reply->Get("launches"), tiny.DisplayName())) return false;
+  const absl::Time compared = absl::Now();
   const SetCheck check =
       CheckCandidateOutputs(tiny, epoch_->prepared, *reply, 1, /*check_inputs=*/true,
                             options_.tolerances());
   for (const auto& [flag, detail] : check.flags) Flag(flag, detail);
-  *verdict_.add_input_sets() = check.result;
+  RecordSet(check.result, round_trip, absl::Now() - compared, *reply);
   if (!check.result.passed()) {
     return End(stage, v1::OUTCOME_FAILED,
                absl::StrCat(tiny.spec.name, " inputs: ", check.result.message()));
   }
   return End(stage, v1::OUTCOME_PASSED);
+}
+
+void Funnel::Run::RecordSet(const v1::InputSetResult& result, absl::Duration round_trip,
+                            absl::Duration compare, const Frame& reply) {
+  v1::InputSetResult* recorded = verdict_.add_input_sets();
+  *recorded = result;
+  recorded->set_seconds(absl::ToDoubleSeconds(round_trip));
+  recorded->set_compare_seconds(absl::ToDoubleSeconds(compare));
+  recorded->set_call_seconds(reply.GetNumber("call_s"));
 }
 
 bool Funnel::Run::MultiInput() {
@@ -144,16 +156,19 @@ bool Funnel::Run::MultiInput() {
         .Set("attribute", attribution_.has_value())
         .Set("poison_bytes", static_cast<int64_t>(Bytes(set->outputs)));
     AttachInputs(*set, epoch_->prepared, run);
+    const absl::Time sent = absl::Now();
     absl::StatusOr<Frame> reply = sandbox_->session->Request(run, timeout);
+    const absl::Duration round_trip = absl::Now() - sent;
     if (!reply.ok()) return EndWithSessionError(stage, reply.status());
     if (reply->type() == "failed") {
       return EndWithFailedReply(stage, *reply, absl::StrCat(name, " inputs: "));
     }
     if (!Attribute(stage, reply->Get("launches"), set->DisplayName())) return false;
+    const absl::Time compared = absl::Now();
     const SetCheck check = CheckCandidateOutputs(*set, epoch_->prepared, *reply, repeat, own,
                                                  options_.tolerances());
     for (const auto& [flag, detail] : check.flags) Flag(flag, detail);
-    *verdict_.add_input_sets() = check.result;
+    RecordSet(check.result, round_trip, absl::Now() - compared, *reply);
     if (!check.result.passed()) {
       if (task_inputs_passed && !set->spec.same_shape) {
         Flag(v1::HACK_EXACT_SHAPE_ONLY,

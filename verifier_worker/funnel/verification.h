@@ -59,6 +59,10 @@ class Funnel::Run {
   bool PrepareReference();  // reference_stage.cc
   bool CompileAndTinyRun();  // correctness_stages.cc
   bool MultiInput();
+  // Adds a set's result to the verdict with its round trip, its comparison
+  // and the candidate's call time as its harness reported it.
+  void RecordSet(const v1::InputSetResult& result, absl::Duration round_trip,
+                 absl::Duration compare, const Frame& reply);
   // Adds a recorded run's launches; false (stage ended, flagged) when the
   // candidate ran library compute and attribution is enforced.
   bool Attribute(v1::StageResult* stage, const google::protobuf::Value* launches,

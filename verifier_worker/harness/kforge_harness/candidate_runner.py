@@ -28,6 +28,7 @@ Results never travel on stdout or stderr; the verifier never reads them.
 
 import os
 import sys
+import time
 import traceback
 import types
 
@@ -167,27 +168,33 @@ class Runner:
         # recorded one: no earlier call can have told it which calls are
         # watched. (Triton compiles and autotunes in it; that is host work and
         # the candidate's own kernels, which the attribution allows.)
+        started = time.perf_counter()
         if request.get("attribute"):
             outputs, record = self._recorded_call(inputs)
         else:
             outputs, record = self._call(inputs), None
+        call_s = time.perf_counter() - started
         self._check_guards()
-        return self._reply_outputs({"type": "compiled"}, [outputs], inputs, record)
+        return self._reply_outputs({"type": "compiled", "call_s": call_s}, [outputs], inputs,
+                                   record)
 
     def run(self, request, payload):
         self._build(request["init_inputs"], request.get("dtype", ""))
         inputs = self._inputs(request, payload, request["set"])
         runs, record = [], None
+        call_s = 0.0  # the calls alone, for the verdict's diagnostics
         for r in range(int(request.get("repeat", 1))):
             self._poison(request.get("poison_bytes", 0))
+            started = time.perf_counter()
             if r == 0 and request.get("attribute"):
                 outputs, record = self._recorded_call(inputs)
             else:
                 outputs = self._call(inputs)
+            call_s += time.perf_counter() - started
             runs.append(outputs)
         self._check_guards()
         returned = inputs if request.get("return_inputs", True) else []
-        return self._reply_outputs({"type": "ran"}, runs, returned, record)
+        return self._reply_outputs({"type": "ran", "call_s": call_s}, runs, returned, record)
 
     def time(self, request, payload):
         # The pool's sets share the task's own shapes and dtype; the model
