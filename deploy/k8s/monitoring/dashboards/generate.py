@@ -265,6 +265,16 @@ def training():
          [(f"sum by (status) ({rate('kforge_learner_samples_total')})", "{{status}}")])
     b.ts("Groups / s by event",
          [(f"sum by (event) ({rate('kforge_learner_groups_total')})", "{{event}}")])
+    b.ts("Where accepted samples went (ledger)",
+         [(f"sum by (entry) ({sel('kforge_learner_sample_ledger')})", "{{entry}}")],
+         description="accepted = completed (in a group that completed) + discarded (in a group "
+                     "re-issued or dropped before it completed) + held (in a group still "
+                     "filling); one snapshot of the learner's books.")
+    b.ts("Group wait bound",
+         [(f"max({sel('kforge_learner_group_wait_seconds')})", "re-issue after")], unit="s",
+         description="How long a group may stay incomplete before it is re-issued: "
+                     "group_wait_factor x the recent group times, within "
+                     "[group_wait_floor_s, group_timeout_s].")
     b.ts("Experience buffer",
          [(f"sum({sel('kforge_learner_samples_buffered')})", "samples buffered"),
           (f"sum({sel('kforge_learner_groups_pending')})", "groups pending"),
@@ -387,6 +397,11 @@ def rollout():
           (quantile(0.9, "kforge_rollout_time_to_first_token_seconds"), "p90")], unit="s")
     b.ts("Samples / s by event",
          [(f"sum by (event) ({rate('kforge_rollout_samples_total')})", "{{event}}")])
+    b.ts("Samples no verifier took, delivered by the worker / s",
+         [(f"sum by (result) ({rate('kforge_rollout_local_deliveries_total')})", "{{result}}")],
+         description="Refused or undeliverable samples, delivered with the worker's own "
+                     "verdict, by the learner's ack; failed: the learner was unreachable and "
+                     "the group was given back.")
     b.ts("Rejected work items and dropped groups / s",
          [(f"sum({rate('kforge_rollout_work_items_rejected_total')})", "work items rejected"),
           (f"sum({rate('kforge_rollout_groups_dropped_total')})", "groups dropped"),
