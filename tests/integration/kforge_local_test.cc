@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/client/rpc_client.h"
@@ -231,6 +232,19 @@ TEST(KforgeLocalTest, ShortAndJobExcludeEachOther) {
   EXPECT_THAT((*local)->output(), HasSubstr("--short and --job exclude each other"));
 }
 
+// Drains kforge local's output until its job record (`job_record`) names the
+// checkpoint of `step` (ASSERTs inside: call through ASSERT_NO_FATAL_FAILURE).
+void WaitForCheckpoint(ChildProcess& local, const std::string& job_record, int step) {
+  const std::string checkpoint = absl::StrFormat("checkpoints/step-%08d", step);
+  const absl::Time deadline = absl::Now() + absl::Seconds(180);
+  for (;;) {
+    absl::StatusOr<std::string> record = ReadFileToString(job_record);
+    if (record.ok() && absl::StrContains(*record, checkpoint)) return;
+    ASSERT_LT(absl::Now(), deadline) << local.output();
+    ASSERT_FALSE(local.WaitFor(absl::Milliseconds(100)).ok()) << local.output();
+  }
+}
+
 TEST(KforgeLocalTest, CtrlCLeavesACheckpointThatTheNextRunResumes) {
   testing::TempDir dir;
   const std::string job = WriteJob(dir, absl::StrReplaceAll(kShortJob, {{"\"total_steps\": 3",
@@ -241,13 +255,7 @@ TEST(KforgeLocalTest, CtrlCLeavesACheckpointThatTheNextRunResumes) {
   ASSERT_TRUE(first.ok());
   // Stop it once the step-4 checkpoint is on record.
   const std::string job_record = dir.Sub("run/state/jobs/job-000001.json");
-  const absl::Time deadline = absl::Now() + absl::Seconds(180);
-  for (;;) {
-    absl::StatusOr<std::string> record = ReadFileToString(job_record);
-    if (record.ok() && absl::StrContains(*record, "checkpoints/step-00000004")) break;
-    ASSERT_LT(absl::Now(), deadline) << (*first)->output();
-    ASSERT_FALSE((*first)->WaitFor(absl::Milliseconds(100)).ok()) << (*first)->output();
-  }
+  ASSERT_NO_FATAL_FAILURE(WaitForCheckpoint(**first, job_record, 4));
   (*first)->Signal(SIGINT);
   EXPECT_EQ(Finish(**first, absl::Seconds(60)).code, 0) << (*first)->output();
   EXPECT_THAT((*first)->output(), HasSubstr("resumes from its checkpoint"));
@@ -462,14 +470,8 @@ TEST(KforgeLocalTest, ItsJobGoesOnThroughAKilledLearnerAndVerifier) {
                                     .capture_output = true});
   ASSERT_TRUE(local.ok());
   // The learner dies once the step-4 checkpoint is on record.
-  const std::string job_record = dir.Sub("run/state/jobs/job-000001.json");
-  const absl::Time deadline = absl::Now() + absl::Seconds(180);
-  for (;;) {
-    absl::StatusOr<std::string> record = ReadFileToString(job_record);
-    if (record.ok() && absl::StrContains(*record, "checkpoints/step-00000004")) break;
-    ASSERT_LT(absl::Now(), deadline) << (*local)->output();
-    ASSERT_FALSE((*local)->WaitFor(absl::Milliseconds(100)).ok()) << (*local)->output();
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      WaitForCheckpoint(**local, dir.Sub("run/state/jobs/job-000001.json"), 4));
   ASSERT_EQ(::kill(ReadPorts(dir, "learner").pid(), SIGKILL), 0);
   ASSERT_TRUE(WaitForOutput(**local, "learner restarted on", absl::Seconds(120)))
       << (*local)->output();

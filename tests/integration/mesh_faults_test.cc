@@ -176,14 +176,8 @@ class MeshFaultTest : public ::testing::Test {
   // (a completed group, a group retired before it completed, a group still
   // filling), and the ledger's count is the acks' count.
   static void ExpectLedgerBalances(int metrics_port) {
-    testing::SampleLedger ledger;
-    EXPECT_TRUE(Eventually(
-        [&] {
-          ledger = testing::ScrapeLedger(metrics_port);
-          return ledger.accepted >= 0 && ledger.accepted == ledger.acks_accepted;
-        },
-        absl::Seconds(10)))
-        << ledger.Describe();
+    const testing::SampleLedger ledger = testing::SettledLedger(metrics_port);
+    EXPECT_EQ(ledger.accepted, ledger.acks_accepted) << ledger.Describe();
     EXPECT_TRUE(ledger.Balanced()) << ledger.Describe();
   }
 

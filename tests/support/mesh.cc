@@ -91,6 +91,17 @@ SampleLedger ScrapeLedger(int learner_metrics_port) {
   return ledger;
 }
 
+SampleLedger SettledLedger(int learner_metrics_port, absl::Duration timeout) {
+  SampleLedger ledger;
+  Eventually(
+      [&] {
+        ledger = ScrapeLedger(learner_metrics_port);
+        return ledger.accepted >= 0 && ledger.accepted == ledger.acks_accepted;
+      },
+      timeout);
+  return ledger;
+}
+
 bool SampleLedger::Balanced() const {
   return accepted >= 0 && accepted == completed + discarded + held;
 }

@@ -41,6 +41,9 @@ struct SampleLedger {
   std::string Describe() const;
 };
 SampleLedger ScrapeLedger(int learner_metrics_port);
+// The ledger once its count has caught up with the acks' (the last scrape
+// after `timeout` otherwise).
+SampleLedger SettledLedger(int learner_metrics_port, absl::Duration timeout = absl::Seconds(10));
 
 // Polls `condition` every 100 ms until it holds or `timeout` passes.
 bool Eventually(const std::function<bool()>& condition, absl::Duration timeout);
