@@ -22,6 +22,7 @@
 #ifndef KFORGE_CLI_LOCAL_COMMAND_H_
 #define KFORGE_CLI_LOCAL_COMMAND_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
