@@ -49,6 +49,11 @@ class VerifierSharedWorkTest : public testing::FunnelTest {
     verdict.clear_baselines_cached();
     verdict.clear_fresh_input_ms();
     for (v1::StageResult& stage : *verdict.mutable_stages()) stage.clear_seconds();
+    for (v1::InputSetResult& set : *verdict.mutable_input_sets()) {
+      set.clear_seconds();
+      set.clear_call_seconds();
+      set.clear_compare_seconds();
+    }
     for (v1::Launch& launch : *verdict.mutable_attribution()->mutable_launches()) {
       launch.clear_gpu_us();
     }
