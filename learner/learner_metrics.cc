@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "common/client/learner_delivery.h"
 #include "common/metrics/metric_builders.h"
 
 namespace kforge {
@@ -166,7 +167,7 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
 
 prometheus::Counter& LearnerMetrics::SampleAcks(kforge::v1::SampleAck::Status status) {
   return sample_acks_.Add(
-      {{"status", absl::AsciiStrToLower(kforge::v1::SampleAck::Status_Name(status))}});
+      {{"status", AckLabel(status)}});
 }
 
 void LearnerMetrics::UpdateGroups(const GroupTracker::Stats& stats) {

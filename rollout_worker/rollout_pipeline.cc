@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/client/rpc_client.h"
 #include "common/status_macros.h"
@@ -143,8 +142,7 @@ void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
                            ack.status().message()));
       return;
     }
-    metrics_->RecordLocalDelivery(
-        absl::AsciiStrToLower(v1::SampleAck::Status_Name(ack->status())));
+    metrics_->RecordLocalDelivery(AckLabel(ack->status()));
     if (ack->status() == v1::SampleAck::REJECTED) {
       // Refused, its group cannot complete either: give it back at once.
       Release(sample.key().group_id(),

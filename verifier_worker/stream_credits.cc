@@ -5,6 +5,13 @@
 
 namespace kforge {
 
+void StreamCredits::AddGrant(std::map<int64_t, Pending>& grants, int64_t id,
+                             const Stream& stream, int credits) {
+  Pending& pending = grants[id];
+  pending.grant = stream.grant;
+  pending.credits += credits;
+}
+
 std::map<int64_t, StreamCredits::Pending> StreamCredits::ShareOut() {
   std::map<int64_t, Pending> grants;
   if (streams_.empty()) return grants;
@@ -14,16 +21,13 @@ std::map<int64_t, StreamCredits::Pending> StreamCredits::ShareOut() {
   // taken back from the unspent credits of streams above theirs, most
   // over first. Admitted requests are never taken back.
   int lacking = used_ - places_;
-  for (const auto& [id, stream] : streams_) {
-    lacking += std::max(0, share - stream.held - stream.admitted);
-  }
+  for (const auto& [id, stream] : streams_) lacking += std::max(0, share - stream.owned());
   while (lacking > 0) {
     Stream* richest = nullptr;
     int64_t richest_id = 0;
     for (auto& [id, stream] : streams_) {
-      const int over = std::min(stream.held, stream.held + stream.admitted - share);
-      if (over > 0 && (richest == nullptr ||
-                       over > std::min(richest->held, richest->held + richest->admitted - share))) {
+      if (stream.spare(share) > 0 &&
+          (richest == nullptr || stream.spare(share) > richest->spare(share))) {
         richest = &stream;
         richest_id = id;
       }
@@ -32,9 +36,7 @@ std::map<int64_t, StreamCredits::Pending> StreamCredits::ShareOut() {
     --richest->held;
     --used_;
     --lacking;
-    Pending& pending = grants[richest_id];
-    pending.grant = richest->grant;
-    --pending.credits;
+    AddGrant(grants, richest_id, *richest, -1);
   }
   while (used_ < places_) {
     // The stream furthest below its share; ties go round-robin, starting
@@ -42,9 +44,8 @@ std::map<int64_t, StreamCredits::Pending> StreamCredits::ShareOut() {
     Stream* neediest = nullptr;
     int64_t neediest_id = 0;
     auto consider = [&](int64_t id, Stream& stream) {
-      const int owned = stream.held + stream.admitted;
-      if (owned >= share) return;
-      if (neediest == nullptr || owned < neediest->held + neediest->admitted) {
+      if (stream.owned() >= share) return;
+      if (neediest == nullptr || stream.owned() < neediest->owned()) {
         neediest = &stream;
         neediest_id = id;
       }
@@ -56,9 +57,7 @@ std::map<int64_t, StreamCredits::Pending> StreamCredits::ShareOut() {
     last_served_ = neediest_id;
     ++neediest->held;
     ++used_;
-    Pending& pending = grants[neediest_id];
-    pending.grant = neediest->grant;
-    ++pending.credits;
+    AddGrant(grants, neediest_id, *neediest, +1);
   }
   return grants;
 }
@@ -138,7 +137,7 @@ bool StreamCredits::TakeUnary() {
     if (richest == streams_.end()) return false;  // every place is working
     --richest->second.held;
     ++unary_;
-    grants[richest->first] = {richest->second.grant, -1};
+    AddGrant(grants, richest->first, richest->second, -1);
   }
   Hand(std::move(grants));
   return true;

@@ -27,6 +27,7 @@
 #ifndef KFORGE_VERIFIER_WORKER_STREAM_CREDITS_H_
 #define KFORGE_VERIFIER_WORKER_STREAM_CREDITS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -74,11 +75,17 @@ class StreamCredits {
     Grant grant;
     int held = 0;
     int admitted = 0;
+    int owned() const { return held + admitted; }
+    // Unspent credits above `share`: what may be taken back.
+    int spare(int share) const { return std::min(held, owned() - share); }
   };
   struct Pending {
     Grant grant;
     int credits = 0;
   };
+  // Adds `credits` (negative: taken back) to `stream`'s grant in `grants`.
+  static void AddGrant(std::map<int64_t, Pending>& grants, int64_t id, const Stream& stream,
+                       int credits);
   // Shares free places out; returns the grants to hand over unlocked.
   std::map<int64_t, Pending> ShareOut() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Hand(std::map<int64_t, Pending> grants);

@@ -3,7 +3,6 @@
 #include <memory>
 #include <set>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/config/json_config.h"
@@ -60,7 +59,7 @@ v1::Verdict VerifierServiceImpl::VerifyAndDeliver(const v1::VerifyRequest& reque
                {{"sample", request.sample().key().sample_id()}, {"error", ack.status().message()}});
     return verdict;
   }
-  metrics_->RecordDelivery(absl::AsciiStrToLower(v1::SampleAck::Status_Name(ack->status())));
+  metrics_->RecordDelivery(AckLabel(ack->status()));
   return verdict;
 }
 
@@ -123,13 +122,13 @@ grpc::Status VerifierServiceImpl::VerifyStream(
     ack.mutable_ack()->set_reason(std::string(valid.message()));
     writer->Ack(std::move(ack));
     if (!valid.ok()) {
-      const bool malformed = absl::IsInvalidArgument(valid) || absl::IsAlreadyExists(valid);
-      metrics_->RecordStreamRejection(absl::IsInvalidArgument(valid)  ? "invalid"
-                                      : absl::IsAlreadyExists(valid) ? "duplicate"
-                                                                     : "no_credit");
+      const std::string kind = absl::IsInvalidArgument(valid)  ? "invalid"
+                               : absl::IsAlreadyExists(valid) ? "duplicate"
+                                                              : "no_credit";
+      metrics_->RecordStreamRejection(kind);
       // "no credit" is counted only: it follows a credit taken back while
       // the request was on its way. A malformed request is worth a line.
-      if (malformed) {
+      if (kind != "no_credit") {
         log_.Warning("stream request refused", {{"request", request.request_id()},
                                                 {"peer", context->peer()},
                                                 {"reason", valid.message()}});

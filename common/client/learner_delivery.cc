@@ -2,11 +2,16 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/client/rpc_client.h"
 #include "common/grpc_status.h"
 
 namespace kforge {
+
+std::string AckLabel(v1::SampleAck::Status status) {
+  return absl::AsciiStrToLower(v1::SampleAck::Status_Name(status));
+}
 
 LearnerDelivery::LearnerDelivery(const std::string& learner_address, const v1::RpcPolicy& policy,
                                  std::string verifier_id, const ChannelSecurity& security)

@@ -25,6 +25,10 @@
 
 namespace kforge {
 
+// An acknowledgement's status as the metrics label it is counted under
+// ("accepted", "duplicate", ...), the same at the learner and its senders.
+std::string AckLabel(v1::SampleAck::Status status);
+
 class LearnerDelivery {
  public:
   // `security`: plaintext, or TLS (and a service token) to the learner.

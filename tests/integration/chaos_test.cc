@@ -102,23 +102,16 @@ int Restarts(const std::string& output, const std::string& service) {
   return n;
 }
 
+// A service's ports now; empty while it restarts.
 v1::ServingPorts ReadPorts(const testing::TempDir& dir, const std::string& name) {
-  v1::ServingPorts ports;
-  absl::StatusOr<std::string> json = ReadFileToString(dir.Sub("run/" + name + ".ports"));
-  if (json.ok()) (void)ParseJsonMessage(*json, &ports);
-  return ports;
+  return testing::LocalServicePorts(dir.Sub("run"), name).value_or(v1::ServingPorts());
 }
 
 class ChaosTest : public ::testing::Test {
  protected:
   // Polls kforge local's output (so its pipe never fills) for `what`.
   bool WaitForOutput(const std::function<bool(const std::string&)>& what, absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (!what(local_->output())) {
-      if (absl::Now() > deadline) return false;
-      if (local_->WaitFor(absl::Milliseconds(100)).ok()) return what(local_->output());
-    }
-    return true;
+    return testing::WaitForOutput(*local_, what, timeout);
   }
   // Sleeps while draining kforge local's output.
   void Pause(absl::Duration d) {

@@ -288,13 +288,9 @@ TEST(KforgeLocalTest, CtrlCLeavesACheckpointThatTheNextRunResumes) {
 
 // The ports a service of `kforge local` wrote to its run folder.
 v1::ServingPorts ReadPorts(const testing::TempDir& dir, const std::string& name) {
-  v1::ServingPorts ports;
-  absl::StatusOr<std::string> json = ReadFileToString(dir.Sub("run/" + name + ".ports"));
-  EXPECT_TRUE(json.ok()) << json.status();
-  if (json.ok()) {
-    EXPECT_TRUE(ParseJsonMessage(*json, &ports).ok()) << *json;
-  }
-  return ports;
+  absl::StatusOr<v1::ServingPorts> ports = testing::LocalServicePorts(dir.Sub("run"), name);
+  EXPECT_TRUE(ports.ok()) << ports.status();
+  return ports.value_or(v1::ServingPorts());
 }
 
 // A warm-start step and three GRPO steps on the served mesh: every service
@@ -415,13 +411,8 @@ TEST(KforgeLocalTest, AServedJobExposesEveryStagesTimeAsMetrics) {
 
 // Drains kforge local's output until it holds `text`.
 bool WaitForOutput(ChildProcess& local, const std::string& text, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!absl::StrContains(local.output(), text)) {
-    if (absl::Now() > deadline || local.WaitFor(absl::Milliseconds(100)).ok()) {
-      return absl::StrContains(local.output(), text);
-    }
-  }
-  return true;
+  return testing::WaitForOutput(
+      local, [&](const std::string& output) { return absl::StrContains(output, text); }, timeout);
 }
 
 // A service that dies is started again on its address, as Kubernetes

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/config/json_config.h"
 #include "common/process/child_process.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/service_process.h"
@@ -109,6 +110,26 @@ bool SampleLedger::Balanced() const {
 std::string SampleLedger::Describe() const {
   return absl::StrCat("accepted ", accepted, " = completed ", completed, " + discarded ",
                       discarded, " + held ", held, " (acks accepted ", acks_accepted, ")");
+}
+
+absl::StatusOr<v1::ServingPorts> LocalServicePorts(const std::string& run_dir,
+                                                   const std::string& name) {
+  absl::StatusOr<std::string> json = ReadFileToString(run_dir + "/" + name + ".ports");
+  if (!json.ok()) return json.status();
+  v1::ServingPorts ports;
+  if (absl::Status parsed = ParseJsonMessage(*json, &ports); !parsed.ok()) return parsed;
+  return ports;
+}
+
+bool WaitForOutput(ChildProcess& process, const std::function<bool(const std::string&)>& done,
+                   absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done(process.output())) {
+    if (absl::Now() > deadline || process.WaitFor(absl::Milliseconds(100)).ok()) {
+      return done(process.output());
+    }
+  }
+  return true;
 }
 
 absl::Status WriteTinyModelDir(const std::string& dir) {

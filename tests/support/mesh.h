@@ -15,8 +15,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/process/child_process.h"
 #include "kforge/v1/job.pb.h"
+#include "kforge/v1/service_config.pb.h"
 
 namespace kforge::testing {
 
@@ -60,6 +63,16 @@ absl::Status WriteTinyModelDir(const std::string& dir);
 // fails stage 1 at once and steps pass without updates: what fault tests need
 // is the flow, not the learning.
 v1::JobSpec FastJobSpec(const std::string& model_dir);
+
+// The ports a service of `kforge local` last wrote to its run folder
+// (`run_dir`/NAME.ports); NOT_FOUND while it is restarting.
+absl::StatusOr<v1::ServingPorts> LocalServicePorts(const std::string& run_dir,
+                                                   const std::string& name);
+
+// Drains `process`'s captured output until `done` holds for it, the process
+// exits or `timeout` passes; whether `done` holds.
+bool WaitForOutput(ChildProcess& process, const std::function<bool(const std::string&)>& done,
+                   absl::Duration timeout);
 
 // Every live descendant of `pid` (children, their children, ...).
 std::vector<int> DescendantPids(int pid);
