@@ -64,12 +64,39 @@ void CandidateSession::CollectExit() {
   }
 }
 
+void CandidateSession::Freeze(bool frozen) {
+  // The whole group: the child cannot leave it (setsid and setpgid are
+  // refused by its seccomp filter), so whatever it forked stops too.
+  ::kill(-pid_, frozen ? SIGSTOP : SIGCONT);
+}
+
 absl::StatusOr<Frame> CandidateSession::Request(const Frame& request, absl::Duration timeout) {
   if (reaped_) return absl::UnavailableError(absl::StrCat("the candidate process ", crash_));
-  absl::Status sent = channel_.Send(request);
+  Freeze(false);
+  absl::Status sent = channel_.Send(request, request.AttachedFds());
   absl::StatusOr<Frame> reply =
       sent.ok() ? channel_.Receive(absl::Now() + timeout) : absl::StatusOr<Frame>(sent);
-  if (reply.ok()) return reply;
+  if (reply.ok()) {
+    // Between requests the candidate does nothing: a thread it left behind
+    // cannot load the GPU while another candidate is timed, nor compute
+    // anything the verifier did not ask for and watch.
+    Freeze(true);
+    if (!reply->GetBool("payload_in_reply_buffer")) return reply;
+    if (request.reply_buffer == nullptr || !reply->payload.empty()) {
+      Kill("garbage on the result channel");
+      return absl::UnavailableError(
+          "garbage on the result channel: a reply payload in a buffer that was not offered");
+    }
+    // Sealed before a byte is read: from here on nothing the candidate left
+    // running (or mapped) can change what is compared.
+    if (absl::Status sealed = request.reply_buffer->Seal(); !sealed.ok()) {
+      Kill("reply buffer not released");
+      return absl::UnavailableError(
+          absl::StrCat("the candidate's reply could not be read safely: ", sealed.message()));
+    }
+    reply->shared_payload = request.reply_buffer;
+    return reply;
+  }
   if (absl::IsDeadlineExceeded(reply.status())) {
     Kill("timeout");
     return absl::DeadlineExceededError(absl::StrCat(

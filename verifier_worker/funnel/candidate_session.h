@@ -32,6 +32,9 @@ class CandidateSession {
   CandidateSession& operator=(const CandidateSession&) = delete;
   ~CandidateSession();
 
+  // The child's process group runs only during a request: it is resumed
+  // (SIGCONT) before the request is sent and stopped (SIGSTOP) once the
+  // reply is in.
   absl::StatusOr<Frame> Request(const Frame& request, absl::Duration timeout);
 
   const Frame& ready() const { return ready_; }
@@ -48,6 +51,7 @@ class CandidateSession {
   CandidateSession(std::shared_ptr<ZygoteClient> zygote, FrameChannel channel, int pid)
       : zygote_(std::move(zygote)), channel_(std::move(channel)), pid_(pid) {}
   void Kill(const std::string& reason);
+  void Freeze(bool frozen);
   void CollectExit();
 
   std::shared_ptr<ZygoteClient> zygote_;

@@ -79,6 +79,15 @@ bool Funnel::Run::Attribute(v1::StageResult* stage, const google::protobuf::Valu
   return End(stage, v1::OUTCOME_FAILED, detail);
 }
 
+absl::StatusOr<Frame> Funnel::Run::AskSharingDevice(const Frame& request,
+                                                    absl::Duration timeout) {
+  // Held for the request only, not for the comparison here nor across a
+  // candidate's sets: a candidate waiting to be timed waits for one
+  // request of each candidate in flight, not for their whole stages.
+  absl::ReaderMutexLock shared(&f_.device_mu_);
+  return sandbox_->session->Request(request, timeout);
+}
+
 bool Funnel::Run::CompileAndTinyRun() {
   v1::StageResult* stage = Begin(v1::STAGE_COMPILE);
   absl::StatusOr<std::unique_ptr<CandidateSandbox>> sandbox = f_.sandboxes_->Take(limits_);
@@ -105,8 +114,9 @@ bool Funnel::Run::CompileAndTinyRun() {
       .Set("dtype", tiny.spec.dtype)
       .Set("attribute", attribution_.has_value());
   AttachInputs(tiny, epoch_->prepared, compile);
+  OfferReplyBuffer(compile, ReplyBytes(tiny, 1, /*with_inputs=*/true));
   const absl::Time sent = absl::Now();
-  absl::StatusOr<Frame> reply = sandbox_->session->Request(compile, timeout);
+  absl::StatusOr<Frame> reply = AskSharingDevice(compile, timeout);
   const absl::Duration round_trip = absl::Now() - sent;
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "");
@@ -156,8 +166,9 @@ bool Funnel::Run::MultiInput() {
         .Set("attribute", attribution_.has_value())
         .Set("poison_bytes", static_cast<int64_t>(Bytes(set->outputs)));
     AttachInputs(*set, epoch_->prepared, run);
+    OfferReplyBuffer(run, ReplyBytes(*set, repeat, /*with_inputs=*/own));
     const absl::Time sent = absl::Now();
-    absl::StatusOr<Frame> reply = sandbox_->session->Request(run, timeout);
+    absl::StatusOr<Frame> reply = AskSharingDevice(run, timeout);
     const absl::Duration round_trip = absl::Now() - sent;
     if (!reply.ok()) return EndWithSessionError(stage, reply.status());
     if (reply->type() == "failed") {

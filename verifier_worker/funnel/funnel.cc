@@ -62,7 +62,8 @@ absl::StatusOr<std::unique_ptr<CandidateSandbox>> Funnel::MakeSandbox(
   KF_ASSIGN_OR_RETURN(std::shared_ptr<ZygoteClient> zygote, Zygote());
   const absl::Duration timeout = absl::Seconds(limits.correctness_timeout_s());
   // A spare's warm-up uses the GPU: not while a candidate is being timed.
-  // (A sandbox made on demand is made under the caller's shared hold.)
+  // (A sandbox made on demand does no GPU work before its first request,
+  // which holds the device shared.)
   std::optional<absl::ReaderMutexLock> shared;
   if (spare) shared.emplace(&device_mu_);
   KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(zygote, config.header, timeout));

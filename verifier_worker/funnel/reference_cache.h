@@ -40,7 +40,15 @@ struct ReferenceEpoch {
   uint64_t init_seed = 0;
   Frame prepared;  // owns the bytes the sets point into
   std::map<std::string, ReferenceSet> sets;
-  int64_t bytes() const { return static_cast<int64_t>(prepared.payload.size()); }
+  // The reference server's payload and the sets' shared copies of their
+  // inputs.
+  int64_t bytes() const {
+    uint64_t total = prepared.payload.size();
+    for (const auto& [name, set] : sets) {
+      if (set.shared_inputs != nullptr) total += set.shared_inputs->size();
+    }
+    return static_cast<int64_t>(total);
+  }
 };
 
 class ReferenceCache {

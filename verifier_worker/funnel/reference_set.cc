@@ -142,11 +142,53 @@ absl::StatusOr<std::map<std::string, ReferenceSet>> ParsePrepared(
   return out;
 }
 
+absl::Status ShareInputs(const Frame& prepared, ReferenceSet& set) {
+  uint64_t total = 0;
+  for (const TensorEntry& e : set.inputs) total += e.nbytes;
+  KF_ASSIGN_OR_RETURN(SharedMemory buffer,
+                      SharedMemory::Create(absl::StrCat("kforge-inputs-", set.spec.name), total));
+  std::vector<uint64_t> offsets;
+  uint64_t offset = 0;
+  for (const TensorEntry& e : set.inputs) {
+    const absl::string_view bytes = prepared.TensorBytes(e);
+    std::copy(bytes.begin(), bytes.end(), buffer.writable() + offset);
+    offsets.push_back(offset);
+    offset += bytes.size();
+  }
+  KF_RETURN_IF_ERROR(buffer.Seal());
+  set.shared_inputs = std::make_shared<const SharedMemory>(std::move(buffer));
+  set.shared_offsets = std::move(offsets);
+  return absl::OkStatus();
+}
+
+uint64_t ReplyBytes(const ReferenceSet& set, int runs, bool with_inputs) {
+  uint64_t total = 0;
+  for (const TensorEntry& e : set.outputs) total += e.nbytes * static_cast<uint64_t>(runs);
+  for (const TensorEntry& e : set.inputs) total += with_inputs ? e.nbytes : 0;
+  return total;
+}
+
 void AttachInputs(const ReferenceSet& set, const Frame& prepared, Frame& request) {
-  for (size_t i = 0; i < set.inputs.size(); ++i) {
-    const TensorEntry& e = set.inputs[i];
-    request.AddTensor(absl::StrCat(set.spec.name, "/in", set.input_positions[i]),
-                      prepared.TensorBytes(e), e.dtype, e.shape);
+  if (set.shared_inputs != nullptr) {
+    const int buffer = request.Attach(set.shared_inputs);
+    google::protobuf::Value& shared = (*request.header.mutable_fields())["shared_tensors"];
+    for (size_t i = 0; i < set.inputs.size(); ++i) {
+      const TensorEntry& e = set.inputs[i];
+      auto& f = *shared.mutable_list_value()->add_values()->mutable_struct_value()->mutable_fields();
+      f["name"].set_string_value(absl::StrCat(set.spec.name, "/in", set.input_positions[i]));
+      f["dtype"].set_string_value(e.dtype);
+      auto& shape = *f["shape"].mutable_list_value();
+      for (int64_t d : e.shape) shape.add_values()->set_number_value(static_cast<double>(d));
+      f["buffer"].set_number_value(buffer);
+      f["offset"].set_number_value(static_cast<double>(set.shared_offsets[i]));
+      f["nbytes"].set_number_value(static_cast<double>(e.nbytes));
+    }
+  } else {
+    for (size_t i = 0; i < set.inputs.size(); ++i) {
+      const TensorEntry& e = set.inputs[i];
+      request.AddTensor(absl::StrCat(set.spec.name, "/in", set.input_positions[i]),
+                        prepared.TensorBytes(e), e.dtype, e.shape);
+    }
   }
   if (set.scalars.list_value().values_size() > 0) {
     (*(*request.header.mutable_fields())["scalars"].mutable_struct_value()->mutable_fields())

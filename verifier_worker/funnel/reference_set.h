@@ -5,6 +5,7 @@
 #define KFORGE_VERIFIER_WORKER_FUNNEL_REFERENCE_SET_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,15 +33,29 @@ struct ReferenceSet {
   std::vector<int> input_positions;
   google::protobuf::Value scalars;
   std::vector<TensorEntry> outputs;
+  // The tensor inputs again, in a sealed buffer each candidate of the epoch
+  // maps instead of receiving a copy (null where one could not be made:
+  // the inputs then travel in the request); input i at shared_offsets[i].
+  std::shared_ptr<const SharedMemory> shared_inputs;
+  std::vector<uint64_t> shared_offsets;
 };
+
+// Puts the set's tensor inputs into a sealed shared buffer (shared_inputs).
+absl::Status ShareInputs(const Frame& prepared, ReferenceSet& set);
+
+// The bytes a candidate's reply to a request on `set` carries: `runs`
+// output lists and, with `with_inputs`, the inputs as they are after.
+uint64_t ReplyBytes(const ReferenceSet& set, int runs, bool with_inputs);
 
 // Splits a "prepared" frame into its sets (in plan order). The frame owns
 // the bytes; keep it alive as long as the sets.
 absl::StatusOr<std::map<std::string, ReferenceSet>> ParsePrepared(
     const Frame& prepared, const std::vector<InputSetSpec>& specs);
 
-// Adds the set's inputs to `request`: tensors under "<set>/in<i>", plain
-// numbers under the header's "scalars" (by set name).
+// Adds the set's inputs to `request`: tensors under "<set>/in<i>" (in the
+// header's "shared_tensors", in the attached shared buffer, where the set
+// has one; else in the payload), plain numbers under the header's
+// "scalars" (by set name).
 void AttachInputs(const ReferenceSet& set, const Frame& prepared, Frame& request);
 
 struct SetCheck {

@@ -41,6 +41,11 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
   epoch->sets = *std::move(parsed);
   const ReferenceSet& own = epoch->sets["task_inputs"];
   if (!own.ok) return absl::FailedPreconditionError(own.message);
+  for (auto& [name, set] : epoch->sets) {
+    // A set without a shared buffer still works, its inputs copied into
+    // every request: slower, not wrong.
+    if (set.ok && !set.inputs.empty()) (void)ShareInputs(epoch->prepared, set);
+  }
   return std::shared_ptr<const ReferenceEpoch>(std::move(epoch));
 }
 

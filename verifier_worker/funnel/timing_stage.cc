@@ -200,7 +200,11 @@ bool Funnel::Run::TimeCandidate(v1::StageResult* stage) {
     }
     for (int call : calls) secret.mutable_list_value()->add_values()->set_number_value(call);
   }
+  const int recorded_calls = secret.list_value().values_size();
   request.Set("recorded_calls", std::move(secret));
+  // The last timed output and each recorded call's: every set of the pool
+  // has the task's own shapes.
+  OfferReplyBuffer(request, ReplyBytes(SetNamed(pool_.front()), 1 + recorded_calls, false));
   absl::StatusOr<Frame> reply =
       sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
@@ -254,7 +258,12 @@ bool Funnel::Run::ProbeFreshInputs(v1::StageResult* stage, std::vector<std::stri
   request.Set("sets", StringList(names)).Set("flush_l2", p.flush_l2())
       .Set("clone_inputs", p.clone_inputs())
       .Set("launch_cover_ms", p.probe_launch_cover_ms());
-  for (const std::string& name : names) AttachInputs(SetNamed(name), epoch_->prepared, request);
+  uint64_t reply_bytes = 0;
+  for (const std::string& name : names) {
+    AttachInputs(SetNamed(name), epoch_->prepared, request);
+    reply_bytes += ReplyBytes(SetNamed(name), 1, /*with_inputs=*/false);
+  }
+  OfferReplyBuffer(request, reply_bytes);
   absl::StatusOr<Frame> reply =
       sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());

@@ -105,6 +105,12 @@ bool Funnel::Run::EndWithFailedReply(v1::StageResult* stage, const Frame& reply,
   return End(stage, v1::OUTCOME_FAILED, message);
 }
 
+void Funnel::Run::OfferReplyBuffer(Frame& request, uint64_t bytes) {
+  if (bytes == 0) return;
+  absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("kforge-reply", bytes);
+  if (buffer.ok()) request.OfferReplyBuffer(std::make_shared<SharedMemory>(*std::move(buffer)));
+}
+
 v1::Verdict Funnel::Run::Execute() {
   const bool ran_static = Static();
   if (ran_static) {
@@ -118,9 +124,9 @@ v1::Verdict Funnel::Run::Execute() {
   if (ran_static && options_.last_stage() >= v1::STAGE_COMPILE && PrepareReference()) {
     bool correct = false;
     {
-      // Correctness runs share the GPU (readers); timing takes it alone.
+      // Correctness runs share the GPU (each request a reader, see
+      // AskSharingDevice); timing takes it alone.
       SlotGuard slot(f_.slots_mu_, f_.slot_freed_, f_.free_slots_);
-      absl::ReaderMutexLock shared(&f_.device_mu_);
       correct = CompileAndTinyRun() && options_.last_stage() >= v1::STAGE_MULTI_INPUT &&
                 MultiInput();
     }

@@ -53,11 +53,18 @@ class Funnel::Run {
   // The epoch's set of that name (an empty, not-ok set when there is none).
   const ReferenceSet& SetNamed(const std::string& name) const;
   v1::Verdict Finish();
+  // Offers the candidate a shared buffer of `bytes` for its reply's tensors
+  // (written there once, from the GPU, instead of copied through the
+  // socket; sealed before it is read). Without one, they take the socket.
+  void OfferReplyBuffer(Frame& request, uint64_t bytes);
 
   // -- stages --
   bool Static();            // static_stage.cc
   bool PrepareReference();  // reference_stage.cc
   bool CompileAndTinyRun();  // correctness_stages.cc
+  // A correctness request to the candidate: it shares the GPU with other
+  // candidates' correctness runs, never with a timing.
+  absl::StatusOr<Frame> AskSharingDevice(const Frame& request, absl::Duration timeout);
   bool MultiInput();
   // Adds a set's result to the verdict with its round trip, its comparison
   // and the candidate's call time as its harness reported it.

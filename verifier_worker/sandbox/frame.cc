@@ -87,12 +87,30 @@ absl::StatusOr<std::vector<TensorEntry>> Frame::Tensors() const {
     }
     entry.offset = static_cast<uint64_t>(get("offset").number_value());
     entry.nbytes = static_cast<uint64_t>(get("nbytes").number_value());
-    if (entry.offset + entry.nbytes > payload.size()) {
+    const uint64_t size = PayloadBytes().size();
+    if (entry.offset > size || entry.nbytes > size - entry.offset) {
       return absl::DataLossError(absl::StrCat("tensor ", entry.name, " lies outside the payload"));
     }
     out.push_back(std::move(entry));
   }
   return out;
+}
+
+int Frame::Attach(std::shared_ptr<const SharedMemory> buffer) {
+  attachments.push_back(std::move(buffer));
+  return static_cast<int>(attachments.size()) - 1;
+}
+
+void Frame::OfferReplyBuffer(std::shared_ptr<SharedMemory> buffer) {
+  Set("reply_capacity", static_cast<double>(buffer->size()));
+  Set("reply_buffer", Attach(buffer));
+  reply_buffer = std::move(buffer);
+}
+
+std::vector<int> Frame::AttachedFds() const {
+  std::vector<int> fds;
+  for (const auto& buffer : attachments) fds.push_back(buffer->fd());
+  return fds;
 }
 
 }  // namespace kforge

@@ -9,6 +9,7 @@
 #define KFORGE_VERIFIER_WORKER_SANDBOX_FRAME_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "verifier_worker/sandbox/shared_memory.h"
 
 namespace kforge {
 
@@ -50,12 +52,32 @@ class Frame {
                  const std::vector<int64_t>& shape);
   // The "tensors" entries of the header, checked against the payload size.
   absl::StatusOr<std::vector<TensorEntry>> Tensors() const;
+
+  // Sends `buffer`'s descriptor with the frame (a sealed buffer the peer
+  // maps to read); returns its index among the frame's descriptors, by
+  // which header fields name it.
+  int Attach(std::shared_ptr<const SharedMemory> buffer);
+  // Offers the peer `buffer` (not sealed) to write its reply's payload into:
+  // the header says "reply_buffer" (the descriptor's index) and
+  // "reply_capacity"; a reply that used it says "payload_in_reply_buffer".
+  void OfferReplyBuffer(std::shared_ptr<SharedMemory> buffer);
+  // The descriptors that travel with the frame, in order.
+  std::vector<int> AttachedFds() const;
   absl::string_view TensorBytes(const TensorEntry& entry) const {
-    return absl::string_view(payload).substr(entry.offset, entry.nbytes);
+    return PayloadBytes().substr(entry.offset, entry.nbytes);
+  }
+  // The payload's bytes: those that came through the socket, or a sealed
+  // shared buffer's when the peer wrote them there (shared_payload).
+  absl::string_view PayloadBytes() const {
+    return shared_payload != nullptr ? shared_payload->bytes() : absl::string_view(payload);
   }
 
   google::protobuf::Struct header;
   std::string payload;
+  std::shared_ptr<const SharedMemory> shared_payload;
+  // Kept alive while the frame is: what Attach and OfferReplyBuffer sent.
+  std::vector<std::shared_ptr<const SharedMemory>> attachments;
+  std::shared_ptr<SharedMemory> reply_buffer;
 };
 
 }  // namespace kforge

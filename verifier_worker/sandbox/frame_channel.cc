@@ -51,26 +51,36 @@ absl::StatusOr<std::pair<FrameChannel, FrameChannel>> FrameChannel::Pair() {
 }
 
 absl::Status FrameChannel::Send(const Frame& frame, int attach_fd) {
+  if (attach_fd < 0) return Send(frame, std::span<const int>());
+  return Send(frame, std::span<const int>(&attach_fd, 1));
+}
+
+absl::Status FrameChannel::Send(const Frame& frame, std::span<const int> attach_fds) {
+  if (attach_fds.size() > kMaxAttachedFds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(attach_fds.size(), " descriptors on one frame; at most ", kMaxAttachedFds));
+  }
+  const absl::string_view payload = frame.PayloadBytes();
   const std::string header = ToJson(frame.header, false);
   std::string first(kPrefixBytes, '\0');
   std::memcpy(first.data(), kMagic, 4);
   PutLe(first.data() + 4, header.size(), 4);
-  PutLe(first.data() + 8, frame.payload.size(), 8);
+  PutLe(first.data() + 8, payload.size(), 8);
   first += header;
-  if (attach_fd >= 0) {
-    // The descriptor rides on the first byte of the frame.
-    char control[CMSG_SPACE(sizeof(int))] = {};
+  if (!attach_fds.empty()) {
+    // The descriptors ride on the first byte of the frame.
+    char control[CMSG_SPACE(sizeof(int) * kMaxAttachedFds)] = {};
     iovec iov{first.data(), 1};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * attach_fds.size());
     cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cmsg), &attach_fd, sizeof(int));
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * attach_fds.size());
+    std::memcpy(CMSG_DATA(cmsg), attach_fds.data(), sizeof(int) * attach_fds.size());
     ssize_t n;
     do {
       n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
@@ -80,7 +90,7 @@ absl::Status FrameChannel::Send(const Frame& frame, int attach_fd) {
   } else {
     KF_RETURN_IF_ERROR(SendAll(fd_.get(), first.data(), first.size()));
   }
-  return SendAll(fd_.get(), frame.payload.data(), frame.payload.size());
+  return SendAll(fd_.get(), payload.data(), payload.size());
 }
 
 absl::Status FrameChannel::ReadExact(char* out, size_t n, absl::Time deadline) {

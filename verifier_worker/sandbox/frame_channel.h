@@ -7,6 +7,7 @@
 #ifndef KFORGE_VERIFIER_WORKER_SANDBOX_FRAME_CHANNEL_H_
 #define KFORGE_VERIFIER_WORKER_SANDBOX_FRAME_CHANNEL_H_
 
+#include <span>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,9 @@ class FrameChannel {
 
   // UNAVAILABLE if the peer is gone. `attach_fd` >= 0 travels with the frame.
   absl::Status Send(const Frame& frame, int attach_fd = -1);
+  // Up to kMaxAttachedFds descriptors travel with the frame, in order.
+  static constexpr size_t kMaxAttachedFds = 4;
+  absl::Status Send(const Frame& frame, std::span<const int> attach_fds);
   // DEADLINE_EXCEEDED past `deadline` (absl::InfiniteFuture() to wait
   // forever), UNAVAILABLE when the peer closed, DATA_LOSS on a bad frame.
   // `max_bytes` bounds header plus payload.

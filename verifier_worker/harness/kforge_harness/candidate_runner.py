@@ -58,6 +58,8 @@ class Runner:
         self.model = None
         self.model_init = None
         self.pool = {}  # set name -> [inputs on device]
+        self.request = {}  # the request being served, and the descriptors
+        self.fds = []      # that came with it (closed once it is answered)
 
     # -- helpers --------------------------------------------------------
 
@@ -124,26 +126,37 @@ class Runner:
     def _inputs(self, header, payload, name):
         """The set's inputs in order: tensors from the payload, plain numbers
         (a scale factor) from the header's "scalars"."""
-        tensors = protocol.unpack_tensors(header["tensors"], payload, self.device)
+        tensors = protocol.unpack_tensors(header.get("tensors", []), payload, self.device)
+        tensors.update(protocol.unpack_shared(header.get("shared_tensors", []), self.fds,
+                                              self.device))
         scalars = {int(s[0]): task_inputs.decode_scalar(s[1:])
                    for s in header.get("scalars", {}).get(name, [])}
-        count = len(scalars) + sum(1 for e in header["tensors"] if e["name"].startswith(name + "/in"))
+        count = len(scalars) + sum(1 for e in tensors if e.startswith(name + "/in"))
         inputs = [scalars[i] if i in scalars else tensors[f"{name}/in{i}"] for i in range(count)]
         self.pool[name] = inputs
         return inputs
 
+    def _pack(self, header, named):
+        """The reply: `named` tensors into the buffer the verifier offered
+        if they fit, else into the payload."""
+        offered = None
+        if "reply_buffer" in self.request:
+            offered = (self.fds[int(self.request["reply_buffer"])],
+                       int(self.request["reply_capacity"]))
+        entries, parts, in_buffer = protocol.pack_reply(named, offered)
+        header["tensors"] = entries
+        if in_buffer:
+            header["payload_in_reply_buffer"] = True
+        return header, parts
+
     def _reply_outputs(self, header, runs, inputs, record=None):
-        packer = protocol.TensorPacker()
-        for r, outputs in enumerate(runs):
-            for i, out in enumerate(outputs):
-                packer.add(f"run{r}/out{i}", out)
-        for i, x in enumerate(inputs):
-            if not isinstance(x, (bool, int, float)):
-                packer.add(f"after/in{i}", x)
-        header["tensors"] = packer.entries
+        named = [(f"run{r}/out{i}", out) for r, outputs in enumerate(runs)
+                 for i, out in enumerate(outputs)]
+        named += [(f"after/in{i}", x) for i, x in enumerate(inputs)
+                  if not isinstance(x, (bool, int, float))]
         if record is not None:
             header["launches"] = record["launches"]
-        return header, packer.payload()
+        return self._pack(header, named)
 
     # -- requests ---------------------------------------------------------
 
@@ -226,24 +239,20 @@ class Runner:
                 aside=(secret, record_call))
         outputs = task_inputs.as_output_list(result)
         self._check_guards()
-        packer = protocol.TensorPacker()
-        for i, out in enumerate(outputs):
-            packer.add(f"last/out{i}", out)
+        named = [(f"last/out{i}", out) for i, out in enumerate(outputs)]
         records = []
         for n, (pool_index, rec_outputs, record) in enumerate(recorded):
-            for i, out in enumerate(rec_outputs):
-                packer.add(f"rec{n}/out{i}", out)
+            named += [(f"rec{n}/out{i}", out) for i, out in enumerate(rec_outputs)]
             records.append({"set": request["sets"][pool_index], "launches": record["launches"]})
-        return {"type": "timed", "event_ms": event_ms, "host_ms": host_ms,
-                "last_set": request["sets"][index], "recorded": records,
-                "tensors": packer.entries}, packer.payload()
+        return self._pack({"type": "timed", "event_ms": event_ms, "host_ms": host_ms,
+                           "last_set": request["sets"][index], "recorded": records}, named)
 
     def probe(self, request, payload):
         """One timed call on each of `sets`, whose inputs arrive now: the
         candidate has never seen them."""
         import torch
         timer = timing.Timer(self.device)
-        packer = protocol.TensorPacker()
+        named = []
         event_ms, host_ms = [], []
         with torch.no_grad():
             for name in request["sets"]:
@@ -254,11 +263,9 @@ class Runner:
                 outputs = self._checked_outputs(result)
                 event_ms.append(ev if ev is not None else host)
                 host_ms.append(host)
-                for i, out in enumerate(outputs):
-                    packer.add(f"{name}/out{i}", out)
+                named += [(f"{name}/out{i}", out) for i, out in enumerate(outputs)]
         self._check_guards()
-        return {"type": "probed", "event_ms": event_ms, "host_ms": host_ms,
-                "tensors": packer.entries}, packer.payload()
+        return self._pack({"type": "probed", "event_ms": event_ms, "host_ms": host_ms}, named)
 
     def attribute(self, request, payload):
         """One recorded call on a set already sent: what forward launches
@@ -272,7 +279,8 @@ class Runner:
                     "probe": self.probe, "attribute": self.attribute,
                     "ping": lambda request, payload: ({"type": "pong"}, b"")}
         while True:
-            request, payload = protocol.recv_frame(self.sock)
+            request, payload, self.fds = protocol.recv_frame(self.sock, want_fds=True)
+            self.request = request
             if request.get("type") == "exit":
                 return
             handler = handlers.get(request.get("type"))
@@ -284,6 +292,14 @@ class Runner:
                 header, out = {"type": "failed", "message": str(e), "flag": e.flag}, b""
             except Exception as e:  # the candidate's code raised
                 header, out = {"type": "failed", "message": _short_traceback(e), "flag": ""}, b""
+            finally:
+                # Mappings made from them stay valid; the descriptors go.
+                for fd in self.fds:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass  # the candidate closed it; its reply says what it broke
+                self.fds = []
             protocol.send_frame(self.sock, header, out)
 
 

@@ -5,11 +5,22 @@ endian), a UTF-8 JSON header, then the payload. Tensors travel in the payload
 as raw little-endian bytes described by the header's "tensors" list
 (name, dtype, shape, offset, nbytes); nothing is ever pickled.
 
+Large tensors need not cross the socket at all. A request may name tensors
+in "shared_tensors" (name, dtype, shape, buffer, offset, nbytes): their bytes
+lie in a sealed memfd whose descriptor came with the frame (`buffer` is its
+index among the frame's descriptors), mapped here copy-on-write. And a
+request may offer a "reply_buffer" (a descriptor index) of "reply_capacity"
+bytes: a reply whose tensors fit is written there (a GPU tensor copied once,
+straight into it) and says "payload_in_reply_buffer"; the verifier seals the
+buffer before it reads a byte.
+
 The C++ twin is verifier_worker/sandbox/frame_channel.{h,cc}.
 """
 
 import array
 import json
+import mmap
+import os
 import socket
 import struct
 
@@ -169,3 +180,72 @@ def unpack_tensors(entries, payload, device="cpu"):
         chunk = view[e["offset"]: e["offset"] + e["nbytes"]]
         out[e["name"]] = tensor_from_bytes(chunk, e["dtype"], e["shape"], device)
     return out
+
+
+# --- tensors in shared buffers --------------------------------------------
+
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+def unpack_shared(entries, fds, device="cpu"):
+    """{name: tensor} for "shared_tensors" entries. Each buffer is mapped
+    private and writable (copy-on-write: a candidate that writes into its
+    inputs changes its own pages, never the buffer), so no byte is copied
+    before the tensors are made; on a GPU the one copy is to the device."""
+    maps = {}
+    out = {}
+    for e in entries:
+        k = int(e["buffer"])
+        if not 0 <= k < len(fds):
+            raise ProtocolError(f"shared tensor {e['name']!r} names descriptor {k} of {len(fds)}")
+        if k not in maps:
+            size = os.fstat(fds[k]).st_size
+            maps[k] = memoryview(mmap.mmap(fds[k], size, flags=mmap.MAP_PRIVATE | _MAP_POPULATE,
+                                           prot=mmap.PROT_READ | mmap.PROT_WRITE))
+        offset, nbytes = int(e["offset"]), int(e["nbytes"])
+        view = maps[k]
+        if offset < 0 or nbytes < 0 or offset + nbytes > len(view):
+            raise ProtocolError(f"shared tensor {e['name']!r} lies outside its buffer")
+        out[e["name"]] = tensor_from_bytes(view[offset: offset + nbytes], e["dtype"], e["shape"],
+                                           device)
+    return out
+
+
+def _raw_bytes(tensor):
+    """The tensor's bytes as a flat uint8 tensor on its own device (no copy
+    when it is already contiguous)."""
+    import torch
+    t = tensor.detach().contiguous().reshape(-1)
+    return t.view(torch.uint8) if t.dtype is not torch.bool else t.to(torch.uint8)
+
+
+def pack_reply(named, reply_buffer=None):
+    """[(name, tensor)] as (header entries, payload parts, in_buffer). With
+    reply_buffer = (descriptor, capacity) and room in it, the bytes are
+    written into the buffer, which is unmapped before this returns (the
+    verifier cannot seal a buffer still mapped writable), and the payload is
+    empty; otherwise they travel as a payload (TensorPacker)."""
+    import torch
+    raw = [(name, t, _raw_bytes(t)) for name, t in named]
+    total = sum(r.numel() for _, _, r in raw)
+    if reply_buffer is None or total == 0 or total > reply_buffer[1]:
+        packer = TensorPacker()
+        for name, t, _ in raw:
+            packer.add(name, t)
+        return packer.entries, packer.payload(), False
+    fd, capacity = reply_buffer
+    buffer = mmap.mmap(fd, capacity, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    entries, offset = [], 0
+    try:
+        for name, t, r in raw:
+            n = r.numel()
+            if n:
+                target = torch.frombuffer(buffer, dtype=torch.uint8, count=n, offset=offset)
+                target.copy_(r)
+                del target
+            entries.append({"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape),
+                            "offset": offset, "nbytes": n})
+            offset += n
+    finally:
+        buffer.close()
+    return entries, [], True

@@ -78,3 +78,79 @@ class TensorFramesTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _sealed_memfd(data):
+    """A memfd holding `data`, sealed read-only as the verifier seals a
+    set's inputs."""
+    import fcntl
+    fd = os.memfd_create("kforge-test-inputs", os.MFD_ALLOW_SEALING)
+    os.write(fd, data)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+    return fd
+
+
+class SharedBuffersTest(unittest.TestCase):
+    def test_shared_inputs_arrive_equal_and_writing_them_leaves_the_buffer_alone(self):
+        x = torch.randn(300, 17)
+        flags = torch.rand(40) > 0.5
+        packer = protocol.TensorPacker()
+        packer.add("s/in0", x)
+        packer.add("s/in1", flags)
+        fd = _sealed_memfd(b"".join(bytes(p) for p in packer.payload()))
+        try:
+            entries = [dict(e, buffer=0) for e in packer.entries]
+            out = protocol.unpack_shared(entries, [fd])
+            self.assertTrue(torch.equal(out["s/in0"], x))
+            self.assertTrue(torch.equal(out["s/in1"], flags))
+            # A candidate writing into its inputs writes its own pages.
+            out["s/in0"].fill_(5.0)
+            again = protocol.unpack_shared(entries, [fd])
+            self.assertTrue(torch.equal(again["s/in0"], x))
+        finally:
+            os.close(fd)
+
+    def test_a_shared_tensor_outside_its_buffer_is_a_protocol_error(self):
+        fd = _sealed_memfd(b"\0" * 64)
+        try:
+            entry = {"name": "s/in0", "dtype": "float32", "shape": [32], "buffer": 0,
+                     "offset": 0, "nbytes": 128}
+            with self.assertRaises(protocol.ProtocolError):
+                protocol.unpack_shared([entry], [fd])
+            with self.assertRaises(protocol.ProtocolError):
+                protocol.unpack_shared([dict(entry, nbytes=64, buffer=1)], [fd])
+        finally:
+            os.close(fd)
+
+    def test_a_reply_that_fits_goes_into_the_offered_buffer_and_is_unmapped(self):
+        import fcntl
+        named = [("run0/out0", torch.randn(64, 9)), ("run0/out1", torch.arange(5)),
+                 ("after/in0", torch.randn(3).to(torch.bfloat16))]
+        capacity = sum(t.numel() * t.element_size() for _, t in named)
+        fd = os.memfd_create("kforge-test-reply", os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, capacity)
+            entries, parts, in_buffer = protocol.pack_reply(named, (fd, capacity))
+            self.assertTrue(in_buffer)
+            self.assertEqual(parts, [])
+            # Unmapped: the verifier's seal is not refused.
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
+            data = os.pread(fd, capacity, 0)
+            out = protocol.unpack_tensors(entries, bytearray(data))
+            for name, t in named:
+                self.assertTrue(torch.equal(out[name], t), name)
+        finally:
+            os.close(fd)
+
+    def test_a_reply_larger_than_the_offer_travels_as_a_payload(self):
+        named = [("run0/out0", torch.randn(100))]
+        fd = os.memfd_create("kforge-test-reply", os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, 100)
+            entries, parts, in_buffer = protocol.pack_reply(named, (fd, 100))
+            self.assertFalse(in_buffer)
+            out = protocol.unpack_tensors(entries, bytearray(b"".join(bytes(p) for p in parts)))
+            self.assertTrue(torch.equal(out["run0/out0"], named[0][1]))
+        finally:
+            os.close(fd)

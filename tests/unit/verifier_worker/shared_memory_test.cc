@@ -1,0 +1,66 @@
+// SharedMemory: what the verifier reads from a shared buffer cannot change
+// after Seal(), and a buffer someone still maps writable is not sealed.
+#include "verifier_worker/sandbox/shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace kforge {
+namespace {
+
+TEST(SharedMemoryTest, SealedBytesCannotBeWrittenResizedOrMappedWritable) {
+  absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("test", 4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  std::memcpy(buffer->writable(), "kforge", 6);
+  ASSERT_TRUE(buffer->Seal().ok());
+  EXPECT_TRUE(buffer->sealed());
+  EXPECT_EQ(buffer->writable(), nullptr);
+  EXPECT_EQ(buffer->bytes().substr(0, 6), "kforge");
+
+  EXPECT_EQ(::pwrite(buffer->fd(), "x", 1, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::ftruncate(buffer->fd(), 0), 0);
+  void* shared = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, buffer->fd(), 0);
+  EXPECT_EQ(shared, MAP_FAILED);
+  // A private copy-on-write mapping (how a candidate maps its inputs) is
+  // allowed, and its writes stay its own.
+  void* priv = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, buffer->fd(), 0);
+  ASSERT_NE(priv, MAP_FAILED);
+  static_cast<char*>(priv)[0] = 'X';
+  EXPECT_EQ(buffer->bytes().substr(0, 6), "kforge");
+  ::munmap(priv, 4096);
+}
+
+TEST(SharedMemoryTest, ABufferStillMappedWritableElsewhereIsNotSealedNorRead) {
+  absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("test", 4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  // Another holder (the candidate, in the verifier) keeps a writable map.
+  void* other = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, buffer->fd(), 0);
+  ASSERT_NE(other, MAP_FAILED);
+  const absl::Status sealed = buffer->Seal();
+  EXPECT_EQ(sealed.code(), absl::StatusCode::kFailedPrecondition) << sealed;
+  EXPECT_FALSE(buffer->sealed());
+  EXPECT_TRUE(buffer->bytes().empty());
+  // Once the other mapping is gone it seals, and reads what was written.
+  std::memcpy(other, "late", 4);
+  ::munmap(other, 4096);
+  ASSERT_TRUE(buffer->Seal().ok());
+  EXPECT_EQ(buffer->bytes().substr(0, 4), "late");
+}
+
+TEST(SharedMemoryTest, AnEmptyBufferSealsAndReadsEmpty) {
+  absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("test", 0);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  ASSERT_TRUE(buffer->Seal().ok());
+  EXPECT_TRUE(buffer->bytes().empty());
+}
+
+}  // namespace
+}  // namespace kforge

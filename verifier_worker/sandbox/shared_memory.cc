@@ -1,0 +1,81 @@
+#include "verifier_worker/sandbox/shared_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace kforge {
+namespace {
+
+// mmap refuses a length of 0; an empty buffer maps one page it never shows.
+uint64_t MapLength(uint64_t size) { return size == 0 ? 1 : size; }
+
+absl::Status Errno(absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::StatusOr<SharedMemory> SharedMemory::Create(const std::string& name, uint64_t size) {
+  UniqueFd fd(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) return Errno("memfd_create");
+  if (::ftruncate(fd.get(), static_cast<off_t>(MapLength(size))) != 0) {
+    return Errno(absl::StrCat("ftruncate to ", size, " bytes"));
+  }
+  void* data = ::mmap(nullptr, MapLength(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (data == MAP_FAILED) return Errno("mmap");
+  return SharedMemory(std::move(fd), static_cast<char*>(data), size);
+}
+
+SharedMemory::SharedMemory(SharedMemory&& other) noexcept
+    : fd_(std::move(other.fd_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      sealed_(std::exchange(other.sealed_, false)) {}
+
+SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
+  if (this != &other) {
+    Unmap();
+    fd_ = std::move(other.fd_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    sealed_ = std::exchange(other.sealed_, false);
+  }
+  return *this;
+}
+
+SharedMemory::~SharedMemory() { Unmap(); }
+
+void SharedMemory::Unmap() {
+  if (data_ != nullptr) ::munmap(data_, MapLength(size_));
+  data_ = nullptr;
+}
+
+absl::Status SharedMemory::Seal() {
+  if (sealed_) return absl::OkStatus();
+  Unmap();
+  constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
+  if (::fcntl(fd_.get(), F_ADD_SEALS, kSeals) != 0) {
+    const int error = errno;
+    // Unmapped: bytes that someone else can still change are not read.
+    if (error == EBUSY) {
+      return absl::FailedPreconditionError(
+          "another process still maps the shared buffer writable, so it cannot be sealed");
+    }
+    errno = error;
+    return Errno("sealing the shared buffer");
+  }
+  void* data = ::mmap(nullptr, MapLength(size_), PROT_READ, MAP_SHARED, fd_.get(), 0);
+  if (data == MAP_FAILED) return Errno("mmap of the sealed buffer");
+  data_ = static_cast<char*>(data);
+  sealed_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace kforge

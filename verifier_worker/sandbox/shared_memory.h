@@ -1,0 +1,63 @@
+// Bytes shared with a harness process through a memfd instead of copied
+// through its socket: a set's inputs, sealed read-only once per reference
+// epoch and mapped by each candidate it is sent to, and a buffer a
+// candidate writes its outputs into, sealed before the verifier reads it.
+// A seal (F_SEAL_WRITE) is the kernel's promise that no process, the
+// candidate included, can change the bytes any more: it is refused while
+// anyone still maps the memfd writable.
+//
+//   KF_ASSIGN_OR_RETURN(SharedMemory inputs, SharedMemory::Create("inputs", n));
+//   std::memcpy(inputs.writable(), bytes, n);
+//   KF_RETURN_IF_ERROR(inputs.Seal());      // now read-only for everyone
+//   channel.Send(frame, {inputs.fd()});
+#ifndef KFORGE_VERIFIER_WORKER_SANDBOX_SHARED_MEMORY_H_
+#define KFORGE_VERIFIER_WORKER_SANDBOX_SHARED_MEMORY_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/process/unique_fd.h"
+
+namespace kforge {
+
+class SharedMemory {
+ public:
+  // A memfd of `size` bytes (zeroes), mapped writable here. `name` shows in
+  // /proc/<pid>/fd of whoever holds it.
+  static absl::StatusOr<SharedMemory> Create(const std::string& name, uint64_t size);
+  SharedMemory(SharedMemory&& other) noexcept;
+  SharedMemory& operator=(SharedMemory&& other) noexcept;
+  SharedMemory(const SharedMemory&) = delete;
+  SharedMemory& operator=(const SharedMemory&) = delete;
+  ~SharedMemory();
+
+  // Drops this process's writable mapping, seals the memfd against writes
+  // and size changes, and maps it read-only. FAILED_PRECONDITION when
+  // another process still maps it writable: the seal is then not applied,
+  // and the bytes are no longer mapped here (bytes() is empty).
+  absl::Status Seal();
+
+  // Writable until Seal(); nullptr after.
+  char* writable() { return sealed_ ? nullptr : data_; }
+  absl::string_view bytes() const {
+    return data_ == nullptr ? absl::string_view() : absl::string_view(data_, size_);
+  }
+  uint64_t size() const { return size_; }
+  int fd() const { return fd_.get(); }
+  bool sealed() const { return sealed_; }
+
+ private:
+  SharedMemory(UniqueFd fd, char* data, uint64_t size) : fd_(std::move(fd)), data_(data), size_(size) {}
+  void Unmap();
+
+  UniqueFd fd_;
+  char* data_ = nullptr;
+  uint64_t size_ = 0;
+  bool sealed_ = false;
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_SANDBOX_SHARED_MEMORY_H_
