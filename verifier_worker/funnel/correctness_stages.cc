@@ -84,7 +84,10 @@ absl::StatusOr<Frame> Funnel::Run::AskSharingDevice(const Frame& request,
   // Held for the request only, not for the comparison here nor across a
   // candidate's sets: a candidate waiting to be timed waits for one
   // request of each candidate in flight, not for their whole stages.
+  const absl::Time asked = absl::Now();
   absl::ReaderMutexLock shared(&f_.device_mu_);
+  last_device_wait_ = absl::Now() - asked;
+  AddDeviceWait(last_device_wait_);
   return sandbox_->session->Request(request, timeout);
 }
 
@@ -142,7 +145,7 @@ void Funnel::Run::RecordSet(const v1::InputSetResult& result, absl::Duration rou
                             absl::Duration compare, const Frame& reply) {
   v1::InputSetResult* recorded = verdict_.add_input_sets();
   *recorded = result;
-  recorded->set_seconds(absl::ToDoubleSeconds(round_trip));
+  recorded->set_seconds(absl::ToDoubleSeconds(round_trip - last_device_wait_));
   recorded->set_compare_seconds(absl::ToDoubleSeconds(compare));
   recorded->set_call_seconds(reply.GetNumber("call_s"));
 }

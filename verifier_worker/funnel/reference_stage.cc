@@ -14,7 +14,7 @@ namespace {
 // server's answer for every set of the plan.
 absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
     ReferenceClient& reference, const v1::VerifyRequest& request, const std::string& device,
-    absl::Duration timeout) {
+    absl::Duration timeout, absl::Mutex& device_mu, absl::Duration& device_wait) {
   const v1::VerifierOptions& options = request.options();
   const bool cuda = device.rfind("cuda", 0) == 0;
   absl::BitGen rng;
@@ -28,12 +28,27 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
       .Set("source", request.task().reference_source())
       .Set("device", device)
       .Set("init_seed", static_cast<int64_t>(epoch->init_seed))
-      .Set("max_set_bytes", options.multi_input().max_set_bytes());
+      .Set("max_set_bytes", options.multi_input().max_set_bytes())
+      .Set("defer_payload", true);
   const std::vector<InputSetSpec> all = epoch->plan.All();
   google::protobuf::Value sets;
   for (const InputSetSpec& spec : all) *sets.mutable_list_value()->add_values() = spec.ToValue();
   prepare.Set("sets", std::move(sets));
-  absl::StatusOr<Frame> prepared = reference.Call(prepare, timeout);
+  absl::StatusOr<Frame> computed;
+  {
+    // Reference outputs are GPU work: not while a candidate is timed. The
+    // bytes cross afterwards, without the GPU: a task's sets can hold
+    // gigabytes, and a timing waiting behind them would stall every
+    // candidate behind it.
+    const absl::Time asked = absl::Now();
+    absl::ReaderMutexLock shared(&device_mu);
+    device_wait += absl::Now() - asked;
+    computed = reference.Call(prepare, timeout);
+  }
+  if (!computed.ok()) return computed.status();
+  Frame fetch = Frame::Of("fetch");
+  fetch.Set("ticket", computed->GetNumber("ticket"));
+  absl::StatusOr<Frame> prepared = reference.Call(fetch, timeout);
   if (!prepared.ok()) return prepared.status();
   epoch->prepared = *std::move(prepared);
   absl::StatusOr<std::map<std::string, ReferenceSet>> parsed = ParsePrepared(epoch->prepared, all);
@@ -63,11 +78,13 @@ bool Funnel::Run::PrepareReference() {
       {.max_uses = multi.reference_reuse_candidates(),
        .max_age = absl::Seconds(multi.reference_reuse_s())},
       [&] {
-        // Reference outputs are GPU work: not while a candidate is timed.
-        absl::ReaderMutexLock shared(&f_.device_mu_);
-        return MakeEpoch(f_.reference_.For(HexHash(request_.task().reference_source())),
-                         request_, f_.config_.harness.device,
-                         absl::Seconds(limits_.correctness_timeout_s()));
+        absl::Duration waited;
+        auto made = MakeEpoch(f_.reference_.For(HexHash(request_.task().reference_source())),
+                              request_, f_.config_.harness.device,
+                              absl::Seconds(limits_.correctness_timeout_s()), f_.device_mu_,
+                              waited);
+        AddDeviceWait(waited);
+        return made;
       },
       &reused);
   if (f_.metrics_ != nullptr) f_.metrics_->RecordReferenceLookup(reused);

@@ -105,6 +105,10 @@ bool Funnel::Run::EndWithFailedReply(v1::StageResult* stage, const Frame& reply,
   return End(stage, v1::OUTCOME_FAILED, message);
 }
 
+void Funnel::Run::AddDeviceWait(absl::Duration wait) {
+  verdict_.set_device_wait_seconds(verdict_.device_wait_seconds() + absl::ToDoubleSeconds(wait));
+}
+
 void Funnel::Run::OfferReplyBuffer(Frame& request, uint64_t bytes) {
   if (bytes == 0) return;
   absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("kforge-reply", bytes);
@@ -139,7 +143,9 @@ v1::Verdict Funnel::Run::Execute() {
     // whose trimmed mean and re-check absorb it.
     if (timed) WarmBaselines();
     if (timed) {
+      const absl::Time asked = absl::Now();
       absl::WriterMutexLock exclusive(&f_.device_mu_);
+      AddDeviceWait(absl::Now() - asked);
       Timing();
     }
   }

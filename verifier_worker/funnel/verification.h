@@ -65,6 +65,8 @@ class Funnel::Run {
   // A correctness request to the candidate: it shares the GPU with other
   // candidates' correctness runs, never with a timing.
   absl::StatusOr<Frame> AskSharingDevice(const Frame& request, absl::Duration timeout);
+  // Adds to the verdict's device_wait_seconds.
+  void AddDeviceWait(absl::Duration wait);
   bool MultiInput();
   // Adds a set's result to the verdict with its round trip, its comparison
   // and the candidate's call time as its harness reported it.
@@ -110,6 +112,7 @@ class Funnel::Run {
   std::vector<std::string> pool_;                // timing's input sets
   std::unique_ptr<CandidateSandbox> sandbox_;    // from the compile stage on
   bool internal_error_ = false;
+  absl::Duration last_device_wait_;  // of the last AskSharingDevice
 };
 
 }  // namespace kforge

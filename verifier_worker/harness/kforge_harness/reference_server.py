@@ -19,6 +19,8 @@ from . import launch_record, protocol, task_inputs, timing
 
 # Tasks kept loaded (module, models, compiled models, input pools).
 MAX_TASKS = 16
+# Deferred prepare answers kept for their fetch; one per epoch in the making.
+MAX_PENDING = 16
 
 
 class LoadedTask:
@@ -45,6 +47,9 @@ class ReferenceServer:
         self.sock = sock
         self.tasks = collections.OrderedDict()
         self.profiled = False
+        # Prepared answers waiting to be fetched, by ticket (see prepare).
+        self.pending = collections.OrderedDict()
+        self.next_ticket = 1
 
     def task(self, key, source, device):
         if key in self.tasks:
@@ -84,7 +89,26 @@ class ReferenceServer:
             except Exception as e:  # the task's own code failed on this variant
                 results.append({"name": spec["name"], "ok": False,
                                 "message": f"{type(e).__name__}: {e}"})
-        return {"type": "prepared", "sets": results, "tensors": packer.entries}, packer.payload()
+        header, payload = {"type": "prepared", "sets": results,
+                           "tensors": packer.entries}, packer.payload()
+        if not request.get("defer_payload"):
+            return header, payload
+        # The GPU work is done (outputs computed and copied to the host); the
+        # verifier holds the GPU only until here and fetches the bytes,
+        # which can take seconds to cross, without it.
+        ticket = self.next_ticket
+        self.next_ticket += 1
+        self.pending[ticket] = (header, payload)
+        while len(self.pending) > MAX_PENDING:
+            self.pending.popitem(last=False)  # a verifier that never fetched
+        return {"type": "computed", "ticket": ticket}, b""
+
+    def fetch(self, request):
+        """The answer of a deferred prepare, once."""
+        answer = self.pending.pop(int(request.get("ticket", 0)), None)
+        if answer is None:
+            raise ValueError(f"no prepared answer under ticket {request.get('ticket')!r}")
+        return answer
 
     def _prepare_set(self, task, spec, init_seed, packer, max_bytes):
         spec = task_inputs.fit_to_budget(task.module, spec, max_bytes)
@@ -190,8 +214,8 @@ class ReferenceServer:
         return {"type": "timed", "event_ms": event_ms, "host_ms": host_ms}, b""
 
     def serve(self):
-        handlers = {"prepare": self.prepare, "time": self.time, "warm": self.warm,
-                    "device_info": self.device_info}
+        handlers = {"prepare": self.prepare, "fetch": self.fetch, "time": self.time,
+                    "warm": self.warm, "device_info": self.device_info}
         while True:
             try:
                 request, _ = protocol.recv_frame(self.sock)
