@@ -45,6 +45,9 @@ Frame Funnel::Run::BudgetFrame(const std::string& type, int min_trials, double m
       .Set("min_ms", min_ms)
       .Set("max_ms", std::max(min_ms, max_ms))
       .Set("target_rel_stderr", p.target_rel_stderr())
+      // The stop rule judges the statistic the verdict reports.
+      .Set("trim_fraction",
+           p.statistic() == v1::TIMING_TRIMMED_MEAN ? p.trim_fraction() : 0.0)
       .Set("warmup", warm_up ? p.warmup_trials() : 0)
       .Set("warmup_ms", warm_up ? p.warmup_ms() : 0.0);
   return frame;

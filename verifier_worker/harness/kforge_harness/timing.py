@@ -18,7 +18,10 @@ above event time. Inputs rotate through a pool of separate allocations.
 Trials run by budget (`Budget`): a warm-up of at least `warmup_ms` and
 `warmup_calls`, then trials until the side has spent `min_ms` in trials and
 has `min_trials` trials and the standard error of the mean is within
-`target_rel_stderr` of the mean, or until `max_ms` / `max_trials`. A trial's
+`target_rel_stderr` of the mean (of the trimmed mean, with `trim_fraction`:
+the statistic the verdict reports, whose standard error the few slow trials
+of a microsecond kernel do not inflate), or until `max_ms` / `max_trials`.
+A trial's
 cost is its wall time, everything included (clone, flush, call, check), as
 triton.testing.do_bench sizes its repetitions by the time of a flush plus a
 call: counted in kernel time alone, a 20 us kernel took 5000 trials and 1.5 s
@@ -39,6 +42,7 @@ _zeros = torch.zeros
 _Tensor = torch.Tensor
 _clone = torch.Tensor.clone
 _sqrt = math.sqrt
+_sorted = sorted
 
 # Twice the 50-60 MB L2 of an H100/H200.
 L2_FLUSH_BYTES = 256 << 20
@@ -56,21 +60,50 @@ class Budget:
         self.min_ms = float(request.get("min_ms", 0.0))
         self.max_ms = float(request.get("max_ms", 0.0))
         self.target_rel_stderr = float(request.get("target_rel_stderr", 0.0))
+        self.trim_fraction = min(0.45, max(0.0, float(request.get("trim_fraction", 0.0))))
         self.flush_l2 = bool(request.get("flush_l2", False))
         self.clone_inputs = bool(request.get("clone_inputs", False))
 
-    def done(self, n, spent_ms, mean, m2):
+    def done(self, n, spent_ms, mean, m2, samples=None):
         """Whether a side with n trials that took spent_ms of wall time
-        (running mean and sum of squared deviations m2 of the samples) has
-        what it needs."""
+        (running mean and sum of squared deviations m2 of the samples, and
+        the samples themselves for a trimmed mean) has what it needs."""
         if n >= self.max_trials or (self.max_ms > 0 and spent_ms >= self.max_ms):
             return True
         if n < self.min_trials or spent_ms < self.min_ms:
             return False
         if self.target_rel_stderr <= 0 or n < 2 or mean <= 0:
             return True
+        if self.trim_fraction > 0 and samples is not None:
+            # Sorting every trial would cost more than a short kernel: the
+            # rule is looked at every TRIMMED_CHECK_EVERY trials.
+            if n % TRIMMED_CHECK_EVERY:
+                return False
+            return trimmed_rel_stderr(samples, self.trim_fraction) <= self.target_rel_stderr
         stderr = _sqrt(m2 / (n - 1) / n)
         return stderr <= self.target_rel_stderr * mean
+
+
+TRIMMED_CHECK_EVERY = 16
+
+
+def trimmed_rel_stderr(samples, trim_fraction):
+    """Standard error of the trimmed mean over the trimmed mean (Tukey and
+    McLaughlin: the winsorized standard deviation over (1 - 2g) sqrt(n)),
+    with the same cut as kforge's TimingStats (floor(g n) from each end)."""
+    n = len(samples)
+    s = _sorted(samples)
+    k = int(trim_fraction * n)
+    if n - 2 * k < 2:
+        return float("inf")
+    kept = s[k:n - k]
+    trimmed_mean = sum(kept) / len(kept)
+    if trimmed_mean <= 0:
+        return float("inf")
+    winsorized = [s[k]] * k + kept + [s[n - k - 1]] * k
+    w_mean = sum(winsorized) / n
+    w_var = sum((x - w_mean) ** 2 for x in winsorized) / (n - 1)
+    return _sqrt(w_var) / ((1 - 2 * trim_fraction) * _sqrt(n)) / trimmed_mean
 
 
 class Timer:
@@ -154,7 +187,8 @@ class Timer:
         n, spent, mean, m2 = 0, 0.0, 0.0, 0.0
         calls = 0
         set_aside, callback = aside if aside is not None else (frozenset(), None)
-        while not budget.done(n, spent, mean, m2):
+        samples = []
+        while not budget.done(n, spent, mean, m2, samples):
             index = (start_index + calls) % len(pool)
             calls += 1
             if calls - 1 in set_aside:
@@ -166,6 +200,7 @@ class Timer:
                 event_ms.append(ev)
             host_ms.append(host)
             sample = ev if ev is not None else host
+            samples.append(sample)
             n += 1
             delta = sample - mean
             mean += delta / n

@@ -2,6 +2,7 @@
 rule, run for real on the CPU (torch's profiler records host-side ATen ops
 on any device; GPU kernels appear only on a GPU)."""
 
+import math
 import os
 import sys
 import unittest
@@ -96,3 +97,43 @@ class BudgetTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TrimmedStopRuleTest(unittest.TestCase):
+    @staticmethod
+    def _run(budget, sample):
+        n, total, mean, m2, samples = 0, 0.0, 0.0, 0.0, []
+        while not budget.done(n, total, mean, m2, samples):
+            t = sample(n)
+            samples.append(t)
+            n += 1
+            total += t
+            delta = t - mean
+            mean += delta / n
+            m2 += delta * (t - mean)
+        return n
+
+    def test_rare_slow_trials_do_not_keep_a_short_kernel_running_when_the_mean_is_trimmed(self):
+        # A 30 us kernel whose every 20th trial is 10x slower (a launch
+        # hiccup): the plain mean's standard error stays above 0.5% for
+        # thousands of trials; the trimmed mean's is tiny once past the
+        # minimum.
+        def sample(i):
+            return 0.3 if i % 20 == 0 else 0.03 + 0.0003 * ((i * 7) % 5)
+
+        request = {"min_trials": 50, "max_trials": 5000, "min_ms": 0, "max_ms": 100000,
+                   "target_rel_stderr": 0.005}
+        plain = self._run(timing.Budget(request), sample)
+        trimmed = self._run(timing.Budget(dict(request, trim_fraction=0.1)), sample)
+        self.assertEqual(plain, 5000)
+        self.assertLessEqual(trimmed, 64)
+        self.assertEqual(trimmed % timing.TRIMMED_CHECK_EVERY, 0)
+
+    def test_the_trimmed_standard_error_matches_a_hand_computed_one(self):
+        # 10 samples, 10% trimmed: one from each end is cut (the kept mean is
+        # 5.5) and winsorized (values 2..9 with 2 and 9 twice: mean 5.5,
+        # squared deviations 66.5, variance 66.5 / 9);
+        # se = sqrt(66.5 / 9) / (0.8 sqrt(10)).
+        samples = [1, 2, 3, 4, 5, 6, 7, 8, 9, 100]
+        want = math.sqrt(66.5 / 9) / (0.8 * math.sqrt(10)) / 5.5
+        self.assertAlmostEqual(timing.trimmed_rel_stderr(samples, 0.1), want, places=12)
