@@ -35,20 +35,25 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
   for (const InputSetSpec& spec : all) *sets.mutable_list_value()->add_values() = spec.ToValue();
   prepare.Set("sets", std::move(sets));
   absl::StatusOr<Frame> computed;
+  absl::StatusOr<Frame> prepared;
   {
-    // Reference outputs are GPU work: not while a candidate is timed. The
-    // bytes cross afterwards, without the GPU: a task's sets can hold
-    // gigabytes, and a timing waiting behind them would stall every
-    // candidate behind it.
-    const absl::Time asked = absl::Now();
-    absl::ReaderMutexLock shared(&device_mu);
-    device_wait += absl::Now() - asked;
-    computed = reference.Call(prepare, timeout);
+    // The server, then the GPU: the order a timing takes them in.
+    ReferenceClient::Held server(reference);
+    {
+      // Reference outputs are GPU work: not while a candidate is timed.
+      // The bytes cross afterwards, without the GPU: a task's sets can hold
+      // gigabytes, and a timing waiting behind them would stall every
+      // candidate behind it.
+      const absl::Time asked = absl::Now();
+      absl::ReaderMutexLock shared(&device_mu);
+      device_wait += absl::Now() - asked;
+      computed = server.Call(prepare, timeout);
+    }
+    if (!computed.ok()) return computed.status();
+    Frame fetch = Frame::Of("fetch");
+    fetch.Set("ticket", computed->GetNumber("ticket"));
+    prepared = server.Call(fetch, timeout);
   }
-  if (!computed.ok()) return computed.status();
-  Frame fetch = Frame::Of("fetch");
-  fetch.Set("ticket", computed->GetNumber("ticket"));
-  absl::StatusOr<Frame> prepared = reference.Call(fetch, timeout);
   if (!prepared.ok()) return prepared.status();
   epoch->prepared = *std::move(prepared);
   absl::StatusOr<std::map<std::string, ReferenceSet>> parsed = ParsePrepared(epoch->prepared, all);

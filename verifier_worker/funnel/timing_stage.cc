@@ -91,8 +91,13 @@ absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, in
                                                      bool* unavailable) {
   Frame request = BudgetFrame("time", min_trials, min_ms, max_ms, /*warm_up=*/true);
   AddBaselineFields(mode, request);
-  absl::StatusOr<Frame> reply = f_.reference_.For(HexHash(request_.task().reference_source()))
-                                    .Call(request, absl::Seconds(limits_.timing_timeout_s()));
+  // Timing holds the task's server already (Execute): it took it before
+  // the GPU.
+  absl::StatusOr<Frame> reply =
+      reference_held_ != nullptr
+          ? reference_held_->Call(request, absl::Seconds(limits_.timing_timeout_s()))
+          : f_.reference_.For(HexHash(request_.task().reference_source()))
+                .Call(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return reply.status();
   *unavailable = !reply->GetString("unavailable").empty();
   std::vector<double> device, host;

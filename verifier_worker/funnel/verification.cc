@@ -143,10 +143,16 @@ v1::Verdict Funnel::Run::Execute() {
     // whose trimmed mean and re-check absorb it.
     if (timed) WarmBaselines();
     if (timed) {
+      // The task's reference server first, then the GPU (the order every
+      // holder of both keeps): the baselines' re-check must not find the
+      // server busy with another task while the GPU waits, held alone.
       const absl::Time asked = absl::Now();
+      ReferenceClient::Held reference(f_.reference_.For(HexHash(request_.task().reference_source())));
       absl::WriterMutexLock exclusive(&f_.device_mu_);
       AddDeviceWait(absl::Now() - asked);
+      reference_held_ = &reference;
       Timing();
+      reference_held_ = nullptr;
     }
   }
   return Finish();

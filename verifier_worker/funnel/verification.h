@@ -113,6 +113,8 @@ class Funnel::Run {
   std::unique_ptr<CandidateSandbox> sandbox_;    // from the compile stage on
   bool internal_error_ = false;
   absl::Duration last_device_wait_;  // of the last AskSharingDevice
+  // The task's reference server, held through the timing stage.
+  ReferenceClient::Held* reference_held_ = nullptr;
 };
 
 }  // namespace kforge

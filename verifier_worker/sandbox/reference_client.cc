@@ -6,7 +6,11 @@
 namespace kforge {
 
 absl::StatusOr<Frame> ReferenceClient::Call(const Frame& request, absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
+  Held held(*this);
+  return held.Call(request, timeout);
+}
+
+absl::StatusOr<Frame> ReferenceClient::CallHeld(const Frame& request, absl::Duration timeout) {
   if (!process_.has_value() || process_->process->Poll().has_value()) {
     KF_ASSIGN_OR_RETURN(HarnessProcess started,
                         StartHarnessProcess(setup_, "kforge_harness.reference_server"));

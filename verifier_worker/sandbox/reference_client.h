@@ -21,7 +21,30 @@ class ReferenceClient {
   // message when the request failed there.
   absl::StatusOr<Frame> Call(const Frame& request, absl::Duration timeout);
 
+  // The server held for a sequence of calls, no other caller's in between.
+  // Whoever also holds the GPU takes the server first: holding the GPU
+  // alone while waiting for a server busy with another task (a
+  // torch.compile build, a transfer of gigabytes) stalls every candidate.
+  //   ReferenceClient::Held server(client);
+  //   KF_ASSIGN_OR_RETURN(Frame reply, server.Call(request, timeout));
+  class Held {
+   public:
+    explicit Held(ReferenceClient& client) : client_(client) { client_.mu_.Lock(); }
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+    ~Held() { client_.mu_.Unlock(); }
+    absl::StatusOr<Frame> Call(const Frame& request, absl::Duration timeout) {
+      return client_.CallHeld(request, timeout);
+    }
+
+   private:
+    ReferenceClient& client_;
+  };
+
  private:
+  absl::StatusOr<Frame> CallHeld(const Frame& request, absl::Duration timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const HarnessSetup setup_;
   absl::Mutex mu_;
   std::optional<HarnessProcess> process_ ABSL_GUARDED_BY(mu_);
