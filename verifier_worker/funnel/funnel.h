@@ -58,7 +58,7 @@ struct FunnelConfig {
   // Host memory for the shared reference epochs (ReferenceCache).
   int64_t reference_cache_bytes = int64_t{8} << 30;
   // Trusted reference servers, tasks spread over them (ReferencePool).
-  int reference_servers = 2;
+  int reference_servers = 4;
   // Folders candidates must not read: the verifier's own TLS key and token
   // files (harness sandbox.py: Landlock then grants reads everywhere else).
   std::vector<std::string> secret_dirs;
