@@ -70,12 +70,16 @@ void CandidateSession::Freeze(bool frozen) {
   ::kill(-pid_, frozen ? SIGSTOP : SIGCONT);
 }
 
-absl::StatusOr<Frame> CandidateSession::Request(const Frame& request, absl::Duration timeout) {
+absl::StatusOr<Frame> CandidateSession::Request(const Frame& request, absl::Duration timeout,
+                                                bool arbitrated,
+                                                const std::function<absl::Duration()>& paused) {
   if (reaped_) return absl::UnavailableError(absl::StrCat("the candidate process ", crash_));
-  Freeze(false);
+  if (!arbitrated) Freeze(false);
+  const absl::Time deadline = absl::Now() + timeout;
   absl::Status sent = channel_.Send(request, request.AttachedFds());
   absl::StatusOr<Frame> reply =
-      sent.ok() ? channel_.Receive(absl::Now() + timeout) : absl::StatusOr<Frame>(sent);
+      sent.ok() ? channel_.Receive([&] { return paused ? deadline + paused() : deadline; })
+                : absl::StatusOr<Frame>(sent);
   if (reply.ok()) {
     // Between requests the candidate does nothing: a thread it left behind
     // cannot load the GPU while another candidate is timed, nor compute

@@ -13,6 +13,7 @@
 #ifndef KFORGE_VERIFIER_WORKER_FUNNEL_CANDIDATE_SESSION_H_
 #define KFORGE_VERIFIER_WORKER_FUNNEL_CANDIDATE_SESSION_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,8 +35,12 @@ class CandidateSession {
 
   // The child's process group runs only during a request: it is resumed
   // (SIGCONT) before the request is sent and stopped (SIGSTOP) once the
-  // reply is in.
-  absl::StatusOr<Frame> Request(const Frame& request, absl::Duration timeout);
+  // reply is in; `arbitrated`: a GpuArbiter::Shared around the call does
+  // both, and may stop it in between. `paused` (optional) says how long it
+  // has been kept stopped so far, which extends the deadline.
+  absl::StatusOr<Frame> Request(const Frame& request, absl::Duration timeout,
+                                bool arbitrated = false,
+                                const std::function<absl::Duration()>& paused = nullptr);
 
   const Frame& ready() const { return ready_; }
   int pid() const { return pid_; }

@@ -84,11 +84,19 @@ absl::StatusOr<Frame> Funnel::Run::AskSharingDevice(const Frame& request,
   // Held for the request only, not for the comparison here nor across a
   // candidate's sets: a candidate waiting to be timed waits for one
   // request of each candidate in flight, not for their whole stages.
-  const absl::Time asked = absl::Now();
-  absl::ReaderMutexLock shared(&f_.device_mu_);
-  last_device_wait_ = absl::Now() - asked;
-  AddDeviceWait(last_device_wait_);
-  return sandbox_->session->Request(request, timeout);
+  // A timing may stop the candidate in the middle of it: the stopped time
+  // is waiting for the GPU too, and does not count against the deadline.
+  absl::Duration waited;
+  absl::StatusOr<Frame> reply;
+  {
+    GpuArbiter::Shared use(f_.gpu_, sandbox_->session->pid(), &waited);
+    reply = sandbox_->session->Request(request, timeout, /*arbitrated=*/true,
+                                       [&use] { return use.stopped(); });
+    waited += use.stopped();
+  }
+  last_device_wait_ = waited;
+  AddDeviceWait(waited);
+  return reply;
 }
 
 bool Funnel::Run::CompileAndTinyRun() {

@@ -64,8 +64,8 @@ absl::StatusOr<std::unique_ptr<CandidateSandbox>> Funnel::MakeSandbox(
   // A spare's warm-up uses the GPU: not while a candidate is being timed.
   // (A sandbox made on demand does no GPU work before its first request,
   // which holds the device shared.)
-  std::optional<absl::ReaderMutexLock> shared;
-  if (spare) shared.emplace(&device_mu_);
+  std::optional<GpuArbiter::Shared> shared;
+  if (spare) shared.emplace(gpu_, /*pgid=*/0);
   KF_ASSIGN_OR_RETURN(sandbox->session, CandidateSession::Start(zygote, config.header, timeout));
   return sandbox;
 }

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kforge/v1/verifier_service.pb.h"
 #include "verifier_worker/funnel/baseline_cache.h"
+#include "verifier_worker/funnel/gpu_arbiter.h"
 #include "verifier_worker/funnel/reference_cache.h"
 #include "verifier_worker/funnel/sandbox_pool.h"
 #include "verifier_worker/funnel/verdict_cache.h"
@@ -114,9 +115,8 @@ class Funnel {
   mutable absl::Mutex zygote_mu_;
   // Shared with the candidate sessions it forked (see CandidateSession).
   std::shared_ptr<ZygoteClient> zygote_ ABSL_GUARDED_BY(zygote_mu_);
-  // Readers: correctness stages; the writer: timing, which needs the device
-  // to itself.
-  absl::Mutex device_mu_;
+  // Correctness requests share the GPU; a timing has it alone.
+  GpuArbiter gpu_;
   absl::Mutex slots_mu_;
   absl::CondVar slot_freed_;
   int free_slots_ ABSL_GUARDED_BY(slots_mu_);

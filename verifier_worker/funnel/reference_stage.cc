@@ -14,7 +14,7 @@ namespace {
 // server's answer for every set of the plan.
 absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
     ReferenceClient& reference, const v1::VerifyRequest& request, const std::string& device,
-    absl::Duration timeout, absl::Mutex& device_mu, absl::Duration& device_wait) {
+    absl::Duration timeout, GpuArbiter& gpu, absl::Duration& device_wait) {
   const v1::VerifierOptions& options = request.options();
   const bool cuda = device.rfind("cuda", 0) == 0;
   absl::BitGen rng;
@@ -44,9 +44,7 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
       // The bytes cross afterwards, without the GPU: a task's sets can hold
       // gigabytes, and a timing waiting behind them would stall every
       // candidate behind it.
-      const absl::Time asked = absl::Now();
-      absl::ReaderMutexLock shared(&device_mu);
-      device_wait += absl::Now() - asked;
+      GpuArbiter::Shared use(gpu, /*pgid=*/0, &device_wait);  // waited for, never stopped
       computed = server.Call(prepare, timeout);
     }
     if (!computed.ok()) return computed.status();
@@ -86,7 +84,7 @@ bool Funnel::Run::PrepareReference() {
         absl::Duration waited;
         auto made = MakeEpoch(f_.reference_.For(HexHash(request_.task().reference_source())),
                               request_, f_.config_.harness.device,
-                              absl::Seconds(limits_.correctness_timeout_s()), f_.device_mu_,
+                              absl::Seconds(limits_.correctness_timeout_s()), f_.gpu_,
                               waited);
         AddDeviceWait(waited);
         return made;

@@ -148,7 +148,7 @@ v1::Verdict Funnel::Run::Execute() {
       // server busy with another task while the GPU waits, held alone.
       const absl::Time asked = absl::Now();
       ReferenceClient::Held reference(f_.reference_.For(HexHash(request_.task().reference_source())));
-      absl::WriterMutexLock exclusive(&f_.device_mu_);
+      GpuArbiter::Exclusive alone(f_.gpu_);
       AddDeviceWait(absl::Now() - asked);
       reference_held_ = &reference;
       Timing();

@@ -93,9 +93,11 @@ absl::Status FrameChannel::Send(const Frame& frame, std::span<const int> attach_
   return SendAll(fd_.get(), payload.data(), payload.size());
 }
 
-absl::Status FrameChannel::ReadExact(char* out, size_t n, absl::Time deadline) {
+absl::Status FrameChannel::ReadExact(char* out, size_t n,
+                                     absl::FunctionRef<absl::Time()> deadline_now) {
   while (n > 0) {
     int timeout_ms = -1;
+    const absl::Time deadline = deadline_now();
     if (deadline != absl::InfiniteFuture()) {
       const absl::Duration left = deadline - absl::Now();
       if (left <= absl::ZeroDuration()) return absl::DeadlineExceededError("no answer in time");
@@ -118,6 +120,11 @@ absl::Status FrameChannel::ReadExact(char* out, size_t n, absl::Time deadline) {
 }
 
 absl::StatusOr<Frame> FrameChannel::Receive(absl::Time deadline, uint64_t max_bytes) {
+  return Receive([deadline] { return deadline; }, max_bytes);
+}
+
+absl::StatusOr<Frame> FrameChannel::Receive(absl::FunctionRef<absl::Time()> deadline,
+                                            uint64_t max_bytes) {
   char prefix[kPrefixBytes];
   KF_RETURN_IF_ERROR(ReadExact(prefix, kPrefixBytes, deadline));
   if (std::memcmp(prefix, kMagic, 4) != 0) return absl::DataLossError("bad frame magic");

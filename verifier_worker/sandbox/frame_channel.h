@@ -10,6 +10,7 @@
 #include <span>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/process/unique_fd.h"
@@ -32,12 +33,16 @@ class FrameChannel {
   // forever), UNAVAILABLE when the peer closed, DATA_LOSS on a bad frame.
   // `max_bytes` bounds header plus payload.
   absl::StatusOr<Frame> Receive(absl::Time deadline, uint64_t max_bytes = uint64_t{1} << 34);
+  // The same with a deadline that may move while it waits (looked at on
+  // every wake-up).
+  absl::StatusOr<Frame> Receive(absl::FunctionRef<absl::Time()> deadline,
+                                uint64_t max_bytes = uint64_t{1} << 34);
 
   int fd() const { return fd_.get(); }
   UniqueFd Release() { return std::move(fd_); }
 
  private:
-  absl::Status ReadExact(char* out, size_t n, absl::Time deadline);
+  absl::Status ReadExact(char* out, size_t n, absl::FunctionRef<absl::Time()> deadline);
   UniqueFd fd_;
 };
 

@@ -1,0 +1,106 @@
+// GpuArbiter: a timing stops the candidates' requests in flight instead of
+// waiting for them, resumes them after and counts the stopped time; it
+// waits for work that must not be stopped; no new work starts during it.
+#include "verifier_worker/funnel/gpu_arbiter.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace kforge {
+namespace {
+
+// A child in its own process group, sleeping until killed.
+class SleepingGroup {
+ public:
+  SleepingGroup() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      for (;;) ::pause();
+    }
+    ::setpgid(pid_, pid_);
+  }
+  ~SleepingGroup() {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  int pid() const { return pid_; }
+  // Waits (up to 5 s) for the state letter of /proc/<pid>/stat.
+  bool Reaches(char state) const {
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (absl::Now() < deadline) {
+      if (State() == state) return true;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return false;
+  }
+
+ private:
+  char State() const {
+    std::ifstream in(absl::StrCat("/proc/", pid_, "/stat"));
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string stat = text.str();
+    const size_t paren = stat.rfind(')');
+    return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+  }
+  int pid_ = -1;
+};
+
+TEST(GpuArbiterTest, ATimingStopsRequestsInFlightAndResumesThemCountingTheTime) {
+  GpuArbiter gpu;
+  SleepingGroup candidate;
+  ::kill(candidate.pid(), SIGSTOP);  // idle, as a session leaves it
+  ASSERT_TRUE(candidate.Reaches('T'));
+  {
+    GpuArbiter::Shared use(gpu, candidate.pid());
+    EXPECT_TRUE(candidate.Reaches('S')) << "a shared use resumes its candidate";
+    {
+      GpuArbiter::Exclusive alone(gpu);  // does not wait for the request
+      EXPECT_TRUE(candidate.Reaches('T')) << "a timing stops the requests in flight";
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    EXPECT_TRUE(candidate.Reaches('S')) << "and resumes them after";
+    EXPECT_GE(use.stopped(), absl::Milliseconds(100));
+    EXPECT_LT(use.stopped(), absl::Seconds(5));
+  }
+  EXPECT_TRUE(candidate.Reaches('T')) << "idle again once its request is done";
+}
+
+TEST(GpuArbiterTest, ATimingWaitsForWorkThatCannotBeStoppedAndNewWorkWaitsForTheTiming) {
+  GpuArbiter gpu;
+  std::atomic<bool> timing_started{false};
+  std::thread timing;
+  {
+    GpuArbiter::Shared reference(gpu, /*pgid=*/0);
+    timing = std::thread([&] {
+      GpuArbiter::Exclusive alone(gpu);
+      timing_started = true;
+      absl::SleepFor(absl::Milliseconds(200));
+    });
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_FALSE(timing_started) << "the timing did not wait for the reference's work";
+  }
+  while (!timing_started) absl::SleepFor(absl::Milliseconds(1));
+  absl::Duration waited;
+  {
+    GpuArbiter::Shared later(gpu, /*pgid=*/0, &waited);
+  }
+  EXPECT_GE(waited, absl::Milliseconds(50)) << "new work started during the timing";
+  timing.join();
+}
+
+}  // namespace
+}  // namespace kforge

@@ -1,0 +1,75 @@
+#include "verifier_worker/funnel/gpu_arbiter.h"
+
+#include <signal.h>
+
+namespace kforge {
+
+GpuArbiter::Shared::Shared(GpuArbiter& arbiter, int pgid, absl::Duration* waited)
+    : arbiter_(arbiter), pgid_(pgid), stopped_since_(absl::InfinitePast()) {
+  const absl::Time asked = absl::Now();
+  absl::MutexLock lock(&arbiter_.mu_);
+  arbiter_.mu_.Await(absl::Condition(
+      +[](GpuArbiter* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
+        return !a->exclusive_ && a->exclusive_waiting_ == 0;
+      },
+      &arbiter_));
+  if (waited != nullptr) *waited += absl::Now() - asked;
+  if (pgid_ > 0) {
+    arbiter_.stoppable_.insert(this);
+    ::kill(-pgid_, SIGCONT);
+  } else {
+    ++arbiter_.unstoppable_;
+  }
+}
+
+GpuArbiter::Shared::~Shared() {
+  absl::MutexLock lock(&arbiter_.mu_);
+  if (pgid_ > 0) {
+    arbiter_.stoppable_.erase(this);
+    // Stopped whether or not a timing resumed it in the meantime.
+    ::kill(-pgid_, SIGSTOP);
+  } else {
+    --arbiter_.unstoppable_;
+  }
+}
+
+absl::Duration GpuArbiter::Shared::stopped() const {
+  absl::MutexLock lock(&arbiter_.mu_);
+  return stopped_since_ == absl::InfinitePast() ? stopped_
+                                                : stopped_ + (absl::Now() - stopped_since_);
+}
+
+GpuArbiter::Exclusive::Exclusive(GpuArbiter& arbiter, absl::Duration* waited)
+    : arbiter_(arbiter) {
+  const absl::Time asked = absl::Now();
+  absl::MutexLock lock(&arbiter_.mu_);
+  ++arbiter_.exclusive_waiting_;
+  arbiter_.mu_.Await(absl::Condition(
+      +[](GpuArbiter* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
+        return !a->exclusive_ && a->unstoppable_ == 0;
+      },
+      &arbiter_));
+  --arbiter_.exclusive_waiting_;
+  arbiter_.exclusive_ = true;
+  const absl::Time now = absl::Now();
+  for (Shared* use : arbiter_.stoppable_) {
+    ::kill(-use->pgid_, SIGSTOP);
+    use->stopped_since_ = now;
+  }
+  if (waited != nullptr) *waited += now - asked;
+}
+
+GpuArbiter::Exclusive::~Exclusive() {
+  absl::MutexLock lock(&arbiter_.mu_);
+  const absl::Time now = absl::Now();
+  for (Shared* use : arbiter_.stoppable_) {
+    if (use->stopped_since_ != absl::InfinitePast()) {
+      use->stopped_ += now - use->stopped_since_;
+      use->stopped_since_ = absl::InfinitePast();
+    }
+    ::kill(-use->pgid_, SIGCONT);
+  }
+  arbiter_.exclusive_ = false;
+}
+
+}  // namespace kforge

@@ -1,0 +1,80 @@
+// Who uses the GPU when: candidates' correctness requests share it, a
+// timing has it alone. A timing does not wait for the requests in flight to
+// end (a first call's Triton compile keeps one going for a second or more,
+// and with a dozen candidates in flight a timing waited for one after
+// another): it stops their process groups (SIGSTOP) while it holds the GPU
+// and resumes them after, and the stopped time does not count against
+// their deadlines. Work that must not be stopped (the trusted reference
+// server computing reference outputs, a spare sandbox warming up) is
+// waited for instead. No new work starts while a timing waits or runs.
+//
+//   GpuArbiter gpu;
+//   { GpuArbiter::Shared use(gpu, session.pid(), &waited);   // resumes the pid
+//     reply = session.Request(request, timeout, /*arbitrated=*/true,
+//                             [&] { return use.stopped(); }); }  // stopped after
+//   { GpuArbiter::Exclusive alone(gpu, &waited); Time(); }
+//
+// What a stopped process had already queued on the GPU still runs: an
+// honest correctness call queues milliseconds, and a timing's warm-up runs
+// first. Thread-safe.
+#ifndef KFORGE_VERIFIER_WORKER_FUNNEL_GPU_ARBITER_H_
+#define KFORGE_VERIFIER_WORKER_FUNNEL_GPU_ARBITER_H_
+
+#include <set>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace kforge {
+
+class GpuArbiter {
+ public:
+  // Shared use for a scope. `pgid` > 0: a candidate's process group, which
+  // a timing may stop; it is resumed now and stopped again at the end of
+  // the scope (a candidate runs only while it is asked something). `pgid`
+  // <= 0: work a timing waits for. `waited` (optional) gets the time spent
+  // waiting for a timing to end before the use could start.
+  class Shared {
+   public:
+    Shared(GpuArbiter& arbiter, int pgid, absl::Duration* waited = nullptr);
+    Shared(const Shared&) = delete;
+    Shared& operator=(const Shared&) = delete;
+    ~Shared();
+    // How long timings have kept this use's processes stopped so far.
+    absl::Duration stopped() const;
+
+   private:
+    friend class GpuArbiter;
+    GpuArbiter& arbiter_;
+    const int pgid_;
+    absl::Duration stopped_;       // guarded by arbiter_.mu_
+    absl::Time stopped_since_;     // InfinitePast() while running
+  };
+
+  // The GPU alone for a scope.
+  class Exclusive {
+   public:
+    explicit Exclusive(GpuArbiter& arbiter, absl::Duration* waited = nullptr);
+    Exclusive(const Exclusive&) = delete;
+    Exclusive& operator=(const Exclusive&) = delete;
+    ~Exclusive();
+
+   private:
+    GpuArbiter& arbiter_;
+  };
+
+  GpuArbiter() = default;
+  GpuArbiter(const GpuArbiter&) = delete;
+  GpuArbiter& operator=(const GpuArbiter&) = delete;
+
+ private:
+  absl::Mutex mu_;
+  bool exclusive_ ABSL_GUARDED_BY(mu_) = false;
+  int exclusive_waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  int unstoppable_ ABSL_GUARDED_BY(mu_) = 0;  // shared uses a timing waits for
+  std::set<Shared*> stoppable_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_FUNNEL_GPU_ARBITER_H_
