@@ -3,7 +3,7 @@
 // (bench/kernelbench_peer.py, bench/compare_batch.py).
 //
 //   python3 bench/make_grpo_batch.py --kernelbench DIR --out /tmp/batch
-//   build/bin/kforge_verifier_batch_bench --batch /tmp/batch/batch.json \
+//   build/bin/kforge_verifier_batch_bench --batch /tmp/batch/batch.json
 //       --devices cuda:0,cuda:1 --gpu_counts 1,2 --out /tmp/kforge_batch.json
 //
 // For each entry of --gpu_counts it starts one funnel per GPU (one verifier

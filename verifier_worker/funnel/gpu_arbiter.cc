@@ -55,6 +55,7 @@ GpuArbiter::Exclusive::Exclusive(GpuArbiter& arbiter, absl::Duration* waited)
   for (Shared* use : arbiter_.stoppable_) {
     ::kill(-use->pgid_, SIGSTOP);
     use->stopped_since_ = now;
+    ++stopped_requests_;
   }
   if (waited != nullptr) *waited += now - asked;
 }

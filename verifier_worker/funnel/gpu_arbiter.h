@@ -58,9 +58,13 @@ class GpuArbiter {
     Exclusive(const Exclusive&) = delete;
     Exclusive& operator=(const Exclusive&) = delete;
     ~Exclusive();
+    // How many requests in flight it stopped (their queued GPU work may
+    // still be running).
+    int stopped_requests() const { return stopped_requests_; }
 
    private:
     GpuArbiter& arbiter_;
+    int stopped_requests_ = 0;
   };
 
   GpuArbiter() = default;

@@ -149,6 +149,10 @@ v1::Verdict Funnel::Run::Execute() {
       const absl::Time asked = absl::Now();
       ReferenceClient::Held reference(f_.reference_.For(HexHash(request_.task().reference_source())));
       GpuArbiter::Exclusive alone(f_.gpu_);
+      // What the stopped requests had queued on the GPU runs out first.
+      if (alone.stopped_requests() > 0) {
+        absl::SleepFor(absl::Milliseconds(options_.timing().settle_ms()));
+      }
       AddDeviceWait(absl::Now() - asked);
       reference_held_ = &reference;
       Timing();

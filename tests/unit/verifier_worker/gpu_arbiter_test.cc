@@ -70,6 +70,7 @@ TEST(GpuArbiterTest, ATimingStopsRequestsInFlightAndResumesThemCountingTheTime) 
     {
       GpuArbiter::Exclusive alone(gpu);  // does not wait for the request
       EXPECT_TRUE(candidate.Reaches('T')) << "a timing stops the requests in flight";
+      EXPECT_EQ(alone.stopped_requests(), 1);
       absl::SleepFor(absl::Milliseconds(100));
     }
     EXPECT_TRUE(candidate.Reaches('S')) << "and resumes them after";
