@@ -53,6 +53,8 @@ ABSL_FLAG(std::vector<std::string>, gpu_counts, std::vector<std::string>({"1"}),
 ABSL_FLAG(int, concurrency, 8, "candidates in stages 1-4 at once per funnel (max_concurrent)");
 ABSL_FLAG(int, spare_sandboxes, 4, "spare sandboxes per funnel");
 ABSL_FLAG(int, reference_servers, 4, "reference servers per funnel (FunnelConfig.reference_servers)");
+ABSL_FLAG(bool, timing_stops_requests, false,
+          "a timing stops correctness requests in flight (FunnelConfig.timing_stops_requests)");
 ABSL_FLAG(double, correctness_timeout_s, 20, "SandboxLimits.correctness_timeout_s");
 ABSL_FLAG(std::string, cv_task, "level1/23_Softmax", "task whose first correct candidate the CV run repeats");
 ABSL_FLAG(int, cv_repeats, 20, "verifications of the CV candidate");
@@ -326,7 +328,8 @@ int Main() {
            .max_concurrent = absl::GetFlag(FLAGS_concurrency),
            .cache_entries = 0,
            .spare_sandboxes = absl::GetFlag(FLAGS_spare_sandboxes),
-           .reference_servers = absl::GetFlag(FLAGS_reference_servers)},
+           .reference_servers = absl::GetFlag(FLAGS_reference_servers),
+           .timing_stops_requests = absl::GetFlag(FLAGS_timing_stops_requests)},
           nullptr);
       if (!funnel.ok()) {
         std::fprintf(stderr, "%s: %s\n", devices[g].c_str(),

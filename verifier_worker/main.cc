@@ -132,6 +132,7 @@ int Run() {
        .spare_sandboxes = config.spare_sandboxes(),
        .reference_cache_bytes = config.reference_cache_bytes(),
        .reference_servers = config.reference_servers(),
+       .timing_stops_requests = config.timing_stops_requests(),
        .secret_dirs = SecretDirs(config.server())},
       &metrics);
   if (!created.ok()) {

@@ -40,6 +40,11 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
                                  "Verdicts by the last stage reached and its outcome.")),
       stage_seconds_(NewHistogramFamily(registry, "kforge_verifier_stage_duration_seconds",
                                         "Wall time of each funnel stage.")),
+      gpu_wait_seconds_(NewHistogramFamily(registry, "kforge_verifier_gpu_wait_seconds",
+                                           "Per verification, the time spent waiting for the "
+                                           "GPU: correctness requests while another candidate "
+                                           "is timed, a timing until it has the GPU alone.")
+                            .Add({}, StageBuckets())),
       hack_flags_(NewCounterFamily(registry, "kforge_verifier_hack_flags_total",
                                    "Reward-hacking patterns detected, by flag.")),
       kills_(NewCounterFamily(registry, "kforge_verifier_sandbox_kills_total",
@@ -92,6 +97,7 @@ void VerifierMetrics::RecordVerdict(const kforge::v1::Verdict& verdict) {
                  {"outcome", outcome}})
       .Increment();
   if (verdict.cached()) return;
+  gpu_wait_seconds_.Observe(verdict.device_wait_seconds());
   for (const auto& stage : stages) {
     if (stage.outcome() == kforge::v1::OUTCOME_SKIPPED) continue;
     stage_seconds_.Add({{"stage", Label(kforge::v1::Stage_Name(stage.stage()))}}, StageBuckets())

@@ -55,6 +55,7 @@ class VerifierMetrics {
  private:
   prometheus::Family<prometheus::Counter>& verdicts_;
   prometheus::Family<prometheus::Histogram>& stage_seconds_;
+  prometheus::Histogram& gpu_wait_seconds_;
   prometheus::Family<prometheus::Counter>& hack_flags_;
   prometheus::Family<prometheus::Counter>& kills_;
   prometheus::Counter& cache_hits_;

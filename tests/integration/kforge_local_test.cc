@@ -382,6 +382,10 @@ TEST(KforgeLocalTest, AServedJobExposesEveryStagesTimeAsMetrics) {
       },
       absl::Seconds(10)));
   EXPECT_GE(testing::ScrapeMetric(verifier.metrics_port(), "kforge_verifier_slots"), 1);
+  // Every verdict of the job is in the GPU-wait histogram (on the CPU the
+  // "GPU" is the device the candidates share).
+  EXPECT_GT(testing::ScrapeMetric(verifier.metrics_port(), "kforge_verifier_gpu_wait_seconds_count"),
+            0);
 
   // curves.json: every step's times, spans from the samples' own stamps.
   auto figures = ReadFileToString(dir.Sub("run/state/jobs/" + job.id() + "/curves.json"));

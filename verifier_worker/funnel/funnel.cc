@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 Funnel::Funnel(FunnelConfig config, VerifierMetrics* metrics)
     : config_(std::move(config)), metrics_(metrics), reference_(config_.harness, config_.reference_servers),
       cache_(config_.cache_entries), references_(config_.reference_cache_bytes),
+      gpu_(config_.timing_stops_requests),
       free_slots_(config_.max_concurrent) {}
 
 Funnel::~Funnel() = default;

@@ -60,6 +60,9 @@ struct FunnelConfig {
   int64_t reference_cache_bytes = int64_t{8} << 30;
   // Trusted reference servers, tasks spread over them (ReferencePool).
   int reference_servers = 4;
+  // A timing stops correctness requests in flight instead of waiting for
+  // them (GpuArbiter; ServiceConfig.timing_stops_requests).
+  bool timing_stops_requests = false;
   // Folders candidates must not read: the verifier's own TLS key and token
   // files (harness sandbox.py: Landlock then grants reads everywhere else).
   std::vector<std::string> secret_dirs;

@@ -46,7 +46,8 @@ GpuArbiter::Exclusive::Exclusive(GpuArbiter& arbiter, absl::Duration* waited)
   ++arbiter_.exclusive_waiting_;
   arbiter_.mu_.Await(absl::Condition(
       +[](GpuArbiter* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
-        return !a->exclusive_ && a->unstoppable_ == 0;
+        return !a->exclusive_ && a->unstoppable_ == 0 &&
+               (a->stop_requests_ || a->stoppable_.empty());
       },
       &arbiter_));
   --arbiter_.exclusive_waiting_;

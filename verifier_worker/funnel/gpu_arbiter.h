@@ -1,6 +1,6 @@
 // Who uses the GPU when: candidates' correctness requests share it, a
-// timing has it alone. A timing does not wait for the requests in flight to
-// end (a first call's Triton compile keeps one going for a second or more,
+// timing has it alone. Either a timing waits for the requests in flight to
+// end, or (stop_requests) it does not wait for them (a first call's Triton compile keeps one going for a second or more,
 // and with a dozen candidates in flight a timing waited for one after
 // another): it stops their process groups (SIGSTOP) while it holds the GPU
 // and resumes them after, and the stopped time does not count against
@@ -67,11 +67,14 @@ class GpuArbiter {
     int stopped_requests_ = 0;
   };
 
-  GpuArbiter() = default;
+  // `stop_requests` false: a timing waits for the stoppable requests in
+  // flight to end instead of stopping them (no new one starts meanwhile).
+  explicit GpuArbiter(bool stop_requests = true) : stop_requests_(stop_requests) {}
   GpuArbiter(const GpuArbiter&) = delete;
   GpuArbiter& operator=(const GpuArbiter&) = delete;
 
  private:
+  const bool stop_requests_;
   absl::Mutex mu_;
   bool exclusive_ ABSL_GUARDED_BY(mu_) = false;
   int exclusive_waiting_ ABSL_GUARDED_BY(mu_) = 0;

@@ -103,5 +103,26 @@ TEST(GpuArbiterTest, ATimingWaitsForWorkThatCannotBeStoppedAndNewWorkWaitsForThe
   timing.join();
 }
 
+TEST(GpuArbiterTest, WhenNotStoppingRequestsATimingWaitsForThemToEnd) {
+  GpuArbiter gpu(/*stop_requests=*/false);
+  SleepingGroup candidate;
+  std::atomic<bool> timing_started{false};
+  std::thread timing;
+  {
+    GpuArbiter::Shared use(gpu, candidate.pid());
+    EXPECT_TRUE(candidate.Reaches('S'));
+    timing = std::thread([&] {
+      GpuArbiter::Exclusive alone(gpu);
+      EXPECT_EQ(alone.stopped_requests(), 0);
+      timing_started = true;
+    });
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_FALSE(timing_started) << "the timing did not wait for the request";
+    EXPECT_TRUE(candidate.Reaches('S')) << "the request was stopped";
+  }
+  timing.join();
+  EXPECT_TRUE(timing_started);
+}
+
 }  // namespace
 }  // namespace kforge

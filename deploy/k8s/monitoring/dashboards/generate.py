@@ -327,6 +327,12 @@ def verifier():
          unit="s")
     b.ts("Stage latency p99", [(quantile(0.99, "kforge_verifier_stage_duration_seconds", "stage"), "{{stage}}")],
          unit="s")
+    b.ts("Waiting for the GPU per verification",
+         [(quantile(0.5, "kforge_verifier_gpu_wait_seconds"), "p50"),
+          (quantile(0.9, "kforge_verifier_gpu_wait_seconds"), "p90")],
+         unit="s",
+         description="Correctness requests wait while another candidate is timed; a timing "
+                     "waits to have the GPU alone. Included in the stage latencies.")
     b.row("Sandbox and cache")
     b.ts("Sandbox kills / s by reason",
          [(f"sum by (reason) ({rate('kforge_verifier_sandbox_kills_total')})", "{{reason}}")])
