@@ -1,9 +1,12 @@
-// A candidate's process runs only while the verifier asks it something:
-// CandidateSession stops its process group once each reply is in and
-// resumes it for the next request, so nothing a candidate leaves running
-// can load the GPU under another candidate's timing.
+// CandidateSession against the real zygote and harness: a candidate's
+// process runs only while the verifier asks it something (stopped once each
+// reply is in, resumed for the next request), so nothing it leaves running
+// can load the GPU under another candidate's timing; and a reply written
+// into the shared buffer the verifier offers is read only once sealed, never
+// while the candidate could still change it.
 #include "verifier_worker/funnel/candidate_session.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -31,33 +34,73 @@ char ProcessState(int pid) {
   return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
 }
 
-TEST(CandidateSessionTest, TheCandidateIsStoppedBetweenRequestsAndResumedForEach) {
-  absl::StatusOr<PythonInfo> python = FindPythonWithTorch("", absl::Seconds(120));
-  ASSERT_TRUE(python.ok()) << python.status();
-  const fs::path dir = fs::temp_directory_path() / absl::StrCat("kforge-session-test-", ::getpid());
-  fs::create_directories(dir / "candidate");
-  absl::StatusOr<std::unique_ptr<ZygoteClient>> zygote = ZygoteClient::Start(
-      {.python = python->path,
-       .harness_dir = (fs::path(KFORGE_TEST_BIN_DIR).parent_path() / "share/kforge/harness").string(),
-       .log_dir = (dir / "logs").string(),
-       .device = "cpu"},
-      absl::Seconds(120));
-  ASSERT_TRUE(zygote.ok()) << zygote.status();
-  Frame config;
-  config.Set("work_dir", (dir / "candidate").string())
-      .Set("device", "cpu")
-      .Set("max_open_files", 256)
-      .Set("max_file_bytes", int64_t{1} << 26)
-      .Set("max_processes", 64)
-      .Set("memory_bytes", int64_t{1} << 33)
-      .Set("threads", 1)
-      .Set("warm_up", false);
-  absl::StatusOr<std::unique_ptr<CandidateSession>> session = CandidateSession::Start(
-      std::shared_ptr<ZygoteClient>(*std::move(zygote)), config.header, absl::Seconds(60));
-  ASSERT_TRUE(session.ok()) << session.status();
-  const int pid = (*session)->pid();
+class CandidateSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<PythonInfo> python = FindPythonWithTorch("", absl::Seconds(120));
+    ASSERT_TRUE(python.ok()) << python.status();
+    dir_ = fs::temp_directory_path() /
+           absl::StrCat("kforge-session-test-", ::getpid(), "-", counter_++);
+    fs::create_directories(dir_ / "candidate");
+    absl::StatusOr<std::unique_ptr<ZygoteClient>> zygote = ZygoteClient::Start(
+        {.python = python->path,
+         .harness_dir =
+             (fs::path(KFORGE_TEST_BIN_DIR).parent_path() / "share/kforge/harness").string(),
+         .log_dir = (dir_ / "logs").string(),
+         .device = "cpu"},
+        absl::Seconds(120));
+    ASSERT_TRUE(zygote.ok()) << zygote.status();
+    Frame config;
+    config.Set("work_dir", (dir_ / "candidate").string())
+        .Set("device", "cpu")
+        .Set("max_open_files", 256)
+        .Set("max_file_bytes", int64_t{1} << 26)
+        .Set("max_processes", 64)
+        .Set("memory_bytes", int64_t{1} << 33)
+        .Set("threads", 1)
+        .Set("warm_up", false);
+    absl::StatusOr<std::unique_ptr<CandidateSession>> session = CandidateSession::Start(
+        std::shared_ptr<ZygoteClient>(*std::move(zygote)), config.header, absl::Seconds(60));
+    ASSERT_TRUE(session.ok()) << session.status();
+    session_ = *std::move(session);
+  }
+  void TearDown() override {
+    session_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // A compile request for `source` (its ModelNew takes no arguments) on
+  // four floats, with a shared buffer offered for the reply.
+  static Frame CompileWithReplyBuffer(const std::string& source) {
+    Frame compile = Frame::Of("compile");
+    google::protobuf::Value no_init_inputs;
+    no_init_inputs.mutable_list_value();
+    compile.Set("source", source)
+        .Set("init_inputs", no_init_inputs)
+        .Set("init_seed", int64_t{1})
+        .Set("set", "tiny")
+        .Set("dtype", "")
+        .Set("attribute", false);
+    const float x[4] = {-1.5f, 2.0f, -0.25f, 3.0f};
+    compile.AddTensor("tiny/in0", absl::string_view(reinterpret_cast<const char*>(x), sizeof(x)),
+                      "float32", {4});
+    // The output and the input as it is after: 32 bytes.
+    absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("test-reply", 32);
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    compile.OfferReplyBuffer(std::make_shared<SharedMemory>(*std::move(buffer)));
+    return compile;
+  }
+
+  static inline int counter_ = 0;
+  fs::path dir_;
+  std::unique_ptr<CandidateSession> session_;
+};
+
+TEST_F(CandidateSessionTest, TheCandidateIsStoppedBetweenRequestsAndResumedForEach) {
+  const int pid = session_->pid();
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<Frame> pong = (*session)->Request(Frame::Of("ping"), absl::Seconds(30));
+    absl::StatusOr<Frame> pong = session_->Request(Frame::Of("ping"), absl::Seconds(30));
     ASSERT_TRUE(pong.ok()) << pong.status();
     EXPECT_EQ(pong->type(), "pong");
     // The stop is a signal: give the kernel a moment to deliver it.
@@ -65,10 +108,67 @@ TEST(CandidateSessionTest, TheCandidateIsStoppedBetweenRequestsAndResumedForEach
     while (ProcessState(pid) != 'T' && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
     EXPECT_EQ(ProcessState(pid), 'T') << "request " << i;
   }
-  session->reset();  // killed and reaped, stopped or not
+  session_.reset();  // killed and reaped, stopped or not
   EXPECT_NE(ProcessState(pid), 'T');
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+}
+
+constexpr char kRelu[] = R"(
+import torch
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return torch.clamp(x, min=0.0)
+)";
+
+TEST_F(CandidateSessionTest, AReplyInTheOfferedBufferIsSealedBeforeItIsRead) {
+  absl::StatusOr<Frame> reply = session_->Request(CompileWithReplyBuffer(kRelu), absl::Seconds(60));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_EQ(reply->type(), "compiled") << reply->GetString("message");
+  ASSERT_TRUE(reply->GetBool("payload_in_reply_buffer"));
+  ASSERT_NE(reply->shared_payload, nullptr);
+  EXPECT_TRUE(reply->shared_payload->sealed());
+  absl::StatusOr<std::vector<TensorEntry>> tensors = reply->Tensors();
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  ASSERT_EQ(tensors->size(), 2u);
+  float out[4];
+  ASSERT_EQ((*tensors)[0].name, "run0/out0");
+  std::memcpy(out, reply->TensorBytes((*tensors)[0]).data(), sizeof(out));
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 2.0f);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[3], 3.0f);
+}
+
+// The static check refuses this source (gc, mmap); the session, which
+// never relies on it, must hold on its own.
+constexpr char kHoldsTheReplyBuffer[] = R"(
+import gc
+import mmap
+import torch
+
+_held = []
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        for obj in gc.get_objects():
+            if type(obj).__name__ != "Runner":
+                continue
+            request, fds = obj.request, obj.fds
+            if "reply_buffer" in request:
+                _held.append(mmap.mmap(fds[int(request["reply_buffer"])],
+                                       int(request["reply_capacity"]), flags=mmap.MAP_SHARED,
+                                       prot=mmap.PROT_READ | mmap.PROT_WRITE))
+        return torch.clamp(x, min=0.0)
+)";
+
+TEST_F(CandidateSessionTest, AReplyBufferTheCandidateKeepsMappedWritableIsNeverRead) {
+  absl::StatusOr<Frame> reply =
+      session_->Request(CompileWithReplyBuffer(kHoldsTheReplyBuffer), absl::Seconds(60));
+  ASSERT_FALSE(reply.ok()) << "read a buffer the candidate can still write: "
+                           << reply->GetString("message");
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable) << reply.status();
+  EXPECT_NE(reply.status().message().find("could not be read safely"), std::string::npos)
+      << reply.status();
+  EXPECT_EQ(session_->kill_reason(), "reply buffer not released");
 }
 
 }  // namespace
