@@ -151,7 +151,7 @@ absl::Status ShareInputs(const Frame& prepared, ReferenceSet& set) {
   uint64_t offset = 0;
   for (const TensorEntry& e : set.inputs) {
     const absl::string_view bytes = prepared.TensorBytes(e);
-    std::copy(bytes.begin(), bytes.end(), buffer.writable() + offset);
+    KF_RETURN_IF_ERROR(buffer.Write(offset, bytes));
     offsets.push_back(offset);
     offset += bytes.size();
   }

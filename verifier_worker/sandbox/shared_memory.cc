@@ -28,9 +28,25 @@ absl::StatusOr<SharedMemory> SharedMemory::Create(const std::string& name, uint6
   if (::ftruncate(fd.get(), static_cast<off_t>(MapLength(size))) != 0) {
     return Errno(absl::StrCat("ftruncate to ", size, " bytes"));
   }
-  void* data = ::mmap(nullptr, MapLength(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (data == MAP_FAILED) return Errno("mmap");
-  return SharedMemory(std::move(fd), static_cast<char*>(data), size);
+  return SharedMemory(std::move(fd), nullptr, size);
+}
+
+absl::Status SharedMemory::Write(uint64_t offset, absl::string_view bytes) {
+  if (sealed_) return absl::FailedPreconditionError("the shared buffer is sealed");
+  if (offset > size_ || bytes.size() > size_ - offset) {
+    return absl::OutOfRangeError(absl::StrCat(bytes.size(), " bytes at ", offset,
+                                              " do not fit a buffer of ", size_));
+  }
+  while (!bytes.empty()) {
+    const ssize_t n = ::pwrite(fd_.get(), bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("writing the shared buffer");
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
 }
 
 SharedMemory::SharedMemory(SharedMemory&& other) noexcept
@@ -59,7 +75,6 @@ void SharedMemory::Unmap() {
 
 absl::Status SharedMemory::Seal() {
   if (sealed_) return absl::OkStatus();
-  Unmap();
   constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
   if (::fcntl(fd_.get(), F_ADD_SEALS, kSeals) != 0) {
     const int error = errno;

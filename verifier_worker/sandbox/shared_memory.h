@@ -7,9 +7,13 @@
 // anyone still maps the memfd writable.
 //
 //   KF_ASSIGN_OR_RETURN(SharedMemory inputs, SharedMemory::Create("inputs", n));
-//   std::memcpy(inputs.writable(), bytes, n);
+//   KF_RETURN_IF_ERROR(inputs.Write(0, bytes));
 //   KF_RETURN_IF_ERROR(inputs.Seal());      // now read-only for everyone
 //   channel.Send(frame, {inputs.fd()});
+//
+// This process never maps a buffer writable: a fork of it (a harness
+// process being started) would copy that mapping, and while the copy lives
+// the seal is refused (seen: a correct candidate's reply failed so).
 #ifndef KFORGE_VERIFIER_WORKER_SANDBOX_SHARED_MEMORY_H_
 #define KFORGE_VERIFIER_WORKER_SANDBOX_SHARED_MEMORY_H_
 
@@ -24,7 +28,7 @@ namespace kforge {
 
 class SharedMemory {
  public:
-  // A memfd of `size` bytes (zeroes), mapped writable here. `name` shows in
+  // A memfd of `size` bytes (zeroes), not mapped here. `name` shows in
   // /proc/<pid>/fd of whoever holds it.
   static absl::StatusOr<SharedMemory> Create(const std::string& name, uint64_t size);
   SharedMemory(SharedMemory&& other) noexcept;
@@ -33,14 +37,14 @@ class SharedMemory {
   SharedMemory& operator=(const SharedMemory&) = delete;
   ~SharedMemory();
 
-  // Drops this process's writable mapping, seals the memfd against writes
-  // and size changes, and maps it read-only. FAILED_PRECONDITION when
-  // another process still maps it writable: the seal is then not applied,
-  // and the bytes are no longer mapped here (bytes() is empty).
+  // Writes `bytes` at `offset` (through the descriptor) before the seal.
+  absl::Status Write(uint64_t offset, absl::string_view bytes);
+  // Seals the memfd against writes and size changes and maps it read-only.
+  // FAILED_PRECONDITION when another process still maps it writable: the
+  // seal is then not applied and bytes() stays empty.
   absl::Status Seal();
 
-  // Writable until Seal(); nullptr after.
-  char* writable() { return sealed_ ? nullptr : data_; }
+  // The bytes once sealed; empty before.
   absl::string_view bytes() const {
     return data_ == nullptr ? absl::string_view() : absl::string_view(data_, size_);
   }

@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,10 +20,12 @@ namespace {
 TEST(SharedMemoryTest, SealedBytesCannotBeWrittenResizedOrMappedWritable) {
   absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("test", 4096);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
-  std::memcpy(buffer->writable(), "kforge", 6);
+  EXPECT_TRUE(buffer->bytes().empty()) << "readable before it is sealed";
+  ASSERT_TRUE(buffer->Write(0, "kforge").ok());
+  EXPECT_FALSE(buffer->Write(4093, "four").ok()) << "past its end";
   ASSERT_TRUE(buffer->Seal().ok());
   EXPECT_TRUE(buffer->sealed());
-  EXPECT_EQ(buffer->writable(), nullptr);
+  EXPECT_FALSE(buffer->Write(0, "x").ok());
   EXPECT_EQ(buffer->bytes().substr(0, 6), "kforge");
 
   EXPECT_EQ(::pwrite(buffer->fd(), "x", 1, 0), -1);
@@ -53,6 +57,25 @@ TEST(SharedMemoryTest, ABufferStillMappedWritableElsewhereIsNotSealedNorRead) {
   ::munmap(other, 4096);
   ASSERT_TRUE(buffer->Seal().ok());
   EXPECT_EQ(buffer->bytes().substr(0, 4), "late");
+}
+
+TEST(SharedMemoryTest, AForkOfTheVerifierDoesNotHoldUpTheSeal) {
+  // A harness process being started is a fork of the verifier: it must not
+  // take a writable mapping of an unsealed buffer with it.
+  absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("test", 4096);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  ASSERT_TRUE(buffer->Write(0, "reply").ok());
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::usleep(500000);
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  const absl::Status sealed = buffer->Seal();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_TRUE(sealed.ok()) << sealed;
+  EXPECT_EQ(buffer->bytes().substr(0, 5), "reply");
 }
 
 TEST(SharedMemoryTest, AnEmptyBufferSealsAndReadsEmpty) {
