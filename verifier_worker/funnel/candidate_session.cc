@@ -71,10 +71,9 @@ void CandidateSession::Freeze(bool frozen) {
 }
 
 absl::StatusOr<Frame> CandidateSession::Request(const Frame& request, absl::Duration timeout,
-                                                bool arbitrated,
                                                 const std::function<absl::Duration()>& paused) {
   if (reaped_) return absl::UnavailableError(absl::StrCat("the candidate process ", crash_));
-  if (!arbitrated) Freeze(false);
+  if (!paused) Freeze(false);
   const absl::Time deadline = absl::Now() + timeout;
   absl::Status sent = channel_.Send(request, request.AttachedFds());
   absl::StatusOr<Frame> reply =

@@ -35,11 +35,10 @@ class CandidateSession {
 
   // The child's process group runs only during a request: it is resumed
   // (SIGCONT) before the request is sent and stopped (SIGSTOP) once the
-  // reply is in; `arbitrated`: a GpuArbiter::Shared around the call does
-  // both, and may stop it in between. `paused` (optional) says how long it
-  // has been kept stopped so far, which extends the deadline.
+  // reply is in. With `paused`, a GpuArbiter::Shared around the call
+  // resumes it instead and may stop it in between; `paused` says for how
+  // long so far, which extends the deadline.
   absl::StatusOr<Frame> Request(const Frame& request, absl::Duration timeout,
-                                bool arbitrated = false,
                                 const std::function<absl::Duration()>& paused = nullptr);
 
   const Frame& ready() const { return ready_; }

@@ -90,8 +90,7 @@ absl::StatusOr<Frame> Funnel::Run::AskSharingDevice(const Frame& request,
   absl::StatusOr<Frame> reply;
   {
     GpuArbiter::Shared use(f_.gpu_, sandbox_->session->pid(), &waited);
-    reply = sandbox_->session->Request(request, timeout, /*arbitrated=*/true,
-                                       [&use] { return use.stopped(); });
+    reply = sandbox_->session->Request(request, timeout, [&use] { return use.stopped(); });
     waited += use.stopped();
   }
   last_device_wait_ = waited;

@@ -1,16 +1,16 @@
 // Who uses the GPU when: candidates' correctness requests share it, a
-// timing has it alone. Either a timing waits for the requests in flight to
-// end, or (stop_requests) it does not wait for them (a first call's Triton compile keeps one going for a second or more,
-// and with a dozen candidates in flight a timing waited for one after
-// another): it stops their process groups (SIGSTOP) while it holds the GPU
-// and resumes them after, and the stopped time does not count against
-// their deadlines. Work that must not be stopped (the trusted reference
-// server computing reference outputs, a spare sandbox warming up) is
-// waited for instead. No new work starts while a timing waits or runs.
+// timing has it alone. A timing either waits for the requests in flight to
+// end, or (stop_requests) does not wait for them (a first call's Triton
+// compile keeps one going for a second or more): it stops their process
+// groups (SIGSTOP) while it holds the GPU and resumes them after, and the
+// stopped time does not count against their deadlines. Work that must not
+// be stopped (the trusted reference server computing reference outputs, a
+// spare sandbox warming up) is always waited for. No new work starts while
+// a timing waits or runs.
 //
-//   GpuArbiter gpu;
+//   GpuArbiter gpu(/*stop_requests=*/false);
 //   { GpuArbiter::Shared use(gpu, session.pid(), &waited);   // resumes the pid
-//     reply = session.Request(request, timeout, /*arbitrated=*/true,
+//     reply = session.Request(request, timeout,
 //                             [&] { return use.stopped(); }); }  // stopped after
 //   { GpuArbiter::Exclusive alone(gpu, &waited); Time(); }
 //
@@ -69,7 +69,7 @@ class GpuArbiter {
 
   // `stop_requests` false: a timing waits for the stoppable requests in
   // flight to end instead of stopping them (no new one starts meanwhile).
-  explicit GpuArbiter(bool stop_requests = true) : stop_requests_(stop_requests) {}
+  explicit GpuArbiter(bool stop_requests) : stop_requests_(stop_requests) {}
   GpuArbiter(const GpuArbiter&) = delete;
   GpuArbiter& operator=(const GpuArbiter&) = delete;
 

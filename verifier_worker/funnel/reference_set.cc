@@ -171,17 +171,10 @@ uint64_t ReplyBytes(const ReferenceSet& set, int runs, bool with_inputs) {
 void AttachInputs(const ReferenceSet& set, const Frame& prepared, Frame& request) {
   if (set.shared_inputs != nullptr) {
     const int buffer = request.Attach(set.shared_inputs);
-    google::protobuf::Value& shared = (*request.header.mutable_fields())["shared_tensors"];
     for (size_t i = 0; i < set.inputs.size(); ++i) {
       const TensorEntry& e = set.inputs[i];
-      auto& f = *shared.mutable_list_value()->add_values()->mutable_struct_value()->mutable_fields();
-      f["name"].set_string_value(absl::StrCat(set.spec.name, "/in", set.input_positions[i]));
-      f["dtype"].set_string_value(e.dtype);
-      auto& shape = *f["shape"].mutable_list_value();
-      for (int64_t d : e.shape) shape.add_values()->set_number_value(static_cast<double>(d));
-      f["buffer"].set_number_value(buffer);
-      f["offset"].set_number_value(static_cast<double>(set.shared_offsets[i]));
-      f["nbytes"].set_number_value(static_cast<double>(e.nbytes));
+      request.AddSharedTensor(absl::StrCat(set.spec.name, "/in", set.input_positions[i]), buffer,
+                              set.shared_offsets[i], e.nbytes, e.dtype, e.shape);
     }
   } else {
     for (size_t i = 0; i < set.inputs.size(); ++i) {

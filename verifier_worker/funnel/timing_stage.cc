@@ -91,13 +91,10 @@ absl::StatusOr<v1::Timing> Funnel::Run::TimeBaseline(const std::string& mode, in
                                                      bool* unavailable) {
   Frame request = BudgetFrame("time", min_trials, min_ms, max_ms, /*warm_up=*/true);
   AddBaselineFields(mode, request);
-  // Timing holds the task's server already (Execute): it took it before
-  // the GPU.
+  // Only the timing stage times baselines, and it holds the task's server
+  // (Execute took it before the GPU).
   absl::StatusOr<Frame> reply =
-      reference_held_ != nullptr
-          ? reference_held_->Call(request, absl::Seconds(limits_.timing_timeout_s()))
-          : f_.reference_.For(HexHash(request_.task().reference_source()))
-                .Call(request, absl::Seconds(limits_.timing_timeout_s()));
+      reference_held_->Call(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return reply.status();
   *unavailable = !reply->GetString("unavailable").empty();
   std::vector<double> device, host;

@@ -52,20 +52,38 @@ bool Frame::GetBool(const std::string& key) const {
   return v != nullptr && v->bool_value();
 }
 
-void Frame::AddTensor(const std::string& name, absl::string_view bytes, const std::string& dtype,
-                      const std::vector<int64_t>& shape) {
+namespace {
+
+// One "tensors" (or "shared_tensors") entry of a header.
+Value TensorEntryValue(const std::string& name, const std::string& dtype,
+                       const std::vector<int64_t>& shape, uint64_t offset, uint64_t nbytes) {
   Value entry;
   auto& fields = *entry.mutable_struct_value()->mutable_fields();
   fields["name"].set_string_value(name);
   fields["dtype"].set_string_value(dtype);
-  for (int64_t d : shape) {
-    fields["shape"].mutable_list_value()->add_values()->set_number_value(static_cast<double>(d));
-  }
-  if (shape.empty()) fields["shape"].mutable_list_value();
-  fields["offset"].set_number_value(static_cast<double>(payload.size()));
-  fields["nbytes"].set_number_value(static_cast<double>(bytes.size()));
+  auto& dims = *fields["shape"].mutable_list_value();  // [] for a scalar
+  for (int64_t d : shape) dims.add_values()->set_number_value(static_cast<double>(d));
+  fields["offset"].set_number_value(static_cast<double>(offset));
+  fields["nbytes"].set_number_value(static_cast<double>(nbytes));
+  return entry;
+}
+
+}  // namespace
+
+void Frame::AddTensor(const std::string& name, absl::string_view bytes, const std::string& dtype,
+                      const std::vector<int64_t>& shape) {
+  *(*header.mutable_fields())["tensors"].mutable_list_value()->add_values() =
+      TensorEntryValue(name, dtype, shape, payload.size(), bytes.size());
   payload.append(bytes.data(), bytes.size());
-  *(*header.mutable_fields())["tensors"].mutable_list_value()->add_values() = std::move(entry);
+}
+
+void Frame::AddSharedTensor(const std::string& name, int buffer, uint64_t offset,
+                            uint64_t nbytes, const std::string& dtype,
+                            const std::vector<int64_t>& shape) {
+  Value entry = TensorEntryValue(name, dtype, shape, offset, nbytes);
+  (*entry.mutable_struct_value()->mutable_fields())["buffer"].set_number_value(buffer);
+  *(*header.mutable_fields())["shared_tensors"].mutable_list_value()->add_values() =
+      std::move(entry);
 }
 
 absl::StatusOr<std::vector<TensorEntry>> Frame::Tensors() const {

@@ -57,6 +57,10 @@ class Frame {
   // maps to read); returns its index among the frame's descriptors, by
   // which header fields name it.
   int Attach(std::shared_ptr<const SharedMemory> buffer);
+  // Describes a tensor lying at `offset` of attached buffer `buffer` in
+  // the header's "shared_tensors" (its bytes are not in the payload).
+  void AddSharedTensor(const std::string& name, int buffer, uint64_t offset, uint64_t nbytes,
+                       const std::string& dtype, const std::vector<int64_t>& shape);
   // Offers the peer `buffer` (not sealed) to write its reply's payload into:
   // the header says "reply_buffer" (the descriptor's index) and
   // "reply_capacity"; a reply that used it says "payload_in_reply_buffer".

@@ -28,11 +28,11 @@ absl::StatusOr<SharedMemory> SharedMemory::Create(const std::string& name, uint6
   if (::ftruncate(fd.get(), static_cast<off_t>(MapLength(size))) != 0) {
     return Errno(absl::StrCat("ftruncate to ", size, " bytes"));
   }
-  return SharedMemory(std::move(fd), nullptr, size);
+  return SharedMemory(std::move(fd), size);
 }
 
 absl::Status SharedMemory::Write(uint64_t offset, absl::string_view bytes) {
-  if (sealed_) return absl::FailedPreconditionError("the shared buffer is sealed");
+  if (sealed()) return absl::FailedPreconditionError("the shared buffer is sealed");
   if (offset > size_ || bytes.size() > size_ - offset) {
     return absl::OutOfRangeError(absl::StrCat(bytes.size(), " bytes at ", offset,
                                               " do not fit a buffer of ", size_));
@@ -52,8 +52,7 @@ absl::Status SharedMemory::Write(uint64_t offset, absl::string_view bytes) {
 SharedMemory::SharedMemory(SharedMemory&& other) noexcept
     : fd_(std::move(other.fd_)),
       data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)),
-      sealed_(std::exchange(other.sealed_, false)) {}
+      size_(std::exchange(other.size_, 0)) {}
 
 SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
   if (this != &other) {
@@ -61,7 +60,6 @@ SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
     fd_ = std::move(other.fd_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
-    sealed_ = std::exchange(other.sealed_, false);
   }
   return *this;
 }
@@ -74,22 +72,18 @@ void SharedMemory::Unmap() {
 }
 
 absl::Status SharedMemory::Seal() {
-  if (sealed_) return absl::OkStatus();
+  if (sealed()) return absl::OkStatus();
   constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
   if (::fcntl(fd_.get(), F_ADD_SEALS, kSeals) != 0) {
-    const int error = errno;
-    // Unmapped: bytes that someone else can still change are not read.
-    if (error == EBUSY) {
+    if (errno == EBUSY) {
       return absl::FailedPreconditionError(
           "another process still maps the shared buffer writable, so it cannot be sealed");
     }
-    errno = error;
     return Errno("sealing the shared buffer");
   }
   void* data = ::mmap(nullptr, MapLength(size_), PROT_READ, MAP_SHARED, fd_.get(), 0);
   if (data == MAP_FAILED) return Errno("mmap of the sealed buffer");
   data_ = static_cast<char*>(data);
-  sealed_ = true;
   return absl::OkStatus();
 }
 

@@ -50,16 +50,16 @@ class SharedMemory {
   }
   uint64_t size() const { return size_; }
   int fd() const { return fd_.get(); }
-  bool sealed() const { return sealed_; }
+  // Only a sealed buffer is mapped here (read-only).
+  bool sealed() const { return data_ != nullptr; }
 
  private:
-  SharedMemory(UniqueFd fd, char* data, uint64_t size) : fd_(std::move(fd)), data_(data), size_(size) {}
+  SharedMemory(UniqueFd fd, uint64_t size) : fd_(std::move(fd)), size_(size) {}
   void Unmap();
 
   UniqueFd fd_;
-  char* data_ = nullptr;
+  char* data_ = nullptr;  // the read-only mapping, once sealed
   uint64_t size_ = 0;
-  bool sealed_ = false;
 };
 
 }  // namespace kforge

@@ -60,7 +60,7 @@ class SleepingGroup {
 };
 
 TEST(GpuArbiterTest, ATimingStopsRequestsInFlightAndResumesThemCountingTheTime) {
-  GpuArbiter gpu;
+  GpuArbiter gpu(/*stop_requests=*/true);
   SleepingGroup candidate;
   ::kill(candidate.pid(), SIGSTOP);  // idle, as a session leaves it
   ASSERT_TRUE(candidate.Reaches('T'));
@@ -81,7 +81,7 @@ TEST(GpuArbiterTest, ATimingStopsRequestsInFlightAndResumesThemCountingTheTime) 
 }
 
 TEST(GpuArbiterTest, ATimingWaitsForWorkThatCannotBeStoppedAndNewWorkWaitsForTheTiming) {
-  GpuArbiter gpu;
+  GpuArbiter gpu(/*stop_requests=*/true);
   std::atomic<bool> timing_started{false};
   std::thread timing;
   {

@@ -226,18 +226,19 @@ def pack_reply(named, reply_buffer=None):
     verifier cannot seal a buffer still mapped writable), and the payload is
     empty; otherwise they travel as a payload (TensorPacker)."""
     import torch
-    raw = [(name, t, _raw_bytes(t)) for name, t in named]
-    total = sum(r.numel() for _, _, r in raw)
+    # A bool travels as one byte (uint8), every other dtype as its own size.
+    total = sum(t.numel() * t.element_size() for _, t in named)
     if reply_buffer is None or total == 0 or total > reply_buffer[1]:
         packer = TensorPacker()
-        for name, t, _ in raw:
+        for name, t in named:
             packer.add(name, t)
         return packer.entries, packer.payload(), False
     fd, capacity = reply_buffer
     buffer = mmap.mmap(fd, capacity, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     entries, offset = [], 0
     try:
-        for name, t, r in raw:
+        for name, t in named:
+            r = _raw_bytes(t)
             n = r.numel()
             if n:
                 target = torch.frombuffer(buffer, dtype=torch.uint8, count=n, offset=offset)

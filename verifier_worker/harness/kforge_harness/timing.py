@@ -21,11 +21,11 @@ has `min_trials` trials and the standard error of the mean is within
 `target_rel_stderr` of the mean (of the trimmed mean, with `trim_fraction`:
 the statistic the verdict reports, whose standard error the few slow trials
 of a microsecond kernel do not inflate), or until `max_ms` / `max_trials`.
-A trial's
-cost is its wall time, everything included (clone, flush, call, check), as
-triton.testing.do_bench sizes its repetitions by the time of a flush plus a
-call: counted in kernel time alone, a 20 us kernel took 5000 trials and 1.5 s
-of wall time to reach 100 ms, with no better mean than 300 trials give.
+A trial's cost is its wall time, everything included (clone, flush, call,
+check), as triton.testing.do_bench sizes its repetitions by the time of a
+flush plus a call: counted in kernel time alone, a 20 us kernel took 5000
+trials and 1.5 s of wall time to reach 100 ms, with no better mean than 300
+trials give.
 """
 
 import math
@@ -187,7 +187,7 @@ class Timer:
         n, spent, mean, m2 = 0, 0.0, 0.0, 0.0
         calls = 0
         set_aside, callback = aside if aside is not None else (frozenset(), None)
-        samples = []
+        samples = event_ms if event_ms is not None else host_ms  # what is judged
         while not budget.done(n, spent, mean, m2, samples):
             index = (start_index + calls) % len(pool)
             calls += 1
@@ -200,7 +200,6 @@ class Timer:
                 event_ms.append(ev)
             host_ms.append(host)
             sample = ev if ev is not None else host
-            samples.append(sample)
             n += 1
             delta = sample - mean
             mean += delta / n
