@@ -107,7 +107,11 @@ absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scor
     return Ack(scored, v1::SampleAck::REJECTED, std::move(reason));
   }
   const int64_t lag = policy_version_ - scored.sample().policy_version();
-  if (lag > options_.max_staleness) {
+  // max_staleness bounds the gap between the policy that sampled and the one
+  // trained; evaluation groups are never trained on, and their report names
+  // the step that offered them. Without this, a round offered during fast
+  // supervised steps (several versions a second) was re-issued until dropped.
+  if (lag > options_.max_staleness && !group.item.eval()) {
     // The group cannot complete within the bound: sample it again.
     Retire(key.group_id(), "its samples fell more than max_staleness versions behind");
     return Ack(scored, v1::SampleAck::STALE,

@@ -97,6 +97,19 @@ TEST(GroupTrackerTest, AStaleSampleReissuesItsGroupUnderAFreshId) {
   EXPECT_EQ(tracker.stats().samples_buffered, 0);
 }
 
+TEST(GroupTrackerTest, AnEvaluationGroupIsNeverStale) {
+  GroupTracker tracker({.max_staleness = 1});
+  v1::WorkItem item = Item("e", 2);
+  item.set_eval(true);
+  ASSERT_TRUE(tracker.Offer(item).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  tracker.SetPolicyVersion(9);
+  EXPECT_EQ(Status(tracker, Scored("e", 0, /*version=*/1)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Scored("e", 1, /*version=*/2)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(tracker.TakeCompleted().size(), 1u);
+  EXPECT_EQ(tracker.stats().groups_reissued, 0u);
+}
+
 TEST(GroupTrackerTest, AGroupThatTimesOutIsReissuedOnceThenDropped) {
   GroupTracker tracker({.group_timeout = absl::Seconds(10), .max_reissues = 1});
   ASSERT_TRUE(tracker.Offer(Item("g", 2)).ok());
