@@ -252,6 +252,24 @@ TEST_F(VerifierFunnelTest, DuplicateSubmissionIsServedFromTheCacheTheSecondTime)
   EXPECT_TRUE(uncached.correct()) << Describe(uncached);
 }
 
+TEST_F(VerifierFunnelTest, ATimedOutVerdictIsNotServedFromTheCache) {
+  // A timeout may be the verifier's load, not the candidate: a duplicate is
+  // verified again rather than handed the first one's verdict.
+  static std::atomic<int> runs{0};
+  const std::string candidate = absl::StrCat(TestData("cpu/infinite_loop.py"),
+                                             "\n_submission = ", runs.fetch_add(1), "\n");
+  const Tweak cached = [](v1::VerifierOptions& o) {
+    o.set_use_cache(true);
+    o.mutable_limits()->set_correctness_timeout_s(2);
+  };
+  const std::string task = BuiltinTask("level1/1_ReLU.py");
+  const v1::Verdict first = Verify(task, candidate, cached);
+  ASSERT_EQ(LastStage(first).outcome(), v1::OUTCOME_TIMED_OUT) << Describe(first);
+  const v1::Verdict second = Verify(task, candidate, cached);
+  EXPECT_FALSE(second.cached()) << Describe(second);
+  EXPECT_EQ(LastStage(second).outcome(), v1::OUTCOME_TIMED_OUT) << Describe(second);
+}
+
 // ---------------------------------------------------------------------------
 // Attacks caught by the static check (stage 1): the candidate never runs.
 // ---------------------------------------------------------------------------
