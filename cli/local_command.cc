@@ -500,9 +500,17 @@ int RunLocal(const LocalOptions& options) {
   }
   std::vector<Service> services;
   const int gpus = static_cast<int>(DescribeTorchRuntime().devices.size());
-  std::printf("kforge local: starting learner, %d verifier(s), %d rollout worker(s) on %s "
-              "(%d GPU(s)) in %s\n",
-              VerifierCount(options, gpus), options.rollout_workers, device.c_str(), gpus,
+  // Where each kind runs, as RolloutDevice and VerifierDevice place them.
+  const std::string where =
+      gpus < 2 ? absl::StrCat("all on ", device)
+               : absl::StrCat("learner on ", device, ", rollout on cuda:1",
+                              gpus > 2 && options.rollout_workers > 1
+                                  ? absl::StrCat("..", std::min(gpus - 1, options.rollout_workers))
+                                  : "",
+                              ", verifiers on cuda:0..", std::min(gpus, VerifierCount(options, gpus)) - 1);
+  std::printf("kforge local: starting learner, %d verifier(s), %d rollout worker(s) (%s; %d GPU(s)) "
+              "in %s\n",
+              VerifierCount(options, gpus), options.rollout_workers, where.c_str(), gpus,
               options.run_dir.c_str());
   std::printf("kforge local: %s\n", security->Describe().c_str());
   std::fflush(stdout);
