@@ -16,7 +16,10 @@ Rows:
   - the learner's wait as a share of step time (target: at most 10%);
   - throughput: generated tokens over rollout time, candidates over verify
     time, trained tokens over training time (sums over the steps counted);
-  - samples counted and how many carried generation stamps.
+  - samples counted and how many carried generation stamps;
+  - the reward: the mean of the first and the last five sampled steps and
+    each five's spread (sample standard deviation of the step means); issue
+    22's target is last - first > the larger spread.
 Only sampled steps count (supervised warm-start steps sample nothing);
 --skip leaves out the first N of them (start-up: CUDA graph capture,
 compile caches).
@@ -54,11 +57,31 @@ def number(times, field):
 
 
 def sampled_steps(path, skip):
+    """The sampled steps' times and mean rewards. reward_history and
+    step_times_history align from the newest end (learner_state.proto)."""
     with open(path) as f:
         state = json.load(f)
     history = state.get("step_times_history", state.get("stepTimesHistory", []))
-    steps = [t for t in history if number(t, "samples") > 0]
+    rewards = state.get("reward_history", state.get("rewardHistory", []))
+    rewards = [None] * (len(history) - len(rewards)) + rewards[-len(history):] if history else []
+    steps = [dict(t, reward=r) for t, r in zip(history, rewards) if number(t, "samples") > 0]
     return steps[skip:]
+
+
+def spread(values):
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+
+
+def reward_trend(steps, window=5):
+    rewards = [float(t["reward"]) for t in steps if t.get("reward") is not None]
+    if len(rewards) < 2 * window:
+        return None
+    first, last = rewards[:window], rewards[-window:]
+    return {"first": sum(first) / window, "last": sum(last) / window,
+            "first_spread": spread(first), "last_spread": spread(last)}
 
 
 def summarise(steps):
@@ -86,6 +109,7 @@ def summarise(steps):
         "train_tps": per_second("trained_tokens", "train_seconds"),
         "samples": int(sum(number(t, "samples") for t in steps)),
         "timed": int(sum(number(t, "samples_timed") for t in steps)),
+        "reward": reward_trend(steps),
     }
 
 
@@ -138,6 +162,15 @@ def table(labels, summaries):
     row("verify candidates/s (over the verify span)", lambda s: f"{s['verify_cps']:.2f}")
     row("train tokens/s (over optimiser time)", lambda s: f"{s['train_tps']:.1f}")
     row("samples (with generation stamps)", lambda s: f"{s['samples']} ({s['timed']})")
+
+    def trend(s):
+        r = s["reward"]
+        if r is None:
+            return "fewer than 10 sampled steps"
+        rose = r["last"] - r["first"] > max(r["first_spread"], r["last_spread"])
+        return (f"{r['first']:.3f} (sd {r['first_spread']:.3f}) -> {r['last']:.3f} "
+                f"(sd {r['last_spread']:.3f}): {'rose' if rose else 'did not rise'} beyond the spread")
+    row("mean reward, first 5 -> last 5 sampled steps", trend)
     return "\n".join(rows)
 
 

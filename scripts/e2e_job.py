@@ -4,10 +4,21 @@ on those solutions, on the same prompts the policy then sees), with a few
 level-1 tasks without one held out and evaluated every few steps.
 
   python3 scripts/e2e_job.py --kernelbench DIR --model CKPT [--steps 30] [--warm 10]
-      [--prompts 16] [--group 8] [--tokens 256] [--staleness 1] [--heldout 4] > job.json
+      [--prompts 16] [--group 8] [--tokens 256] [--staleness 1] [--heldout 4]
+      [--train N] [--sft_lr R] [--lr R] [--min_lr_ratio F] [--micro M]
+      [--temperature T] [--eval_every N] [--timed_ms MIN,MAX] > job.json
 
 DIR is in the KernelBench layout with the corpus beside it as DIR/solutions
 (scripts/gpu-run.sh e2e links one). Standard library only.
+
+--train N keeps the N level-1 tasks whose corpus solutions are shortest (0:
+every task with a solution). A randomly initialised policy cannot write a
+kernel; a warm start that has seen a few short solutions many times can, now
+and then, and only then do a group's rewards differ and GRPO have anything
+to learn from. The held-out tasks stay the same either way.
+
+--timed_ms MIN,MAX sets the timing stage's budgets (TimingProtocol's
+min_timed_ms and max_timed_ms; the verifier's defaults when absent).
 """
 
 import argparse
@@ -32,6 +43,14 @@ def main():
     parser.add_argument("--staleness", type=int, default=1)
     parser.add_argument("--heldout", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--train", type=int, default=0)
+    parser.add_argument("--sft_lr", type=float, default=1e-5)
+    parser.add_argument("--lr", type=float, default=1e-6)
+    parser.add_argument("--micro", type=int, default=1)
+    parser.add_argument("--min_lr_ratio", type=float, default=0.1)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--eval_every", type=int, default=5)
+    parser.add_argument("--timed_ms", default="")
     args = parser.parse_args()
 
     train, heldout = [], []
@@ -41,6 +60,10 @@ def main():
         if level == "level1":
             heldout = [f"{level}/{s}" for s in stems(os.path.join(args.kernelbench, level))
                        if s not in solved][: args.heldout]
+    if args.train > 0:
+        def size(name):
+            return os.path.getsize(os.path.join(args.kernelbench, "solutions", name + ".py"))
+        train = sorted((t for t in train if t.startswith("level1/")), key=size)[: args.train]
     batch = args.prompts * args.group
     job = {
         "name": "e2e-qwen2.5-coder-1.5b-shape",
@@ -52,15 +75,18 @@ def main():
         "total_steps": args.steps,
         "prompts_per_step": args.prompts,
         "grpo": {"group_size": args.group},
-        "sampling": {"max_new_tokens": args.tokens, "temperature": 1.0, "seed": args.seed},
-        "sft": {"learning_rate": 1e-5},
-        "optimizer": {"learning_rate": 1e-6, "batch_size": batch, "micro_batch_size": 1,
-                      "bf16": True, "warmup_steps": 2},
-        "eval": {"every_steps": 5, "samples_per_task": 1},
+        "sampling": {"max_new_tokens": args.tokens, "temperature": args.temperature, "seed": args.seed},
+        "sft": {"learning_rate": args.sft_lr},
+        "optimizer": {"learning_rate": args.lr, "batch_size": batch, "micro_batch_size": args.micro,
+                      "bf16": True, "warmup_steps": 2, "min_lr_ratio": args.min_lr_ratio},
+        "eval": {"every_steps": args.eval_every, "samples_per_task": 1},
         "checkpoint": {"every_steps": 1000},
         "max_staleness": args.staleness,
         "seed": args.seed,
     }
+    if args.timed_ms:
+        low, high = (float(x) for x in args.timed_ms.split(","))
+        job["verifier"] = {"timing": {"min_timed_ms": low, "max_timed_ms": high}}
     json.dump(job, sys.stdout, indent=1)
     print()
 

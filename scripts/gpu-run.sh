@@ -303,7 +303,10 @@ if [ "$what" = e2e ]; then
   # supervised warm start on the corpus of KernelBench solutions, then GRPO
   # on those tasks at full size against the real funnel, held-out KernelBench
   # tasks evaluated every few steps. E2E_STEPS, E2E_WARM, E2E_PROMPTS,
-  # E2E_GROUP, E2E_TOKENS, E2E_STALENESS, E2E_SECONDS.
+  # E2E_GROUP, E2E_TOKENS, E2E_STALENESS, E2E_TRAIN, E2E_SFT_LR, E2E_LR,
+  # E2E_MICRO, E2E_MIN_LR_RATIO, E2E_TEMPERATURE, E2E_EVAL_EVERY, E2E_TIMED_MS
+  # (scripts/e2e_job.py's flags), E2E_ROLLOUT_WORKERS (kforge local's
+  # --rollout_workers), E2E_SECONDS or E2E_DEADLINE.
   start=$(date +%s)
   configure
   cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
@@ -317,14 +320,27 @@ if [ "$what" = e2e ]; then
   ln -sfn "$PWD/tasks/kernelbench-solutions" "$kb/solutions"
   python3 scripts/e2e_job.py --kernelbench "$kb" --model "$ckpt" --steps "${E2E_STEPS:-30}" \
     --warm "${E2E_WARM:-10}" --prompts "${E2E_PROMPTS:-16}" --group "${E2E_GROUP:-8}" \
-    --tokens "${E2E_TOKENS:-256}" --staleness "${E2E_STALENESS:-1}" > /tmp/e2e-job.json
+    --tokens "${E2E_TOKENS:-256}" --staleness "${E2E_STALENESS:-1}" --train "${E2E_TRAIN:-0}" \
+    --sft_lr "${E2E_SFT_LR:-1e-5}" --lr "${E2E_LR:-1e-6}" --micro "${E2E_MICRO:-1}" \
+    --min_lr_ratio "${E2E_MIN_LR_RATIO:-0.1}" --temperature "${E2E_TEMPERATURE:-1.0}" \
+    --eval_every "${E2E_EVAL_EVERY:-5}" \
+    --timed_ms "${E2E_TIMED_MS:-}" > /tmp/e2e-job.json
   rm -rf /tmp/e2e
-  timeout "${E2E_SECONDS:-420}" build/bin/kforge local --learner_port=0 --run_dir=/tmp/e2e \
-    --job=/tmp/e2e-job.json --model_roots=/tmp/models \
+  # E2E_DEADLINE (epoch seconds) instead caps the job at whatever time the
+  # build and the checkpoint left before it.
+  seconds=${E2E_SECONDS:-420}
+  [ -n "${E2E_DEADLINE:-}" ] && seconds=$(( E2E_DEADLINE - $(date +%s) ))
+  echo "e2e job: at most $seconds s"
+  timeout "$seconds" build/bin/kforge local --learner_port=0 --run_dir=/tmp/e2e \
+    --rollout_workers="${E2E_ROLLOUT_WORKERS:-1}" --job=/tmp/e2e-job.json --model_roots=/tmp/models \
     --task_roots="$kb,$PWD/tasks,$(readlink -f "$KFORGE_KERNELBENCH_DIR")" > "$out/e2e.log" 2>&1
   echo "kforge local e2e: exit $?"; tail -25 "$out/e2e.log"
   curves=$(find /tmp/e2e -name curves.json | head -1)
   [ -n "$curves" ] && python3 bench/stage_times.py "$curves" | tee "$out/stage-times.md"
+  [ -n "$curves" ] && python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))
+print("reward per step:", " ".join(f"{r:.2f}" for r in s.get("reward_history", [])))
+print("correct per step:", " ".join(f"{r:.2f}" for r in s.get("correct_rate_history", [])))
+print("loss per step:", " ".join(f"{r:.2f}" for r in s.get("loss_history", [])))' "$curves"
   [ -n "$curves" ] && cp "$curves" "$out/" && cp "$(dirname "$curves")/curves.svg" "$out/" 2>/dev/null
   tar czf "$out/e2e-logs.tgz" /tmp/e2e/*.log /tmp/e2e-job.json 2>/dev/null
 fi
