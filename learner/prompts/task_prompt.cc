@@ -3,9 +3,23 @@
 #include "absl/strings/str_cat.h"
 #include "common/config/proto_defaults.h"
 #include "common/status_macros.h"
+#include "learner/rewards/completion_format.h"
 #include "model/tokenizer/chat_template.h"
 
 namespace kforge {
+
+namespace {
+
+// How the answer must look, as both the first turn and a revision ask.
+std::string AnswerFormat(bool reasoning_tags) {
+  return reasoning_tags ? "Think it through inside <think></think>, then give the complete "
+                          "module with class ModelNew in one ```python block inside "
+                          "<answer></answer>."
+                        : "Give the complete module with class ModelNew in one ```python "
+                          "block.";
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> TaskInstructions(const v1::PromptTemplate& raw, const v1::Task& task) {
   if (task.reference_source().empty()) {
@@ -18,12 +32,7 @@ absl::StatusOr<std::string> TaskInstructions(const v1::PromptTemplate& raw, cons
   absl::StrAppend(&text, "\n\nReference implementation:\n```python\n", task.reference_source());
   if (text.back() != '\n') text.push_back('\n');
   absl::StrAppend(&text, "```\n\n");
-  absl::StrAppend(&text, prompt.reasoning_tags()
-                             ? "Think it through inside <think></think>, then give the complete "
-                               "module with class ModelNew in one ```python block inside "
-                               "<answer></answer>."
-                             : "Give the complete module with class ModelNew in one ```python "
-                               "block.");
+  absl::StrAppend(&text, AnswerFormat(prompt.reasoning_tags()));
   return text;
 }
 
@@ -33,6 +42,29 @@ absl::StatusOr<std::string> RenderTaskPrompt(const v1::PromptTemplate& raw, cons
   KF_ASSIGN_OR_RETURN(std::string user, TaskInstructions(prompt, task));
   return RenderChat(prompt.chat_format(), {{"user", std::move(user)}},
                     /*add_generation_prompt=*/true);
+}
+
+absl::StatusOr<std::string> RenderFollowUpPrompt(const v1::PromptTemplate& raw, const v1::Task& task,
+                                                 const std::vector<PastTurn>& turns) {
+  if (turns.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task ", task.id(), ": a follow-up prompt needs an earlier turn"));
+  }
+  v1::PromptTemplate prompt = raw;
+  KF_RETURN_IF_ERROR(ApplyProtoDefaults(&prompt));
+  KF_ASSIGN_OR_RETURN(std::string user, TaskInstructions(prompt, task));
+  std::vector<ChatMessage> messages = {{"user", std::move(user)}};
+  for (const PastTurn& turn : turns) {
+    const CompletionFormat format = AnalyzeCompletionFormat(turn.completion, prompt.reasoning_tags());
+    std::string answer = turn.completion.substr(format.code_begin, format.code_end - format.code_begin);
+    const size_t start = answer.find_first_not_of(" \t\r\n");
+    answer.erase(0, start == std::string::npos ? answer.size() : start);
+    messages.push_back({"assistant", std::move(answer)});
+    messages.push_back({"user", absl::StrCat("The verifier's feedback on your answer:\n", turn.feedback,
+                                             "\n\nRevise your ModelNew. ",
+                                             AnswerFormat(prompt.reasoning_tags()))});
+  }
+  return RenderChat(prompt.chat_format(), messages, /*add_generation_prompt=*/true);
 }
 
 }  // namespace kforge

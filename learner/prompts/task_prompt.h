@@ -12,6 +12,7 @@
 #define KFORGE_LEARNER_PROMPTS_TASK_PROMPT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kforge/v1/job.pb.h"
@@ -25,6 +26,25 @@ absl::StatusOr<std::string> TaskInstructions(const v1::PromptTemplate& prompt, c
 // The whole prompt text, ending where the assistant's answer begins.
 // INVALID_ARGUMENT for an unknown chat format or a task without a reference.
 absl::StatusOr<std::string> RenderTaskPrompt(const v1::PromptTemplate& prompt, const v1::Task& task);
+
+// One earlier turn of a multi-turn trajectory (issue 24): what the policy
+// answered and what it was told about that answer (RenderTurnFeedback in
+// learner/prompts/turn_feedback.h).
+struct PastTurn {
+  std::string completion;
+  std::string feedback;
+};
+
+// The prompt of the turn after `turns`: the task's user message, then per
+// earlier turn the assistant's answer without its reasoning and a user
+// message with the feedback and the request to revise, ending where the
+// next answer begins. Earlier reasoning is dropped (the <think> block, as
+// AnalyzeCompletionFormat finds it), as Kevin-32B does, to bound the
+// context: the answers and the feedback are what the next turn needs.
+// INVALID_ARGUMENT as RenderTaskPrompt, or when `turns` is empty.
+absl::StatusOr<std::string> RenderFollowUpPrompt(const v1::PromptTemplate& prompt,
+                                                 const v1::Task& task,
+                                                 const std::vector<PastTurn>& turns);
 
 }  // namespace kforge
 

@@ -48,3 +48,40 @@ TEST(TaskPromptTest, BadInputIsNamed) {
 
 }  // namespace
 }  // namespace kforge
+
+namespace kforge {
+namespace {
+
+// The next turn's prompt: the task, each earlier answer without its
+// reasoning, the feedback on it, and the request to revise.
+TEST(FollowUpPromptTest, EarlierAnswersLoseTheirReasoningAndEachIsFollowedByItsFeedback) {
+  const std::vector<PastTurn> turns = {
+      {"<think>secret plan one</think>\n<answer>\n```python\nclass ModelNew: v1\n```\n</answer>",
+       "Your answer did not pass the first run, on small inputs: it failed."},
+      {"<think>plan two</think><answer>```python\nclass ModelNew: v2\n```</answer>",
+       "Your ModelNew passed every correctness check."}};
+  absl::StatusOr<std::string> prompt = RenderFollowUpPrompt({}, ReluTask(), turns);
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  EXPECT_THAT(*prompt, StartsWith("<|im_start|>user\nWrite a faster implementation"));
+  EXPECT_THAT(*prompt, ::testing::Not(HasSubstr("plan one")));
+  EXPECT_THAT(*prompt, ::testing::Not(HasSubstr("plan two")));
+  EXPECT_THAT(*prompt, HasSubstr("<|im_start|>assistant\n<answer>\n```python\nclass ModelNew: v1\n"));
+  EXPECT_THAT(*prompt, HasSubstr("feedback on your answer:\nYour answer did not pass the first run"));
+  EXPECT_THAT(*prompt, HasSubstr("class ModelNew: v2"));
+  const size_t first = prompt->find("v1");
+  const size_t feedback = prompt->find("did not pass");
+  const size_t second = prompt->find("v2");
+  EXPECT_LT(first, feedback);
+  EXPECT_LT(feedback, second);
+  EXPECT_THAT(*prompt, HasSubstr("Revise your ModelNew. Think it through inside <think></think>"));
+  EXPECT_THAT(*prompt, EndsWith("<|im_end|>\n<|im_start|>assistant\n"));
+}
+
+TEST(FollowUpPromptTest, NoEarlierTurnIsAnError) {
+  absl::StatusOr<std::string> prompt = RenderFollowUpPrompt({}, ReluTask(), {});
+  EXPECT_EQ(prompt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(prompt.status().message(), HasSubstr("level1/1_ReLU"));
+}
+
+}  // namespace
+}  // namespace kforge

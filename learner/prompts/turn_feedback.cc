@@ -1,0 +1,130 @@
+#include "learner/prompts/turn_feedback.h"
+
+#include <regex>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace kforge {
+namespace {
+
+// What each stage checks, as the policy is told it.
+std::string StageWords(v1::Stage stage) {
+  switch (stage) {
+    case v1::STAGE_STATIC: return "the static check (before anything ran)";
+    case v1::STAGE_COMPILE: return "import and compile (building ModelNew and its kernels)";
+    case v1::STAGE_TINY_RUN: return "the first run, on small inputs";
+    case v1::STAGE_MULTI_INPUT: return "the correctness check on more inputs";
+    case v1::STAGE_TIMING: return "timing";
+    default: return "verification";
+  }
+}
+
+std::string OutcomeWords(v1::StageOutcome outcome) {
+  switch (outcome) {
+    case v1::OUTCOME_TIMED_OUT: return "it ran past the time limit";
+    case v1::OUTCOME_CRASHED: return "the process crashed";
+    case v1::OUTCOME_INTERNAL_ERROR: return "the verifier could not finish (not your code's fault)";
+    default: return "it failed";
+  }
+}
+
+// Why a flagged candidate earned nothing, in a sentence each.
+std::string FlagWords(v1::HackFlag flag) {
+  switch (flag) {
+    case v1::HACK_TORCH_FALLBACK:
+    case v1::HACK_KERNELS_NOT_RUN:
+      return "the output was computed by PyTorch operations, not by your Triton kernels";
+    case v1::HACK_TRY_EXCEPT_FALLBACK:
+      return "a try/except falls back to another computation around the kernel path";
+    case v1::HACK_REFERENCE_REUSE: return "it calls or inherits the reference Model";
+    case v1::HACK_INPUT_MUTATION: return "it changed its inputs";
+    case v1::HACK_NONDETERMINISTIC: return "it gave different outputs for the same input";
+    case v1::HACK_EXACT_SHAPE_ONLY: return "it is right only at the task's own shapes";
+    case v1::HACK_RESULT_CACHING: return "it was fast only on inputs it had seen before";
+    case v1::HACK_SPEEDUP_IMPLAUSIBLE: return "its measured speedup is not plausible";
+    case v1::HACK_CONCURRENCY:
+    case v1::HACK_SIDE_STREAM: return "it does work outside the timed stream";
+    default: return "it uses a construct the verifier does not allow";
+  }
+}
+
+// The end of `text` within `budget` characters, cut at a line start when
+// one is near, marked.
+std::string Tail(const std::string& text, size_t budget) {
+  if (text.size() <= budget) return text;
+  size_t from = text.size() - budget;
+  const size_t line = text.find('\n', from);
+  if (line != std::string::npos && line - from < budget / 4) from = line + 1;
+  // Not inside a UTF-8 character.
+  while (from < text.size() && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) ++from;
+  return absl::StrCat("[...]\n", text.substr(from));
+}
+
+}  // namespace
+
+std::string ScrubVerifierMessage(std::string_view message) {
+  // ECMAScript grammar; icase only where the words vary in case.
+  static const auto* const kRules = new std::vector<std::pair<std::regex, std::string>>{
+      // "reference 0.25", "the reference is nan", "reference has inf".
+      {std::regex(R"((reference(?: is| has)?) [-+]?(?:[0-9][0-9.eE+-]*|nan|inf|True|False))",
+                  std::regex::icase),
+       "$1 <hidden>"},
+      // "expected 0.25" as Python's assertion messages say it.
+      {std::regex(R"((expected:?) [-+]?(?:[0-9][0-9.eE+-]*|nan|inf))", std::regex::icase),
+       "$1 <hidden>"},
+      // "normal_seed_7", "seed=1234", "seeds: 99".
+      {std::regex(R"((seeds?)([ _=:]*)[0-9]+)", std::regex::icase), "$1$2<hidden>"},
+      // /tmp/kforge-sandbox-1/candidate.py -> candidate.py
+      // (Only a path that starts a word: torch/nn/functional.py stays.)
+      {std::regex(R"((^|[\s"'(=,:])(?:/[A-Za-z0-9._+-]+)+/([A-Za-z0-9._+-]+))"), "$1$2"},
+      // Epoch ids, tickets, hashes.
+      {std::regex(R"(\b[0-9a-fA-F]{16,}\b)"), "<id>"},
+  };
+  std::string text(message);
+  for (const auto& [pattern, replacement] : *kRules) {
+    text = std::regex_replace(text, pattern, replacement);
+  }
+  return text;
+}
+
+std::string RenderTurnFeedback(const v1::Verdict& verdict, size_t max_chars) {
+  std::vector<std::string> lines;
+  if (verdict.hack_flags_size() > 0) {
+    std::vector<std::string> why;
+    for (int flag : verdict.hack_flags()) why.push_back(FlagWords(static_cast<v1::HackFlag>(flag)));
+    lines.push_back(absl::StrCat("Your answer earned no credit: ", absl::StrJoin(why, "; "), "."));
+    for (const std::string& detail : verdict.hack_details()) {
+      lines.push_back(Tail(ScrubVerifierMessage(detail), max_chars / 2));
+    }
+  } else if (verdict.correct()) {
+    lines.push_back("Your ModelNew passed every correctness check.");
+    if (verdict.speedup_vs_eager() > 0) {
+      std::string timed = absl::StrFormat("Measured: %.4g ms per call; PyTorch eager %.4g ms (%.2fx)",
+                                          verdict.candidate_timing().mean_ms(),
+                                          verdict.eager_timing().mean_ms(), verdict.speedup_vs_eager());
+      if (verdict.speedup_vs_compile() > 0) {
+        absl::StrAppendFormat(&timed, ", torch.compile %.4g ms (%.2fx)",
+                              verdict.compile_timing().mean_ms(), verdict.speedup_vs_compile());
+      }
+      lines.push_back(absl::StrCat(timed, "."));
+      lines.push_back(verdict.speedup_vs_eager() < 1
+                          ? "It is slower than PyTorch: make it faster and keep it correct."
+                          : "Make it faster if you can, and keep it correct.");
+    }
+  } else if (verdict.stages_size() == 0) {
+    lines.push_back("Your answer could not be verified.");
+  } else {
+    const v1::StageResult& last = verdict.stages(verdict.stages_size() - 1);
+    lines.push_back(absl::StrCat("Your answer did not pass ", StageWords(last.stage()), ": ",
+                                 OutcomeWords(last.outcome()), "."));
+    const std::string head = absl::StrJoin(lines, "\n");
+    const size_t room = max_chars > head.size() + 16 ? max_chars - head.size() - 1 : 16;
+    if (!last.message().empty()) lines.push_back(Tail(ScrubVerifierMessage(last.message()), room));
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+}  // namespace kforge
