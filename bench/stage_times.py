@@ -13,6 +13,8 @@ Rows:
   - mean seconds per step of the step (its cadence) and of each stage;
   - the slowest working stage (rollout, verify, train, weight sync) and the
     step's mean over that stage's mean: at most 1.1 is the asynchronous target;
+  - a candidate's wait from its generation to its verification (mean over
+    the steps of each step's mean, and the longest);
   - the learner's wait as a share of step time (target: at most 10%);
   - throughput: generated tokens over rollout time, candidates over verify
     time, trained tokens over training time (sums over the steps counted);
@@ -110,6 +112,8 @@ def summarise(steps):
         "samples": int(sum(number(t, "samples") for t in steps)),
         "timed": int(sum(number(t, "samples_timed") for t in steps)),
         "reward": reward_trend(steps),
+        "queue_mean": sum(number(t, "verify_queue_mean_seconds") for t in steps) / n,
+        "queue_max": max(number(t, "verify_queue_max_seconds") for t in steps),
     }
 
 
@@ -155,6 +159,8 @@ def table(labels, summaries):
     row("sampled steps counted", lambda s: str(s["steps"]))
     for name, _ in STAGES:
         row(f"{name}, mean s/step", lambda s, name=name: f"{s['mean'][name]:.3f}")
+    row("candidate's wait for a verifier, mean / longest s",
+        lambda s: f"{s['queue_mean']:.3f} / {s['queue_max']:.3f}")
     row("slowest stage", lambda s: s["slowest"])
     row("step / slowest stage (target <= 1.1)", lambda s: f"{s['ratio']:.2f}")
     row("learner wait share (target <= 10%)", lambda s: f"{100 * s['wait_share']:.1f}%")

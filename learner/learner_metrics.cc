@@ -12,7 +12,8 @@ namespace {
 
 // The stage label values of kforge_learner_step_stage_seconds, in the order
 // ObserveStep reads them from StepTimes.
-constexpr const char* kStepStages[] = {"step", "rollout", "verify", "train", "weight_sync", "wait"};
+constexpr const char* kStepStages[] = {"step",        "rollout", "verify",      "train",
+                                       "weight_sync", "wait",    "verify_queue"};
 
 const prometheus::Histogram::BucketBoundaries& StageBuckets() {
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
@@ -100,7 +101,8 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
           registry, "kforge_learner_step_stage_seconds",
           "Where each step's time went, by stage: step (cadence, end to end), rollout and "
           "verify (wall spans over the step's samples), train (optimiser), weight_sync "
-          "(snapshot and broadcast), wait (the learner waiting for scored groups). Stages "
+          "(snapshot and broadcast), wait (the learner waiting for scored groups), "
+          "verify_queue (a candidate's mean wait from generation to verification). Stages "
           "overlap; see StepTimes in proto/kforge/v1/job.proto.")),
       rollout_tokens_per_second_(NewGauge(
           registry, "kforge_learner_rollout_tokens_per_second",
@@ -221,8 +223,11 @@ void LearnerMetrics::ObserveStep(const kforge::v1::JobProgress& p, const StepFig
   tokens_trained_.Increment(static_cast<double>(f.tokens));
   step_duration_.Observe(f.step_seconds);
   const kforge::v1::StepTimes& t = p.times();
-  const double seconds[] = {t.step_seconds(),  t.rollout_seconds(),     t.verify_seconds(),
-                            t.train_seconds(), t.weight_sync_seconds(), t.learner_wait_seconds()};
+  const double seconds[] = {t.step_seconds(),        t.rollout_seconds(),
+                            t.verify_seconds(),      t.train_seconds(),
+                            t.weight_sync_seconds(), t.learner_wait_seconds(),
+                            t.verify_queue_mean_seconds()};
+  static_assert(std::size(seconds) == std::size(kStepStages));
   for (size_t i = 0; i < std::size(kStepStages); ++i) {
     stage_seconds_.Add({{"stage", kStepStages[i]}}, StageBuckets()).Observe(seconds[i]);
   }

@@ -34,6 +34,13 @@ void StepTimer::AddSample(const v1::ScoredSample& scored) {
   if (verdict.started_at_us() > 0 && verdict.finished_at_us() >= verdict.started_at_us()) {
     ++candidates_;
     verify_.Add(verdict.started_at_us(), verdict.finished_at_us());
+    if (sample.finished_at_us() > 0) {
+      const double queued =
+          std::max<double>(0, static_cast<double>(verdict.started_at_us() - sample.finished_at_us()) / 1e6);
+      ++queued_;
+      queue_sum_s_ += queued;
+      queue_max_s_ = std::max(queue_max_s_, queued);
+    }
   }
 }
 
@@ -61,6 +68,8 @@ v1::StepTimes StepTimer::Finish(absl::Duration step) const {
   times.set_learner_wait_seconds(absl::ToDoubleSeconds(wait_));
   times.set_samples(samples_);
   times.set_samples_timed(samples_timed_);
+  times.set_verify_queue_mean_seconds(queued_ > 0 ? queue_sum_s_ / static_cast<double>(queued_) : 0);
+  times.set_verify_queue_max_seconds(queue_max_s_);
   return times;
 }
 

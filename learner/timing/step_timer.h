@@ -56,6 +56,10 @@ class StepTimer {
   int64_t samples_timed_ = 0;
   int64_t generated_tokens_ = 0;
   int64_t candidates_ = 0;
+  // Generation finish to verification start, over samples with both.
+  int64_t queued_ = 0;
+  double queue_sum_s_ = 0;
+  double queue_max_s_ = 0;
   absl::Duration wait_;
   absl::Duration train_;
   int64_t trained_tokens_ = 0;

@@ -18,6 +18,7 @@
 #include "learner/training/curves_files.h"
 #include "learner/tasks/task_set.h"
 #include "learner/training/policy_trainer.h"
+#include "learner/training/sample_log.h"
 #include "learner/training/step_batches.h"
 #include "learner/timing/step_timer.h"
 #include "model/policy_loader.h"
@@ -333,6 +334,12 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
     for (const v1::ScoredSample& s : group.samples) timer.AddSample(s);
   }
   std::vector<ScoredGroup> groups = ScoreGroups(std::move(completed), spec_);
+  // Labelled with the step these samples train, as the progress reports it.
+  if (absl::Status s = AppendSampleLog(job_dir_ / "samples.jsonl", trainer_->step() + 1, groups,
+                                       spec_.sample_log());
+      !s.ok()) {
+    log_.Warning("cannot write the sample log", {{"job", job_.id()}, {"error", s.message()}});
+  }
   v1::JobProgress progress = last_progress_;
   LearnerMetrics::StepFigures figures;
   SummariseStep(groups, state_.policy_version(), &progress, &figures);

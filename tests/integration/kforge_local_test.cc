@@ -11,6 +11,8 @@
 #include <regex>
 #include <string>
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -344,7 +346,8 @@ TEST(KforgeLocalTest, AServedJobExposesEveryStagesTimeAsMetrics) {
   EXPECT_EQ(job.progress().times().samples(), 4);
 
   const int lm = learner.metrics_port();
-  for (const char* stage : {"step", "rollout", "verify", "train", "weight_sync", "wait"}) {
+  for (const char* stage :
+       {"step", "rollout", "verify", "train", "weight_sync", "wait", "verify_queue"}) {
     EXPECT_EQ(testing::ScrapeMetric(
                   lm, absl::StrCat(R"(kforge_learner_step_stage_seconds_count{stage=")", stage, R"("})")),
               4)
@@ -408,6 +411,21 @@ TEST(KforgeLocalTest, AServedJobExposesEveryStagesTimeAsMetrics) {
     EXPECT_GT(times.generated_tokens(), 0);
   }
   EXPECT_TRUE(state.curriculum().level1_window().empty()) << "resume-only state left out";
+
+  // samples.jsonl: every sample of the three GRPO steps (4 each, under the
+  // default of 16), each a JSON object with its step and why it ended.
+  auto samples = ReadFileToString(dir.Sub("run/state/jobs/" + job.id() + "/samples.jsonl"));
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  std::vector<std::string> lines = absl::StrSplit(*samples, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 12u) << *samples;
+  for (const std::string& line : lines) {
+    google::protobuf::Struct sample;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &sample).ok()) << line;
+    EXPECT_GE(sample.fields().at("step").number_value(), 2) << line;
+    EXPECT_FALSE(sample.fields().at("task").string_value().empty()) << line;
+    EXPECT_FALSE(sample.fields().at("stage_reached").string_value().empty()) << line;
+    EXPECT_TRUE(sample.fields().count("completion")) << line;
+  }
 
   (*local)->Signal(SIGINT);
   EXPECT_EQ(Finish(**local, absl::Seconds(60)).code, 0) << (*local)->output();

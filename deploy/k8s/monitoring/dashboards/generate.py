@@ -180,12 +180,13 @@ def training():
          description="step: the cadence, end to end; rollout and verify: wall spans over the "
                      "step's samples (from their generation and verification stamps); train: "
                      "optimiser time; weight_sync: snapshot and NCCL broadcast; wait: the "
-                     "learner waiting for scored groups. Stages overlap (StepTimes in "
+                     "learner waiting for scored groups; verify_queue: a candidate's mean wait "
+                     "from its generation to its verification. Stages overlap (StepTimes in "
                      "proto/kforge/v1/job.proto).")
     just_step = 'stage="step"'
     step_mean = (f"sum({rate(stage + '_sum', just_step)})"
                  f" / sum({rate(stage + '_count', just_step)})")
-    working = 'stage!="step",stage!="wait"'
+    working = 'stage!="step",stage!="wait",stage!="verify_queue"'
     slowest = (f"max(sum by (stage) ({rate(stage + '_sum', working)})"
                f" / sum by (stage) ({rate(stage + '_count', working)}))")
     b.ts("Step time over its slowest stage",

@@ -41,6 +41,18 @@ TEST(StepTimerTest, RolloutAndVerificationAreSpansOverTheStepsSamples) {
   EXPECT_DOUBLE_EQ(times.step_seconds(), 10);
 }
 
+TEST(StepTimerTest, ACandidatesWaitForAVerifierIsItsOwnFigure) {
+  StepTimer timer;
+  timer.AddSample(Scored(10, 14, 14, 15, 100));    // verified at once
+  timer.AddSample(Scored(11, 16, 22, 23, 100));    // 6 s behind other work
+  timer.AddSample(Scored(12, 13, 12.5, 14, 100));  // a verifier clock 0.5 s behind: 0
+  const v1::StepTimes times = timer.Finish(absl::Seconds(20));
+  EXPECT_DOUBLE_EQ(times.verify_queue_mean_seconds(), 2);
+  EXPECT_DOUBLE_EQ(times.verify_queue_max_seconds(), 6);
+  // The span still starts at the first verification.
+  EXPECT_DOUBLE_EQ(times.verify_seconds(), 10.5);  // 12.5 .. 23
+}
+
 TEST(StepTimerTest, LearnerDurationsAddUpAndGiveTrainingThroughput) {
   StepTimer timer;
   timer.AddWait(absl::Seconds(2));

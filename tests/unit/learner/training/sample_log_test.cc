@@ -1,0 +1,136 @@
+// The sample log: each line is one JSON object naming the step, task, group,
+// reward, stage and the verdict's message; texts are cut where asked; only
+// per_step samples a step are written, whole groups first; a folder that
+// cannot be written is an error the caller can report.
+#include "learner/training/sample_log.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace kforge {
+namespace {
+
+ScoredGroup Group(const std::string& id, int size) {
+  ScoredGroup group;
+  group.item.set_group_id(id);
+  group.item.mutable_task()->set_id("level1/19_ReLU");
+  for (int i = 0; i < size; ++i) {
+    v1::ScoredSample scored;
+    scored.mutable_sample()->mutable_key()->set_index_in_group(i);
+    scored.mutable_sample()->set_policy_version(7);
+    scored.mutable_sample()->set_completion_text(absl::StrCat("<answer>code ", i, "</answer>"));
+    scored.mutable_sample()->set_finish_reason("stop");
+    v1::Verdict* verdict = scored.mutable_verdict();
+    verdict->set_stage_reached(v1::STAGE_COMPILE);
+    v1::StageResult* stage = verdict->add_stages();
+    stage->set_stage(v1::STAGE_STATIC);
+    stage->set_outcome(v1::OUTCOME_PASSED);
+    stage = verdict->add_stages();
+    stage->set_stage(v1::STAGE_COMPILE);
+    stage->set_outcome(v1::OUTCOME_FAILED);
+    stage->set_message("NameError: name 'tl' is not defined (line 4)");
+    verdict->add_hack_flags(v1::HACK_TORCH_FALLBACK);
+    group.samples.push_back(scored);
+    RewardBreakdown reward;
+    reward.total = 0.4;
+    reward.explanation = "failed compile: 0.3 + format 0.1";
+    group.rewards.push_back(reward);
+  }
+  return group;
+}
+
+google::protobuf::Struct Parse(const std::string& line) {
+  google::protobuf::Struct parsed;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(line, &parsed).ok()) << line;
+  return parsed;
+}
+
+TEST(SampleLogTest, ALineNamesTheStepTaskRewardStageAndWhyItFailed) {
+  const google::protobuf::Struct line = Parse(SampleLogLine(121, Group("g1", 2), 1, 4000));
+  const auto& f = line.fields();
+  EXPECT_EQ(f.at("step").number_value(), 121);
+  EXPECT_EQ(f.at("task").string_value(), "level1/19_ReLU");
+  EXPECT_EQ(f.at("group").string_value(), "g1");
+  EXPECT_EQ(f.at("index").number_value(), 1);
+  EXPECT_EQ(f.at("policy_version").number_value(), 7);
+  EXPECT_DOUBLE_EQ(f.at("reward").number_value(), 0.4);
+  EXPECT_EQ(f.at("reward_explained").string_value(), "failed compile: 0.3 + format 0.1");
+  EXPECT_EQ(f.at("stage_reached").string_value(), "STAGE_COMPILE");
+  EXPECT_EQ(f.at("outcome").string_value(), "OUTCOME_FAILED");
+  EXPECT_EQ(f.at("message").string_value(), "NameError: name 'tl' is not defined (line 4)");
+  ASSERT_EQ(f.at("hack_flags").list_value().values_size(), 1);
+  EXPECT_EQ(f.at("hack_flags").list_value().values(0).string_value(), "HACK_TORCH_FALLBACK");
+  EXPECT_EQ(f.at("completion").string_value(), "<answer>code 1</answer>");
+  EXPECT_FALSE(f.at("correct").bool_value());
+}
+
+TEST(SampleLogTest, LongTextsKeepTheirHeadAndSayHowMuchWasCut) {
+  ScoredGroup group = Group("g1", 1);
+  // "é" is two bytes: a cut inside it backs off to the character's start.
+  group.samples[0].mutable_sample()->set_completion_text("abcé" + std::string(100, 'x'));
+  const google::protobuf::Struct line = Parse(SampleLogLine(1, group, 0, 4));
+  EXPECT_EQ(line.fields().at("completion").string_value(), "abc\n[... 102 more bytes]");
+}
+
+TEST(SampleLogTest, AppendsPerStepSamplesWholeGroupsFirst) {
+  const std::filesystem::path file =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("samples-", getpid(), ".jsonl");
+  std::filesystem::remove(file);
+  v1::SampleLogSpec spec;
+  spec.set_per_step(5);
+  spec.set_max_chars(100);
+  ASSERT_TRUE(AppendSampleLog(file, 3, {Group("a", 4), Group("b", 4)}, spec).ok());
+  ASSERT_TRUE(AppendSampleLog(file, 4, {Group("c", 2)}, spec).ok());
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> lines = absl::StrSplit(text.str(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 7u);
+  std::vector<std::string> groups;
+  for (const std::string& line : lines) {
+    groups.push_back(Parse(line).fields().at("group").string_value());
+  }
+  EXPECT_EQ(groups, (std::vector<std::string>{"a", "a", "a", "a", "b", "c", "c"}));
+  EXPECT_EQ(Parse(lines.back()).fields().at("step").number_value(), 4);
+  std::filesystem::remove(file);
+}
+
+TEST(SampleLogTest, NothingIsWrittenWhenPerStepIsZeroAndAnUnwritablePathIsAnError) {
+  // Under a plain file: no folder can be made there, not even by root.
+  const std::filesystem::path file =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("not-a-folder-", getpid());
+  std::ofstream(file) << "x";
+  const std::filesystem::path log = file / "samples.jsonl";
+  v1::SampleLogSpec off;
+  off.set_per_step(0);
+  EXPECT_TRUE(AppendSampleLog(log, 1, {Group("a", 1)}, off).ok());
+  v1::SampleLogSpec on;
+  on.set_per_step(1);
+  const absl::Status status = AppendSampleLog(log, 1, {Group("a", 1)}, on);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find(log.string()), std::string::npos) << status;
+  std::filesystem::remove(file);
+}
+
+TEST(SampleLogTest, TheJobsFolderIsMadeWhenTheLogComesFirst) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("job-", getpid(), "/nested");
+  std::filesystem::remove_all(dir.parent_path());
+  v1::SampleLogSpec spec;
+  spec.set_per_step(1);
+  ASSERT_TRUE(AppendSampleLog(dir / "samples.jsonl", 1, {Group("a", 1)}, spec).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir / "samples.jsonl"));
+  std::filesystem::remove_all(dir.parent_path());
+}
+
+}  // namespace
+}  // namespace kforge
