@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/client/backoff.h"
 #include "common/client/rpc_client.h"
 #include "common/status_macros.h"
 #include "model/weights/nccl_communicator.h"
@@ -179,8 +180,7 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
 }
 
 void RolloutPipeline::TakeWorkLoop() {
-  const absl::Duration backoff_max = absl::Seconds(config_.rpc().backoff_max_s());
-  absl::Duration backoff = absl::Seconds(config_.rpc().backoff_initial_s());
+  Backoff backoff(config_.rpc());
   bool said_unimplemented = false;
   while (!stop_.HasBeenNotified()) {
     const std::string worker_id = link_->worker_id();
@@ -202,16 +202,15 @@ void RolloutPipeline::TakeWorkLoop() {
       if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
         if (!said_unimplemented) log_.Warning("the learner hands out no work yet (TakeWork unimplemented)");
         said_unimplemented = true;
-        backoff = backoff_max;
+        backoff.Saturate();
       } else {
         log_.Warning("TakeWork failed", {{"code", static_cast<int>(status.error_code())},
                                          {"error", status.error_message()}});
       }
-      stop_.WaitForNotificationWithTimeout(backoff);
-      backoff = std::min(backoff * 2, backoff_max);
+      stop_.WaitForNotificationWithTimeout(backoff.Next());
       continue;
     }
-    backoff = absl::Seconds(config_.rpc().backoff_initial_s());
+    backoff.Reset();
     for (v1::WorkItem& item : *response.mutable_items()) {
       const std::string group = item.group_id();
       if (absl::Status s = weight_sync_->Ensure(item.job_id(), item.min_policy_version(),

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/client/backoff.h"
 #include "common/security/channel_security.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
@@ -24,7 +25,7 @@ bool IsTransient(grpc::StatusCode code) {
 
 grpc::Status CallWithRetry(const kforge::v1::RpcPolicy& policy,
                            const std::function<grpc::Status(grpc::ClientContext&)>& call) {
-  absl::Duration backoff = absl::Seconds(policy.backoff_initial_s());
+  Backoff backoff(policy);
   grpc::Status status;
   for (int attempt = 1; attempt <= policy.max_attempts(); ++attempt) {
     grpc::ClientContext context;
@@ -32,8 +33,7 @@ grpc::Status CallWithRetry(const kforge::v1::RpcPolicy& policy,
     status = call(context);
     if (status.ok() || !IsTransient(status.error_code())) return status;
     if (attempt == policy.max_attempts()) break;
-    std::this_thread::sleep_for(absl::ToChronoNanoseconds(backoff));
-    backoff = std::min(backoff * 2, absl::Seconds(policy.backoff_max_s()));
+    std::this_thread::sleep_for(absl::ToChronoNanoseconds(backoff.Next()));
   }
   return status;
 }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/client/backoff.h"
 #include "common/client/rpc_client.h"
 #include "common/grpc_status.h"
 #include "model/weights/flat_parameters.h"
@@ -47,8 +48,7 @@ void BroadcastReceiver::CancelCall() {
 
 void BroadcastReceiver::Loop() {
   const absl::Duration wait = absl::Seconds(config_.take_work_wait_s());
-  const absl::Duration backoff_max = absl::Seconds(config_.rpc().backoff_max_s());
-  absl::Duration backoff = absl::Seconds(config_.rpc().backoff_initial_s());
+  Backoff backoff(config_.rpc());
   std::string said;  // the last reason logged for not taking part
   while (!stop_.HasBeenNotified()) {
     const std::string worker_id = deps_.link->worker_id();
@@ -87,11 +87,10 @@ void BroadcastReceiver::Loop() {
       if (reason != said) log_.Warning("weight broadcast unreachable; weights come over gRPC",
                                        {{"error", reason}});
       said = reason;
-      stop_.WaitForNotificationWithTimeout(backoff);
-      backoff = std::min(backoff * 2, backoff_max);
+      stop_.WaitForNotificationWithTimeout(backoff.Next());
       continue;
     }
-    backoff = absl::Seconds(config_.rpc().backoff_initial_s());
+    backoff.Reset();
     error_.clear();
     failed_generation_ = 0;
     join_failed_ = false;
