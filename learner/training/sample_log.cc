@@ -1,6 +1,8 @@
 #include "learner/training/sample_log.h"
 
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -18,14 +20,29 @@ std::string Head(const std::string& text, int32_t max_chars) {
   return absl::StrCat(text.substr(0, cut), "\n[... ", text.size() - cut, " more bytes]");
 }
 
-void Put(google::protobuf::Struct& line, const std::string& key, const std::string& value) {
-  (*line.mutable_fields())[key].set_string_value(value);
+// A line's fields in the order they are written: people read the file, and
+// a Struct would print its keys in hash order.
+using Fields = std::vector<std::pair<std::string, google::protobuf::Value>>;
+
+void Put(Fields& line, const std::string& key, const std::string& value) {
+  line.emplace_back(key, google::protobuf::Value()).second.set_string_value(value);
 }
-void Put(google::protobuf::Struct& line, const std::string& key, double value) {
-  (*line.mutable_fields())[key].set_number_value(value);
+void Put(Fields& line, const std::string& key, double value) {
+  line.emplace_back(key, google::protobuf::Value()).second.set_number_value(value);
 }
-void Put(google::protobuf::Struct& line, const std::string& key, bool value) {
-  (*line.mutable_fields())[key].set_bool_value(value);
+void Put(Fields& line, const std::string& key, bool value) {
+  line.emplace_back(key, google::protobuf::Value()).second.set_bool_value(value);
+}
+
+// {"key":value,...}; the keys are plain identifiers of this file's own.
+std::string ToJson(const Fields& line) {
+  std::string json = "{";
+  for (const auto& [key, value] : line) {
+    std::string text;
+    if (!google::protobuf::util::MessageToJsonString(value, &text).ok()) text = "null";
+    absl::StrAppend(&json, json.size() > 1 ? "," : "", "\"", key, "\":", text);
+  }
+  return json + "}";
 }
 
 }  // namespace
@@ -34,15 +51,12 @@ std::string SampleLogLine(int64_t step, const ScoredGroup& group, size_t index, 
   const v1::ScoredSample& scored = group.samples[index];
   const v1::Sample& sample = scored.sample();
   const v1::Verdict& verdict = scored.verdict();
-  google::protobuf::Struct line;
+  Fields line;
   Put(line, "step", static_cast<double>(step));
   Put(line, "task", group.item.task().id());
   Put(line, "group", group.item.group_id());
   Put(line, "index", static_cast<double>(sample.key().index_in_group()));
   Put(line, "policy_version", static_cast<double>(sample.policy_version()));
-  Put(line, "rollout_worker", sample.rollout_worker_id());
-  Put(line, "finish_reason", sample.finish_reason());
-  Put(line, "completion_tokens", static_cast<double>(sample.completion_tokens_size()));
   if (index < group.rewards.size()) {
     const RewardBreakdown& reward = group.rewards[index];
     Put(line, "reward", reward.total);
@@ -58,17 +72,19 @@ std::string SampleLogLine(int64_t step, const ScoredGroup& group, size_t index, 
     Put(line, "message", Head(last.message(), max_chars));
   }
   if (verdict.speedup_vs_eager() > 0) Put(line, "speedup_vs_eager", verdict.speedup_vs_eager());
-  google::protobuf::ListValue* flags = (*line.mutable_fields())["hack_flags"].mutable_list_value();
+  google::protobuf::Value flags;
   for (int flag : verdict.hack_flags()) {
-    flags->add_values()->set_string_value(v1::HackFlag_Name(static_cast<v1::HackFlag>(flag)));
+    flags.mutable_list_value()->add_values()->set_string_value(
+        v1::HackFlag_Name(static_cast<v1::HackFlag>(flag)));
   }
+  if (verdict.hack_flags_size() == 0) flags.mutable_list_value();
+  line.emplace_back("hack_flags", std::move(flags));
   Put(line, "cached", verdict.cached());
+  Put(line, "rollout_worker", sample.rollout_worker_id());
+  Put(line, "finish_reason", sample.finish_reason());
+  Put(line, "completion_tokens", static_cast<double>(sample.completion_tokens_size()));
   Put(line, "completion", Head(sample.completion_text(), max_chars));
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  if (!google::protobuf::util::MessageToJsonString(line, &json, options).ok()) return "{}";
-  return json;
+  return ToJson(line);
 }
 
 absl::Status AppendSampleLog(const std::filesystem::path& file, int64_t step,

@@ -55,7 +55,14 @@ google::protobuf::Struct Parse(const std::string& line) {
 }
 
 TEST(SampleLogTest, ALineNamesTheStepTaskRewardStageAndWhyItFailed) {
-  const google::protobuf::Struct line = Parse(SampleLogLine(121, Group("g1", 2), 1, 4000));
+  const std::string text = SampleLogLine(121, Group("g1", 2), 1, 4000);
+  // Keys in a fixed order for people reading the file: where it is from
+  // first, the completion last.
+  EXPECT_EQ(text.rfind(R"({"step":121,"task":"level1/19_ReLU","group":"g1",)", 0), 0u) << text;
+  const size_t completion = text.find(R"(,"completion":")");
+  ASSERT_NE(completion, std::string::npos) << text;
+  EXPECT_EQ(text.find("\":", completion + 15), std::string::npos) << "a key after the completion";
+  const google::protobuf::Struct line = Parse(text);
   const auto& f = line.fields();
   EXPECT_EQ(f.at("step").number_value(), 121);
   EXPECT_EQ(f.at("task").string_value(), "level1/19_ReLU");
