@@ -85,7 +85,10 @@ def main():
         "seed": args.seed,
     }
     if args.timed_ms:
-        low, high = (float(x) for x in args.timed_ms.split(","))
+        parts = args.timed_ms.split(",")
+        if len(parts) != 2:
+            parser.error(f"--timed_ms takes MIN,MAX in milliseconds, not {args.timed_ms!r}")
+        low, high = (float(x) for x in parts)
         job["verifier"] = {"timing": {"min_timed_ms": low, "max_timed_ms": high}}
     json.dump(job, sys.stdout, indent=1)
     print()

@@ -330,6 +330,7 @@ if [ "$what" = e2e ]; then
   # build and the checkpoint left before it.
   seconds=${E2E_SECONDS:-420}
   [ -n "${E2E_DEADLINE:-}" ] && seconds=$(( E2E_DEADLINE - $(date +%s) ))
+  if [ "$seconds" -lt 30 ]; then echo "e2e job: skipped, $seconds s left before E2E_DEADLINE"; exit 1; fi
   echo "e2e job: at most $seconds s"
   timeout "$seconds" build/bin/kforge local --learner_port=0 --run_dir=/tmp/e2e \
     --rollout_workers="${E2E_ROLLOUT_WORKERS:-1}" --job=/tmp/e2e-job.json --model_roots=/tmp/models \
@@ -338,11 +339,13 @@ if [ "$what" = e2e ]; then
   curves=$(find /tmp/e2e -name curves.json | head -1)
   [ -n "$curves" ] && python3 bench/stage_times.py "$curves" | tee "$out/stage-times.md"
   [ -n "$curves" ] && python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))
-print("reward per step:", " ".join(f"{r:.2f}" for r in s.get("reward_history", [])))
-print("correct per step:", " ".join(f"{r:.2f}" for r in s.get("correct_rate_history", [])))
-print("loss per step:", " ".join(f"{r:.2f}" for r in s.get("loss_history", [])))' "$curves"
+for name, key in (("reward", "reward_history"), ("correct", "correct_rate_history"), ("loss", "loss_history")):
+    print(name, "per step:", " ".join(f"{float(r):.2f}" for r in s.get(key, [])))' "$curves"
   [ -n "$curves" ] && cp "$curves" "$out/" && cp "$(dirname "$curves")/curves.svg" "$out/" 2>/dev/null
-  tar czf "$out/e2e-logs.tgz" /tmp/e2e/*.log /tmp/e2e-job.json 2>/dev/null
+  # The services' logs, the job, and each step's samples with the
+  # verifier's reasons (samples.jsonl).
+  tar czf "$out/e2e-logs.tgz" /tmp/e2e/*.log /tmp/e2e-job.json /tmp/e2e/state/jobs/*/samples.jsonl \
+    2>/dev/null
 fi
 
 if [ "$what" = verifier-corpus ] || [ "$what" = verifier-batch ]; then

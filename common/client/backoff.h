@@ -1,7 +1,8 @@
 // Exponential back-off between attempts of a call that failed: the first
 // wait is `initial`, each next one twice the last up to `max`, and a success
 // starts over. The one rule for every retrying loop in kforge (CallWithRetry
-// and the rollout worker's long polls), from the process's RpcPolicy.
+// and the rollout worker's long polls), from the process's RpcPolicy. An
+// initial wait above the cap is waited once, then the cap.
 //
 //   Backoff backoff(config.rpc());
 //   while (running) {
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 
+
 #include "absl/time/time.h"
 #include "kforge/v1/service_config.pb.h"
 
@@ -23,7 +25,7 @@ namespace kforge {
 class Backoff {
  public:
   Backoff(absl::Duration initial, absl::Duration max)
-      : initial_(initial), max_(std::max(initial, max)), next_(initial) {}
+      : initial_(initial), max_(max), next_(initial) {}
   explicit Backoff(const kforge::v1::RpcPolicy& policy)
       : Backoff(absl::Seconds(policy.backoff_initial_s()), absl::Seconds(policy.backoff_max_s())) {}
 

@@ -3,7 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/config/proto_defaults.h"
 #include "common/status_macros.h"
-#include "learner/rewards/completion_format.h"
 #include "model/tokenizer/chat_template.h"
 
 namespace kforge {
@@ -17,6 +16,22 @@ std::string AnswerFormat(bool reasoning_tags) {
                           "<answer></answer>."
                         : "Give the complete module with class ModelNew in one ```python "
                           "block.";
+}
+
+// An earlier answer as the next turn shows it: what follows its last
+// </think>; an answer whose <think> never closed (cut off at
+// max_new_tokens) is all reasoning, and shows as a note saying so.
+std::string AnswerWithoutReasoning(const std::string& completion) {
+  constexpr std::string_view kClose = "</think>";
+  std::string answer = completion;
+  if (const size_t close = completion.rfind(kClose); close != std::string::npos) {
+    answer = completion.substr(close + kClose.size());
+  } else if (completion.find("<think>") != std::string::npos) {
+    return "(this answer was cut off while still reasoning; it gave no code)";
+  }
+  const size_t start = answer.find_first_not_of(" \t\r\n");
+  answer.erase(0, start == std::string::npos ? answer.size() : start);
+  return answer;
 }
 
 }  // namespace
@@ -55,11 +70,7 @@ absl::StatusOr<std::string> RenderFollowUpPrompt(const v1::PromptTemplate& raw, 
   KF_ASSIGN_OR_RETURN(std::string user, TaskInstructions(prompt, task));
   std::vector<ChatMessage> messages = {{"user", std::move(user)}};
   for (const PastTurn& turn : turns) {
-    const CompletionFormat format = AnalyzeCompletionFormat(turn.completion, prompt.reasoning_tags());
-    std::string answer = turn.completion.substr(format.code_begin, format.code_end - format.code_begin);
-    const size_t start = answer.find_first_not_of(" \t\r\n");
-    answer.erase(0, start == std::string::npos ? answer.size() : start);
-    messages.push_back({"assistant", std::move(answer)});
+    messages.push_back({"assistant", AnswerWithoutReasoning(turn.completion)});
     messages.push_back({"user", absl::StrCat("The verifier's feedback on your answer:\n", turn.feedback,
                                              "\n\nRevise your ModelNew. ",
                                              AnswerFormat(prompt.reasoning_tags()))});

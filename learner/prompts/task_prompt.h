@@ -38,9 +38,10 @@ struct PastTurn {
 // The prompt of the turn after `turns`: the task's user message, then per
 // earlier turn the assistant's answer without its reasoning and a user
 // message with the feedback and the request to revise, ending where the
-// next answer begins. Earlier reasoning is dropped (the <think> block, as
-// AnalyzeCompletionFormat finds it), as Kevin-32B does, to bound the
-// context: the answers and the feedback are what the next turn needs.
+// next answer begins. Earlier reasoning is dropped (everything up to the
+// last </think>; an answer cut off inside <think> becomes a one-line note),
+// as Kevin-32B does, to bound the context: the answers and the feedback are
+// what the next turn needs.
 // INVALID_ARGUMENT as RenderTaskPrompt, or when `turns` is empty.
 absl::StatusOr<std::string> RenderFollowUpPrompt(const v1::PromptTemplate& prompt,
                                                  const v1::Task& task,

@@ -1,6 +1,8 @@
 #include "learner/prompts/turn_feedback.h"
 
+#include <algorithm>
 #include <regex>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -51,16 +53,42 @@ std::string FlagWords(v1::HackFlag flag) {
   }
 }
 
-// The end of `text` within `budget` characters, cut at a line start when
-// one is near, marked.
+constexpr char kCut[] = "[...]\n";
+constexpr size_t kCutSize = sizeof(kCut) - 1;
+
+// The end of `text` within `budget` bytes, the cut's mark included, cut at
+// a line start when one is near.
 std::string Tail(const std::string& text, size_t budget) {
   if (text.size() <= budget) return text;
+  if (budget <= kCutSize) return std::string(kCut, budget);
+  budget -= kCutSize;
   size_t from = text.size() - budget;
   const size_t line = text.find('\n', from);
   if (line != std::string::npos && line - from < budget / 4) from = line + 1;
   // Not inside a UTF-8 character.
   while (from < text.size() && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) ++from;
-  return absl::StrCat("[...]\n", text.substr(from));
+  return absl::StrCat(kCut, text.substr(from));
+}
+
+// Scrubbed, then cut to `budget`. Only the message's end is scrubbed: a
+// candidate's own error text can be megabytes, and std::regex is slow (and
+// recursive) on long runs.
+std::string ScrubbedTail(const std::string& message, size_t budget) {
+  std::string window = message;
+  if (window.size() > 4 * budget + 256) {
+    size_t from = window.size() - (4 * budget + 256);
+    const size_t line = window.find('\n', from);
+    if (line != std::string::npos) from = line + 1;
+    window = absl::StrCat(kCut, window.substr(from));
+  }
+  return Tail(ScrubVerifierMessage(window), budget);
+}
+
+// Room left for text after `lines` (joined by newlines) within `max_chars`.
+size_t Room(const std::vector<std::string>& lines, size_t max_chars) {
+  size_t used = 0;
+  for (const std::string& line : lines) used += line.size() + 1;
+  return max_chars > used ? max_chars - used : 0;
 }
 
 }  // namespace
@@ -68,6 +96,12 @@ std::string Tail(const std::string& text, size_t budget) {
 std::string ScrubVerifierMessage(std::string_view message) {
   // ECMAScript grammar; icase only where the words vary in case.
   static const auto* const kRules = new std::vector<std::pair<std::regex, std::string>>{
+      // The first mismatch's values: "candidate 1.5, reference 0.25". The
+      // candidate's value goes too, or it and the max abs error beside it
+      // would give the reference's away (candidate +- error).
+      {std::regex(R"((candidate(?: is| has)?) [-+]?(?:[0-9][0-9.eE+-]*|nan|inf|True|False))",
+                  std::regex::icase),
+       "$1 <hidden>"},
       // "reference 0.25", "the reference is nan", "reference has inf".
       {std::regex(R"((reference(?: is| has)?) [-+]?(?:[0-9][0-9.eE+-]*|nan|inf|True|False))",
                   std::regex::icase),
@@ -79,7 +113,7 @@ std::string ScrubVerifierMessage(std::string_view message) {
       {std::regex(R"((seeds?)([ _=:]*)[0-9]+)", std::regex::icase), "$1$2<hidden>"},
       // /tmp/kforge-sandbox-1/candidate.py -> candidate.py
       // (Only a path that starts a word: torch/nn/functional.py stays.)
-      {std::regex(R"((^|[\s"'(=,:])(?:/[A-Za-z0-9._+-]+)+/([A-Za-z0-9._+-]+))"), "$1$2"},
+      {std::regex(R"((^|[\s"'(=,:])(?:/+[A-Za-z0-9._+@~-]+)+/([A-Za-z0-9._+@~-]+))"), "$1$2"},
       // Epoch ids, tickets, hashes.
       {std::regex(R"(\b[0-9a-fA-F]{16,}\b)"), "<id>"},
   };
@@ -97,7 +131,9 @@ std::string RenderTurnFeedback(const v1::Verdict& verdict, size_t max_chars) {
     for (int flag : verdict.hack_flags()) why.push_back(FlagWords(static_cast<v1::HackFlag>(flag)));
     lines.push_back(absl::StrCat("Your answer earned no credit: ", absl::StrJoin(why, "; "), "."));
     for (const std::string& detail : verdict.hack_details()) {
-      lines.push_back(Tail(ScrubVerifierMessage(detail), max_chars / 2));
+      const size_t room = Room(lines, max_chars);
+      if (room < 16) break;
+      lines.push_back(ScrubbedTail(detail, room));
     }
   } else if (verdict.correct()) {
     lines.push_back("Your ModelNew passed every correctness check.");
@@ -114,15 +150,24 @@ std::string RenderTurnFeedback(const v1::Verdict& verdict, size_t max_chars) {
                           ? "It is slower than PyTorch: make it faster and keep it correct."
                           : "Make it faster if you can, and keep it correct.");
     }
+    // Correct, but its timing did not finish (a timeout, a crash, a timed
+    // call that failed): say so rather than nothing.
+    const v1::StageResult* last =
+        verdict.stages_size() > 0 ? &verdict.stages(verdict.stages_size() - 1) : nullptr;
+    if (last != nullptr && last->outcome() != v1::OUTCOME_PASSED) {
+      lines.push_back(absl::StrCat("But ", StageWords(last->stage()), " did not finish: ",
+                                   OutcomeWords(last->outcome()), "."));
+      const size_t room = Room(lines, max_chars);
+      if (!last->message().empty() && room >= 16) lines.push_back(ScrubbedTail(last->message(), room));
+    }
   } else if (verdict.stages_size() == 0) {
     lines.push_back("Your answer could not be verified.");
   } else {
     const v1::StageResult& last = verdict.stages(verdict.stages_size() - 1);
     lines.push_back(absl::StrCat("Your answer did not pass ", StageWords(last.stage()), ": ",
                                  OutcomeWords(last.outcome()), "."));
-    const std::string head = absl::StrJoin(lines, "\n");
-    const size_t room = max_chars > head.size() + 16 ? max_chars - head.size() - 1 : 16;
-    if (!last.message().empty()) lines.push_back(Tail(ScrubVerifierMessage(last.message()), room));
+    const size_t room = std::max<size_t>(Room(lines, max_chars), 16);
+    if (!last.message().empty()) lines.push_back(ScrubbedTail(last.message(), room));
   }
   return absl::StrJoin(lines, "\n");
 }

@@ -9,12 +9,13 @@
 // SECRETS. Verifier messages name things a policy must not learn to read:
 // reference output values ("candidate 1.5, reference 0.25"), the secret
 // seeds of the input sets ("normal_seed_7", "seed 1234"), the sandbox's
-// paths and the verifier's ids. ScrubVerifierMessage hides the values and
-// the seeds, cuts paths to their last part (a traceback still names
-// candidate.py and its line) and hides long hex ids. What stays: the stage,
-// the error, the input set's kind, shapes, mismatch counts, the candidate's
-// own values, max abs and rel l2 error, and the tolerance (the job's spec,
-// which its owner sets and sees).
+// paths and the verifier's ids. ScrubVerifierMessage hides the values (the
+// candidate's at the first mismatch too: with the max abs error beside it,
+// it would give the reference's away) and the seeds, cuts paths to their
+// last part (a traceback still names candidate.py and its line) and hides
+// long hex ids. What stays: the stage, the error, the input set's kind,
+// shapes, mismatch counts, max abs and rel l2 error, and the tolerance (the
+// job's spec, which its owner sets and sees).
 #ifndef KFORGE_LEARNER_PROMPTS_TURN_FEEDBACK_H_
 #define KFORGE_LEARNER_PROMPTS_TURN_FEEDBACK_H_
 
@@ -26,8 +27,9 @@
 
 namespace kforge {
 
-// A few sentences about `verdict`, at most about `max_chars` long: an
-// over-long error keeps its end (a traceback's last lines say what broke).
+// A few sentences about `verdict`, at most `max_chars` bytes once past the
+// opening sentence: an over-long error keeps its end (a traceback's last
+// lines say what broke).
 std::string RenderTurnFeedback(const v1::Verdict& verdict, size_t max_chars);
 
 // `message` with reference values, seeds, paths and ids hidden (see above).

@@ -1,13 +1,14 @@
 #include "learner/training/sample_log.h"
 
+#include <cmath>
 #include <fstream>
+#include <string_view>
 #include <utility>
 #include <vector>
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace kforge {
 namespace {
@@ -20,27 +21,69 @@ std::string Head(const std::string& text, int32_t max_chars) {
   return absl::StrCat(text.substr(0, cut), "\n[... ", text.size() - cut, " more bytes]");
 }
 
-// A line's fields in the order they are written: people read the file, and
-// a Struct would print its keys in hash order.
-using Fields = std::vector<std::pair<std::string, google::protobuf::Value>>;
+// A line's fields in the order they are written (people read the file),
+// each value already JSON text.
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+// `text` as a JSON string. Bytes that are not UTF-8 (a byte-level tokenizer
+// can end a completion inside a character) become U+FFFD, so every line
+// stays valid JSON.
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+          if (c < 0x20) {
+            absl::StrAppendFormat(&out, "\\u%04x", c);
+          } else {
+            out.push_back(static_cast<char>(c));
+          }
+      }
+      ++i;
+      continue;
+    }
+    // The length a lead byte announces, and whether the bytes after it
+    // continue it (overlong and surrogate forms are let through: they are
+    // rare, and still escape nothing JSON cares about).
+    const size_t length = c >= 0xF0 && c < 0xF5 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+    bool valid = length > 0 && i + length <= text.size();
+    for (size_t k = 1; valid && k < length; ++k) {
+      valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    }
+    if (valid) {
+      out.append(text.substr(i, length));
+      i += length;
+    } else {
+      out += "\\ufffd";
+      ++i;
+    }
+  }
+  out += "\"";
+  return out;
+}
 
 void Put(Fields& line, const std::string& key, const std::string& value) {
-  line.emplace_back(key, google::protobuf::Value()).second.set_string_value(value);
+  line.emplace_back(key, JsonString(value));
 }
 void Put(Fields& line, const std::string& key, double value) {
-  line.emplace_back(key, google::protobuf::Value()).second.set_number_value(value);
+  line.emplace_back(key, std::isfinite(value) ? absl::StrFormat("%.10g", value) : "null");
 }
 void Put(Fields& line, const std::string& key, bool value) {
-  line.emplace_back(key, google::protobuf::Value()).second.set_bool_value(value);
+  line.emplace_back(key, value ? "true" : "false");
 }
 
 // {"key":value,...}; the keys are plain identifiers of this file's own.
 std::string ToJson(const Fields& line) {
   std::string json = "{";
   for (const auto& [key, value] : line) {
-    std::string text;
-    if (!google::protobuf::util::MessageToJsonString(value, &text).ok()) text = "null";
-    absl::StrAppend(&json, json.size() > 1 ? "," : "", "\"", key, "\":", text);
+    absl::StrAppend(&json, json.size() > 1 ? "," : "", "\"", key, "\":", value);
   }
   return json + "}";
 }
@@ -72,13 +115,11 @@ std::string SampleLogLine(int64_t step, const ScoredGroup& group, size_t index, 
     Put(line, "message", Head(last.message(), max_chars));
   }
   if (verdict.speedup_vs_eager() > 0) Put(line, "speedup_vs_eager", verdict.speedup_vs_eager());
-  google::protobuf::Value flags;
+  std::vector<std::string> flags;
   for (int flag : verdict.hack_flags()) {
-    flags.mutable_list_value()->add_values()->set_string_value(
-        v1::HackFlag_Name(static_cast<v1::HackFlag>(flag)));
+    flags.push_back(JsonString(v1::HackFlag_Name(static_cast<v1::HackFlag>(flag))));
   }
-  if (verdict.hack_flags_size() == 0) flags.mutable_list_value();
-  line.emplace_back("hack_flags", std::move(flags));
+  line.emplace_back("hack_flags", absl::StrCat("[", absl::StrJoin(flags, ","), "]"));
   Put(line, "cached", verdict.cached());
   Put(line, "rollout_worker", sample.rollout_worker_id());
   Put(line, "finish_reason", sample.finish_reason());

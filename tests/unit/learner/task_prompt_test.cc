@@ -77,6 +77,20 @@ TEST(FollowUpPromptTest, EarlierAnswersLoseTheirReasoningAndEachIsFollowedByItsF
   EXPECT_THAT(*prompt, EndsWith("<|im_end|>\n<|im_start|>assistant\n"));
 }
 
+TEST(FollowUpPromptTest, MalformedOrUnfinishedReasoningIsDroppedToo) {
+  const std::vector<PastTurn> turns = {
+      {"preamble <think>a</think><think>second plan</think>```python\nclass ModelNew: v1\n```",
+       "F1"},
+      {"<think>reasoning that never ends and fills every token", "F2"}};
+  absl::StatusOr<std::string> prompt = RenderFollowUpPrompt({}, ReluTask(), turns);
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  EXPECT_THAT(*prompt, ::testing::Not(HasSubstr("second plan")));
+  EXPECT_THAT(*prompt, ::testing::Not(HasSubstr("preamble")));
+  EXPECT_THAT(*prompt, HasSubstr("<|im_start|>assistant\n```python\nclass ModelNew: v1"));
+  EXPECT_THAT(*prompt, ::testing::Not(HasSubstr("never ends")));
+  EXPECT_THAT(*prompt, HasSubstr("cut off while still reasoning"));
+}
+
 TEST(FollowUpPromptTest, NoEarlierTurnIsAnError) {
   absl::StatusOr<std::string> prompt = RenderFollowUpPrompt({}, ReluTask(), {});
   EXPECT_EQ(prompt.status().code(), absl::StatusCode::kInvalidArgument);

@@ -45,7 +45,7 @@ TEST(TurnFeedbackTest, ACorrectAnswerIsToldItsTimesAgainstTheBaselines) {
   EXPECT_THAT(text, HasSubstr("Make it faster"));
 }
 
-TEST(TurnFeedbackTest, AMismatchKeepsTheCandidatesValuesAndHidesTheReferences) {
+TEST(TurnFeedbackTest, AMismatchKeepsItsCountsAndErrorsAndHidesTheValues) {
   const v1::Verdict verdict = Failed(
       v1::STAGE_MULTI_INPUT, v1::OUTCOME_FAILED,
       "input set normal_seed_7: 12 of 4096 elements mismatch (atol 0.01, rtol 0.01); first at "
@@ -53,10 +53,11 @@ TEST(TurnFeedbackTest, AMismatchKeepsTheCandidatesValuesAndHidesTheReferences) {
   const std::string text = RenderTurnFeedback(verdict, 1500);
   EXPECT_THAT(text, HasSubstr("did not pass the correctness check on more inputs"));
   EXPECT_THAT(text, HasSubstr("12 of 4096 elements mismatch (atol 0.01, rtol 0.01)"));
-  EXPECT_THAT(text, HasSubstr("candidate 1.5, reference <hidden>"));
+  EXPECT_THAT(text, HasSubstr("candidate <hidden>, reference <hidden>"));
   EXPECT_THAT(text, HasSubstr("max abs error 1.25"));
   EXPECT_THAT(text, HasSubstr("normal_seed_<hidden>"));
   EXPECT_THAT(text, Not(HasSubstr("0.25")));
+  EXPECT_THAT(text, Not(HasSubstr("1.5,")));
   EXPECT_THAT(text, Not(HasSubstr("seed_7")));
 }
 
@@ -88,6 +89,29 @@ TEST(TurnFeedbackTest, ALongTracebackKeepsItsEndWithinTheBudget) {
   EXPECT_THAT(text, HasSubstr("did not pass import and compile"));
   EXPECT_THAT(text, HasSubstr("[...]"));
   EXPECT_THAT(text, HasSubstr("NameError: name 'tl' is not defined"));
+}
+
+TEST(TurnFeedbackTest, ACorrectAnswerWhoseTimingFailedIsToldSo) {
+  v1::Verdict verdict = Failed(v1::STAGE_TIMING, v1::OUTCOME_TIMED_OUT, "timed run: no reply in 30 s");
+  verdict.set_correct(true);
+  const std::string text = RenderTurnFeedback(verdict, 500);
+  EXPECT_THAT(text, HasSubstr("passed every correctness check"));
+  EXPECT_THAT(text, HasSubstr("But timing did not finish: it ran past the time limit."));
+  EXPECT_THAT(text, HasSubstr("timed run: no reply in 30 s"));
+}
+
+TEST(TurnFeedbackTest, ManyLongDetailsShareOneBudgetAndAHugeMessageIsCheap) {
+  v1::Verdict flagged = Failed(v1::STAGE_MULTI_INPUT, v1::OUTCOME_FAILED, "");
+  flagged.add_hack_flags(v1::HACK_TORCH_FALLBACK);
+  for (int i = 0; i < 50; ++i) flagged.add_hack_details(std::string(300, 'a' + i % 26));
+  EXPECT_LE(RenderTurnFeedback(flagged, 600).size(), 700u);
+  // A candidate's own error text of megabytes, all hex: scrubbed and cut
+  // without walking all of it.
+  const std::string huge(4 << 20, 'f');
+  const std::string text =
+      RenderTurnFeedback(Failed(v1::STAGE_COMPILE, v1::OUTCOME_FAILED, huge), 400);
+  EXPECT_LE(text.size(), 400u + 120u);
+  EXPECT_THAT(text, HasSubstr("[...]"));
 }
 
 TEST(TurnFeedbackTest, TimeoutsFlagsAndMissingVerdictsReadDifferently) {

@@ -88,6 +88,19 @@ TEST(SampleLogTest, LongTextsKeepTheirHeadAndSayHowMuchWasCut) {
   EXPECT_EQ(line.fields().at("completion").string_value(), "abc\n[... 102 more bytes]");
 }
 
+TEST(SampleLogTest, QuotesControlCharactersAndBytesThatAreNotUtf8StayValidJson) {
+  ScoredGroup group = Group("g1", 1);
+  // A byte-level tokenizer can stop inside a character: "\xe2\x82" is the
+  // start of a euro sign without its end.
+  group.samples[0].mutable_sample()->set_completion_text(
+      std::string("say \"hi\"\tback\\slash\x01 \xe2\x82 \xc3\xa9"));
+  const std::string text = SampleLogLine(1, group, 0, 4000);
+  const google::protobuf::Struct line = Parse(text);
+  EXPECT_EQ(line.fields().at("completion").string_value(),
+            "say \"hi\"\tback\\slash\x01 \xef\xbf\xbd\xef\xbf\xbd \xc3\xa9")
+      << text;
+}
+
 TEST(SampleLogTest, AppendsPerStepSamplesWholeGroupsFirst) {
   const std::filesystem::path file =
       std::filesystem::path(::testing::TempDir()) / absl::StrCat("samples-", getpid(), ".jsonl");
