@@ -18,6 +18,7 @@
 #include "learner/training/curves_files.h"
 #include "learner/tasks/task_set.h"
 #include "learner/training/policy_trainer.h"
+#include "learner/rollout/eval_round.h"
 #include "learner/training/sample_log.h"
 #include "learner/training/step_batches.h"
 #include "learner/timing/step_timer.h"
@@ -133,9 +134,7 @@ class TrainingRun {
   std::vector<v1::Task> heldout_tasks_;
   // The held-out evaluation round in flight (JobSpec.eval): its step, the
   // groups it offered and those back.
-  int64_t eval_step_ = -1;
-  size_t eval_offered_ = 0;
-  std::vector<CompletedGroup> eval_done_;
+  EvalRound eval_;
   std::vector<CompletedGroup> carried_;  // complete groups beyond the last step's need
   int64_t stale_samples_ = 0;             // dropped as too old since the last report
   absl::Time last_step_end_ = absl::InfiniteFuture();  // of the last RL step
@@ -462,11 +461,11 @@ void TrainingRun::RouteCompleted(absl::Duration wait) {
 
 absl::Status TrainingRun::FlushEval() {
   const absl::Time deadline = absl::Now() + absl::Seconds(spec_.group_timeout_s());
-  while (eval_step_ >= 0 && absl::Now() < deadline) {
+  while (eval_.open() && absl::Now() < deadline) {
     KF_RETURN_IF_ERROR(CheckInterrupt());
     RouteCompleted(absl::Milliseconds(500));
   }
-  if (eval_step_ >= 0) FinishEval();
+  if (eval_.open()) FinishEval();
   return absl::OkStatus();
 }
 
@@ -478,31 +477,36 @@ absl::Status TrainingRun::MaybeStartEval() {
   if (every <= 0 || heldout_tasks_.empty() || trainer_->step() % every != 0) return absl::OkStatus();
   // A round still short of groups (some timed out and were dropped) is
   // summarised with what came back.
-  if (eval_step_ >= 0) FinishEval();
+  if (eval_.open()) FinishEval();
   const int32_t samples = spec_.eval().samples_per_task();
   for (size_t i = 0; i < heldout_tasks_.size(); ++i) {
     KF_ASSIGN_OR_RETURN(
         v1::WorkItem item,
-        MakeWorkItem(heldout_tasks_[i],
-                     absl::StrFormat("e%06d-%d-%s", trainer_->step(), i, nonce_), samples));
+        MakeWorkItem(heldout_tasks_[i], EvalRound::GroupId(trainer_->step(), i, nonce_), samples));
     item.set_eval(true);
     // One sample per task is the greedy answer, as KernelBench reports pass@1.
     if (samples == 1) item.mutable_sampling()->set_temperature(0);
     KF_RETURN_IF_ERROR(deps_.groups->Offer(std::move(item)));
   }
-  eval_step_ = trainer_->step();
-  eval_offered_ = heldout_tasks_.size();
+  eval_.Open(trainer_->step(), heldout_tasks_.size());
   return absl::OkStatus();
 }
 
 void TrainingRun::TakeEvalGroup(CompletedGroup group) {
-  eval_done_.push_back(std::move(group));
-  if (eval_done_.size() >= eval_offered_) FinishEval();
+  const std::string id = group.item.group_id();
+  if (!eval_.Take(std::move(group))) {
+    // Its round was summarised without it: counted nowhere else either.
+    log_.Info("held-out group back after its round ended; not counted",
+              {{"job", job_.id()}, {"group", id}, {"open_round", eval_.step()}});
+    return;
+  }
+  if (eval_.complete()) FinishEval();
 }
 
 void TrainingRun::FinishEval() {
+  const EvalRound::Summary round = eval_.Close();
   std::vector<TaskVerdicts> results;
-  for (const CompletedGroup& group : eval_done_) {
+  for (const CompletedGroup& group : round.groups) {
     TaskVerdicts task{.task_id = group.item.task().id(), .level = group.item.task().level()};
     for (const v1::ScoredSample& s : group.samples) task.verdicts.push_back(s.verdict());
     results.push_back(std::move(task));
@@ -510,26 +514,28 @@ void TrainingRun::FinishEval() {
   const int samples = spec_.eval().samples_per_task();
   v1::EvalReport report =
       SummarizeEval(results, {.ks = samples > 1 ? std::vector<int>{1, samples} : std::vector<int>{1}});
-  report.set_step(eval_step_);
-  report.set_source(absl::StrCat(job_.id(), " at step ", eval_step_));
-  report.set_tasks(absl::StrCat(eval_done_.size(), " of ", eval_offered_, " held-out tasks back"));
+  report.set_step(round.step);
+  report.set_source(absl::StrCat(job_.id(), " at step ", round.step, " (policy versions ",
+                                 round.min_policy_version, "..", round.max_policy_version, ")"));
+  report.set_tasks(absl::StrCat(round.groups.size(), " of ", round.offered, " held-out tasks back"));
   deps_.metrics->ObserveEval(report);
   if (report.overall().tasks() > 0) {  // a round with nothing back is no point at 0
     v1::HeldOutPoint* point = state_.add_heldout_history();
-    point->set_step(eval_step_);
+    point->set_step(round.step);
     *point->mutable_overall() = report.overall();
+    point->set_min_policy_version(round.min_policy_version);
+    point->set_max_policy_version(round.max_policy_version);
     WriteCurves();
   }
-  log_.Info("held-out evaluation", {{"job", job_.id()}, {"step", eval_step_},
-                                    {"tasks", eval_done_.size()},
+  log_.Info("held-out evaluation", {{"job", job_.id()}, {"step", round.step},
+                                    {"tasks", round.groups.size()},
                                     {"correct_rate", report.overall().correct_rate()},
-                                    {"compile_rate", report.overall().compile_rate()}});
+                                    {"compile_rate", report.overall().compile_rate()},
+                                    {"versions", absl::StrCat(round.min_policy_version, "..",
+                                                              round.max_policy_version)}});
   if (absl::Status s = deps_.jobs->ReportEval(job_.id(), report); !s.ok()) {
     log_.Warning("cannot record the evaluation", {{"job", job_.id()}, {"error", s.message()}});
   }
-  eval_step_ = -1;
-  eval_offered_ = 0;
-  eval_done_.clear();
 }
 
 absl::Status TrainingRun::Publish() {

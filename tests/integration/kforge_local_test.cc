@@ -169,6 +169,8 @@ TEST(KforgeLocalTest, RunsAJobToTheEndWithProgressAndASummary) {
   ASSERT_TRUE(log.ok());
   EXPECT_THAT(*log, ::testing::ContainsRegex("held-out evaluation[^\n]* step=2 tasks=1 "));
   EXPECT_THAT(*log, ::testing::ContainsRegex("held-out evaluation[^\n]* step=4 tasks=1 "));
+  // Each names the policy versions that answered it (at or after its step's).
+  EXPECT_THAT(*log, ::testing::ContainsRegex("held-out evaluation[^\n]* step=4 [^\n]*versions=[2-5]\\.\\.[2-5]"));
   // The final checkpoint is a Hugging Face folder a rollout worker can load.
   const std::string ckpt = dir.Sub("run/state/jobs/job-000001/checkpoints/step-00000005");
   EXPECT_THAT(output, HasSubstr(ckpt));
