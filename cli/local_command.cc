@@ -38,9 +38,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// How long a service gets to drain on Ctrl-C before it is killed.
-constexpr absl::Duration kStopGrace = absl::Seconds(15);
-
 struct Service {
   std::string name;  // "learner", "verifier-0", ...
   std::string binary;
@@ -170,14 +167,16 @@ absl::StatusOr<Service> StartService(const std::string& name, const std::string&
   return service;
 }
 
-void StopAll(std::vector<Service>& services) {
+// Each service gets `grace` to drain and exit on SIGTERM before it is
+// killed: the learner writes its newest state as a checkpoint then.
+void StopAll(std::vector<Service>& services, absl::Duration grace) {
   // Reverse start order: workers first, the learner last.
   for (auto it = services.rbegin(); it != services.rend(); ++it) {
     if (it->process != nullptr) it->process->Signal(SIGTERM);
   }
   for (auto it = services.rbegin(); it != services.rend(); ++it) {
     if (it->process == nullptr) continue;
-    const ExitInfo exit = it->process->Terminate(kStopGrace);
+    const ExitInfo exit = it->process->Terminate(grace);
     std::printf("  stopped %-12s (%s)\n", it->name.c_str(), exit.Describe().c_str());
   }
 }
@@ -408,7 +407,7 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
   LocalJobWatcher watcher(services.front().address(), to_learner);
   if (absl::StatusOr<std::string> id = watcher.SubmitOrResume(spec); !id.ok()) {
     std::fprintf(stderr, "kforge local: %s\n", std::string(id.status().message()).c_str());
-    StopAll(services);
+    StopAll(services, absl::Seconds(options.stop_grace_s));
     return kExitRuntimeError;
   }
   Supervisor supervisor(options, security, services, stop);
@@ -422,7 +421,7 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
       std::printf("\nkforge local: stopping (%s); %s resumes from its checkpoint at the next "
                   "`kforge local --run_dir %s`\n",
                   strsignal(*stop.signal()), watcher.job().id().c_str(), options.run_dir.c_str());
-      StopAll(services);
+      StopAll(services, absl::Seconds(options.stop_grace_s));
       return kExitOk;
     }
     absl::StatusOr<bool> ended = children.ok() ? watcher.Poll() : children;
@@ -439,12 +438,12 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
     }
     if (!ended.ok()) {
       std::fprintf(stderr, "\nkforge local: %s\n", std::string(ended.status().message()).c_str());
-      StopAll(services);
+      StopAll(services, absl::Seconds(options.stop_grace_s));
       return kExitRuntimeError;
     }
     if (*ended) {
       watcher.PrintSummary();
-      StopAll(services);
+      StopAll(services, absl::Seconds(options.stop_grace_s));
       return watcher.job().state() == v1::JOB_SUCCEEDED ? kExitOk : kExitRuntimeError;
     }
   }
@@ -459,12 +458,12 @@ int Serve(const LocalOptions& options, const LocalSecurity& security,
                                                                : supervisor.Tend();
     if (stop.signal().has_value()) {
       std::printf("\nkforge local: stopping (%s)\n", strsignal(*stop.signal()));
-      StopAll(services);
+      StopAll(services, absl::Seconds(options.stop_grace_s));
       return kExitOk;
     }
     if (!children.ok()) {
       std::fprintf(stderr, "kforge local: %s\n", std::string(children.message()).c_str());
-      StopAll(services);
+      StopAll(services, absl::Seconds(options.stop_grace_s));
       return kExitRuntimeError;
     }
   }
@@ -522,7 +521,7 @@ int RunLocal(const LocalOptions& options) {
   if (absl::Status started =
           StartAll(options, *security, rollout_model, device, gpus, services, stop);
       !started.ok()) {
-    StopAll(services);
+    StopAll(services, absl::Seconds(options.stop_grace_s));
     if (stop.signal().has_value()) {
       std::printf("\nkforge local: stopped while starting (%s)\n", strsignal(*stop.signal()));
       return kExitOk;

@@ -63,6 +63,11 @@ struct LocalOptions {
   double restart_window_s = 600;
   double restart_backoff_s = 1;
   double restart_backoff_max_s = 30;
+  // On Ctrl-C (or SIGTERM), how long each service gets to drain and exit
+  // before it is killed. The learner writes its exit checkpoint meanwhile:
+  // seconds for the tiny model, minutes for a 1.5B policy with its
+  // optimiser state (about 21 GB).
+  double stop_grace_s = 15;
 };
 
 int RunLocal(const LocalOptions& options);

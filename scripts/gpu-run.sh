@@ -333,7 +333,7 @@ if [ "$what" = e2e ]; then
   if [ "$seconds" -lt 30 ]; then echo "e2e job: skipped, $seconds s left before E2E_DEADLINE"; exit 1; fi
   echo "e2e job: at most $seconds s"
   timeout "$seconds" build/bin/kforge local --learner_port=0 --run_dir=/tmp/e2e \
-    --rollout_workers="${E2E_ROLLOUT_WORKERS:-1}" --job=/tmp/e2e-job.json --model_roots=/tmp/models \
+    --rollout_workers="${E2E_ROLLOUT_WORKERS:-1}" --stop_grace_s=120 --job=/tmp/e2e-job.json --model_roots=/tmp/models \
     --task_roots="$kb,$PWD/tasks,$(readlink -f "$KFORGE_KERNELBENCH_DIR")" > "$out/e2e.log" 2>&1
   echo "kforge local e2e: exit $?"; tail -25 "$out/e2e.log"
   curves=$(find /tmp/e2e -name curves.json | head -1)

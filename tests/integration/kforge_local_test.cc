@@ -103,6 +103,27 @@ TEST(KforgeLocalTest, StartsEveryServiceAndCtrlCStopsThemAll) {
   for (int pid : pids) EXPECT_FALSE(IsRunning(pid)) << "service pid " << pid << " survived";
 }
 
+// A service that does not exit on SIGTERM is killed once --stop_grace_s
+// has passed: here a verifier stopped (SIGSTOP) so it cannot drain, and a
+// grace of 1 s, well inside the 10 s the test waits (the default is 15 s).
+TEST(KforgeLocalTest, AServiceThatWillNotStopIsKilledAfterTheStopGrace) {
+  testing::TempDir dir;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> local;
+  ASSERT_NO_FATAL_FAILURE(StartServing(dir, 1, &local, {"--stop_grace_s=1"}));
+  v1::ServingPorts ports;
+  auto json = ReadFileToString(dir.Sub("run/verifier-0.ports"));
+  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_TRUE(ParseJsonMessage(*json, &ports).ok());
+  ASSERT_EQ(kill(ports.pid(), SIGSTOP), 0);
+  (*local)->Signal(SIGINT);
+  auto exit = (*local)->WaitFor(absl::Seconds(10));
+  if (!exit.ok()) kill(ports.pid(), SIGKILL);  // leave nothing behind on failure
+  ASSERT_TRUE(exit.ok()) << "still stopping after 10 s: " << (*local)->output();
+  EXPECT_THAT((*local)->output(), ::testing::ContainsRegex("stopped verifier-0 +\\(killed by signal 9"));
+  EXPECT_THAT((*local)->output(), HasSubstr("stopped learner"));
+  EXPECT_FALSE(IsRunning(ports.pid()));
+}
+
 TEST(KforgeLocalTest, AServiceThatCannotStartIsReportedWithItsLog) {
   testing::TempDir dir;
   auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
