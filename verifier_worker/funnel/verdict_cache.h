@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "kforge/v1/verdict.pb.h"
 
@@ -25,6 +26,18 @@ class VerdictCache {
     if (it == index_.end()) return std::nullopt;
     order_.splice(order_.begin(), order_, it->second);
     return it->second->second;
+  }
+
+  // Whether `key` timed out before; records that it has now. A timeout may
+  // be the verifier's load, so the first is not cached; a second one is the
+  // candidate's own (a real hang would otherwise cost its whole time limit
+  // for every duplicate). Forgets everything past `capacity` keys.
+  bool TimedOutBefore(const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    if (timed_out_.contains(key)) return true;
+    if (timed_out_.size() >= capacity_) timed_out_.clear();
+    timed_out_.insert(key);
+    return false;
   }
 
   void Put(const std::string& key, const kforge::v1::Verdict& verdict) {
@@ -45,6 +58,7 @@ class VerdictCache {
   std::list<std::pair<std::string, kforge::v1::Verdict>> order_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<std::string, std::list<std::pair<std::string, kforge::v1::Verdict>>::iterator>
       index_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> timed_out_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kforge
