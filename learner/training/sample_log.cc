@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "model/tokenizer/unicode.h"
 
 namespace kforge {
 namespace {
@@ -25,44 +26,24 @@ std::string Head(const std::string& text, int32_t max_chars) {
 // each value already JSON text.
 using Fields = std::vector<std::pair<std::string, std::string>>;
 
-// `text` as a JSON string. Bytes that are not UTF-8 (a byte-level tokenizer
-// can end a completion inside a character) become U+FFFD, so every line
-// stays valid JSON.
+// `text` as a JSON string, made valid UTF-8 first as the tokenizer decodes
+// (tokenizer::Utf8Lossy: each ill-formed sequence one U+FFFD), so every line
+// stays valid JSON whatever bytes a message or completion holds.
 std::string JsonString(std::string_view text) {
   std::string out = "\"";
-  for (size_t i = 0; i < text.size();) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (c < 0x20) {
-            absl::StrAppendFormat(&out, "\\u%04x", c);
-          } else {
-            out.push_back(static_cast<char>(c));
-          }
-      }
-      ++i;
-      continue;
-    }
-    // The length a lead byte announces, and whether the bytes after it
-    // continue it (overlong and surrogate forms are let through: they are
-    // rare, and still escape nothing JSON cares about).
-    const size_t length = c >= 0xF0 && c < 0xF5 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
-    bool valid = length > 0 && i + length <= text.size();
-    for (size_t k = 1; valid && k < length; ++k) {
-      valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    }
-    if (valid) {
-      out.append(text.substr(i, length));
-      i += length;
-    } else {
-      out += "\\ufffd";
-      ++i;
+  for (const char ch : tokenizer::Utf8Lossy(absl::string_view(text.data(), text.size()))) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(ch));
+        } else {
+          out.push_back(ch);
+        }
     }
   }
   out += "\"";

@@ -90,14 +90,16 @@ TEST(SampleLogTest, LongTextsKeepTheirHeadAndSayHowMuchWasCut) {
 
 TEST(SampleLogTest, QuotesControlCharactersAndBytesThatAreNotUtf8StayValidJson) {
   ScoredGroup group = Group("g1", 1);
-  // A byte-level tokenizer can stop inside a character: "\xe2\x82" is the
-  // start of a euro sign without its end.
+  // "\xe2\x82" is a euro sign without its end, "\xed\xa0\x80" a UTF-16
+  // surrogate: each ill-formed sequence becomes one U+FFFD, as the
+  // tokenizer's decode makes it.
   group.samples[0].mutable_sample()->set_completion_text(
-      std::string("say \"hi\"\tback\\slash\x01 \xe2\x82 \xc3\xa9"));
+      std::string("say \"hi\"\tback\\slash\x01 \xe2\x82 \xed\xa0\x80 \xc3\xa9"));
   const std::string text = SampleLogLine(1, group, 0, 4000);
   const google::protobuf::Struct line = Parse(text);
   EXPECT_EQ(line.fields().at("completion").string_value(),
-            "say \"hi\"\tback\\slash\x01 \xef\xbf\xbd\xef\xbf\xbd \xc3\xa9")
+            "say \"hi\"\tback\\slash\x01 \xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd "
+            "\xc3\xa9")
       << text;
 }
 
