@@ -39,6 +39,7 @@ Standard library only.
 import argparse
 import json
 import re
+import statistics
 import sys
 import urllib.request
 
@@ -70,20 +71,13 @@ def sampled_steps(path, skip):
     return steps[skip:]
 
 
-def spread(values):
-    if len(values) < 2:
-        return 0.0
-    mean = sum(values) / len(values)
-    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-
-
 def reward_trend(steps, window=5):
     rewards = [float(t["reward"]) for t in steps if t.get("reward") is not None]
     if len(rewards) < 2 * window:
         return None
     first, last = rewards[:window], rewards[-window:]
-    return {"first": sum(first) / window, "last": sum(last) / window,
-            "first_spread": spread(first), "last_spread": spread(last)}
+    return {"first": statistics.mean(first), "last": statistics.mean(last),
+            "first_spread": statistics.stdev(first), "last_spread": statistics.stdev(last)}
 
 
 def summarise(steps):

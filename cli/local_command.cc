@@ -167,9 +167,11 @@ absl::StatusOr<Service> StartService(const std::string& name, const std::string&
   return service;
 }
 
-// Each service gets `grace` to drain and exit on SIGTERM before it is
-// killed: the learner writes its newest state as a checkpoint then.
-void StopAll(std::vector<Service>& services, absl::Duration grace) {
+// Each service gets options.stop_grace_s to drain and exit on SIGTERM
+// before it is killed: the learner writes its newest state as a checkpoint
+// then.
+void StopAll(std::vector<Service>& services, const LocalOptions& options) {
+  const absl::Duration grace = absl::Seconds(options.stop_grace_s);
   // Reverse start order: workers first, the learner last.
   for (auto it = services.rbegin(); it != services.rend(); ++it) {
     if (it->process != nullptr) it->process->Signal(SIGTERM);
@@ -407,7 +409,7 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
   LocalJobWatcher watcher(services.front().address(), to_learner);
   if (absl::StatusOr<std::string> id = watcher.SubmitOrResume(spec); !id.ok()) {
     std::fprintf(stderr, "kforge local: %s\n", std::string(id.status().message()).c_str());
-    StopAll(services, absl::Seconds(options.stop_grace_s));
+    StopAll(services, options);
     return kExitRuntimeError;
   }
   Supervisor supervisor(options, security, services, stop);
@@ -421,7 +423,7 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
       std::printf("\nkforge local: stopping (%s); %s resumes from its checkpoint at the next "
                   "`kforge local --run_dir %s`\n",
                   strsignal(*stop.signal()), watcher.job().id().c_str(), options.run_dir.c_str());
-      StopAll(services, absl::Seconds(options.stop_grace_s));
+      StopAll(services, options);
       return kExitOk;
     }
     absl::StatusOr<bool> ended = children.ok() ? watcher.Poll() : children;
@@ -438,12 +440,12 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
     }
     if (!ended.ok()) {
       std::fprintf(stderr, "\nkforge local: %s\n", std::string(ended.status().message()).c_str());
-      StopAll(services, absl::Seconds(options.stop_grace_s));
+      StopAll(services, options);
       return kExitRuntimeError;
     }
     if (*ended) {
       watcher.PrintSummary();
-      StopAll(services, absl::Seconds(options.stop_grace_s));
+      StopAll(services, options);
       return watcher.job().state() == v1::JOB_SUCCEEDED ? kExitOk : kExitRuntimeError;
     }
   }
@@ -458,12 +460,12 @@ int Serve(const LocalOptions& options, const LocalSecurity& security,
                                                                : supervisor.Tend();
     if (stop.signal().has_value()) {
       std::printf("\nkforge local: stopping (%s)\n", strsignal(*stop.signal()));
-      StopAll(services, absl::Seconds(options.stop_grace_s));
+      StopAll(services, options);
       return kExitOk;
     }
     if (!children.ok()) {
       std::fprintf(stderr, "kforge local: %s\n", std::string(children.message()).c_str());
-      StopAll(services, absl::Seconds(options.stop_grace_s));
+      StopAll(services, options);
       return kExitRuntimeError;
     }
   }
@@ -521,7 +523,7 @@ int RunLocal(const LocalOptions& options) {
   if (absl::Status started =
           StartAll(options, *security, rollout_model, device, gpus, services, stop);
       !started.ok()) {
-    StopAll(services, absl::Seconds(options.stop_grace_s));
+    StopAll(services, options);
     if (stop.signal().has_value()) {
       std::printf("\nkforge local: stopped while starting (%s)\n", strsignal(*stop.signal()));
       return kExitOk;

@@ -74,14 +74,7 @@ std::string Tail(const std::string& text, size_t budget) {
 // candidate's own error text can be megabytes, and std::regex is slow (and
 // recursive) on long runs.
 std::string ScrubbedTail(const std::string& message, size_t budget) {
-  std::string window = message;
-  if (window.size() > 4 * budget + 256) {
-    size_t from = window.size() - (4 * budget + 256);
-    const size_t line = window.find('\n', from);
-    if (line != std::string::npos) from = line + 1;
-    window = absl::StrCat(kCut, window.substr(from));
-  }
-  return Tail(ScrubVerifierMessage(window), budget);
+  return Tail(ScrubVerifierMessage(Tail(message, 4 * budget + 256)), budget);
 }
 
 // Room left for text after `lines` (joined by newlines) within `max_chars`.
