@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -474,6 +475,11 @@ int Serve(const LocalOptions& options, const LocalSecurity& security,
 }  // namespace
 
 int RunLocal(const LocalOptions& options) {
+  if (!(options.stop_grace_s >= 0) || !std::isfinite(options.stop_grace_s)) {
+    std::fprintf(stderr, "kforge local: --stop_grace_s must be a number of seconds >= 0, not %g\n",
+                 options.stop_grace_s);
+    return kExitConfigError;
+  }
   // One kforge local per run folder: taken before anything in it is touched
   // (logs, port files, the tiny model, the learner's state).
   absl::StatusOr<std::unique_ptr<StateLock>> lock =

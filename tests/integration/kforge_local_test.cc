@@ -257,6 +257,18 @@ TEST(KforgeLocalTest, ShortAndJobExcludeEachOther) {
   EXPECT_THAT((*local)->output(), HasSubstr("--short and --job exclude each other"));
 }
 
+TEST(KforgeLocalTest, ANegativeStopGraceIsRefusedByName) {
+  testing::TempDir dir;
+  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
+                                             "--stop_grace_s=-1", "--run_dir=" + dir.Sub("run")},
+                                    .capture_output = true});
+  ASSERT_TRUE(local.ok());
+  const ExitInfo exit = Finish(**local, absl::Seconds(60));
+  EXPECT_EQ(exit.code, 2) << (*local)->output();
+  EXPECT_THAT((*local)->output(), HasSubstr("--stop_grace_s must be a number of seconds >= 0, not -1"));
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("run"))) << "nothing started";
+}
+
 // Drains kforge local's output until its job record (`job_record`) names the
 // checkpoint of `step` (ASSERTs inside: call through ASSERT_NO_FATAL_FAILURE).
 void WaitForCheckpoint(ChildProcess& local, const std::string& job_record, int step) {
