@@ -45,6 +45,7 @@ struct Service {
   std::vector<std::string> args;  // all but the port flags
   std::string log_file;
   std::unique_ptr<ChildProcess> process;  // null while it is down
+  absl::Time spawned;                     // its start-up deadline counts from here
   v1::ServingPorts ports;
   // Supervision: when it died within the restart window, and when it is
   // started again.
@@ -110,11 +111,11 @@ absl::StatusOr<int> PickServicePort() {
   return 0;
 }
 
-// Starts (or starts again) one service binary on `port` (0: a free one) and
-// waits until it listens and reports SERVING; CANCELLED when a termination
-// signal comes first (`stop` holds it).
-absl::Status Launch(Service& service, int port, const LocalOptions& options,
-                    const LocalSecurity& security, StopRequest& stop) {
+// Starts (or starts again) one service binary on `port`, without waiting
+// for it: AwaitServing does. Services of one kind start together, since a
+// verifier spends most of its start-up checking its Python and the GPU, and
+// one after another they cost their sum.
+absl::Status Spawn(Service& service, int port, const LocalOptions& options) {
   const std::string& name = service.name;
   const std::string port_file = (fs::path(options.run_dir) / (name + ".ports")).string();
   fs::remove(port_file);
@@ -128,7 +129,18 @@ absl::Status Launch(Service& service, int port, const LocalOptions& options,
   KF_ASSIGN_OR_RETURN(service.process,
                       ChildProcess::Spawn({.argv = argv, .log_file = service.log_file,
                                            .die_with_parent = true}));
-  const absl::Time deadline = absl::Now() + absl::Seconds(options.start_timeout_s);
+  service.spawned = absl::Now();
+  return absl::OkStatus();
+}
+
+// Waits until a spawned service listens and reports SERVING, at most
+// start_timeout_s from its spawn; CANCELLED when a termination signal comes
+// first (`stop` holds it).
+absl::Status AwaitServing(Service& service, const LocalOptions& options,
+                          const LocalSecurity& security, StopRequest& stop) {
+  const std::string& name = service.name;
+  const std::string port_file = (fs::path(options.run_dir) / (name + ".ports")).string();
+  const absl::Time deadline = service.spawned + absl::Seconds(options.start_timeout_s);
   while (!fs::exists(port_file)) {
     if (auto exit = service.process->Poll()) return DiedError(service, *exit);
     if (absl::Now() > deadline) {
@@ -152,10 +164,16 @@ absl::Status Launch(Service& service, int port, const LocalOptions& options,
   return absl::OkStatus();
 }
 
-// `port` 0: one PickServicePort chooses.
-absl::StatusOr<Service> StartService(const std::string& name, const std::string& binary, int port,
-                                     std::vector<std::string> args, const LocalOptions& options,
-                                     const LocalSecurity& security, StopRequest& stop) {
+absl::Status Launch(Service& service, int port, const LocalOptions& options,
+                    const LocalSecurity& security, StopRequest& stop) {
+  KF_RETURN_IF_ERROR(Spawn(service, port, options));
+  return AwaitServing(service, options, security, stop);
+}
+
+// Spawns one service, not waiting for it; `port` 0: one PickServicePort
+// chooses.
+absl::StatusOr<Service> SpawnService(const std::string& name, const std::string& binary, int port,
+                                     std::vector<std::string> args, const LocalOptions& options) {
   Service service;
   service.name = name;
   service.binary = binary;
@@ -164,8 +182,18 @@ absl::StatusOr<Service> StartService(const std::string& name, const std::string&
   if (port == 0) {
     KF_ASSIGN_OR_RETURN(port, PickServicePort());
   }
-  KF_RETURN_IF_ERROR(Launch(service, port, options, security, stop));
+  KF_RETURN_IF_ERROR(Spawn(service, port, options));
   return service;
+}
+
+// Waits for services[from..] to serve. Those spawned are in `services`
+// either way, so a failure here still stops them all.
+absl::Status AwaitAll(std::vector<Service>& services, size_t from, const LocalOptions& options,
+                      const LocalSecurity& security, StopRequest& stop) {
+  for (size_t i = from; i < services.size(); ++i) {
+    KF_RETURN_IF_ERROR(AwaitServing(services[i], options, security, stop));
+  }
+  return absl::OkStatus();
 }
 
 // Each service gets options.stop_grace_s to drain and exit on SIGTERM
@@ -241,35 +269,40 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
   for (std::vector<std::string> more : {RootArgs(options), security.ServiceArgs("learner")}) {
     learner_args.insert(learner_args.end(), more.begin(), more.end());
   }
-  KF_ASSIGN_OR_RETURN(Service learner,
-                      StartService("learner", "kforge-learner", options.learner_port,
-                                   learner_args, options, security, stop));
+  KF_ASSIGN_OR_RETURN(Service learner, SpawnService("learner", "kforge-learner",
+                                                    options.learner_port, learner_args, options));
   services.push_back(std::move(learner));
-  std::vector<std::string> verifier_addresses;
+  KF_RETURN_IF_ERROR(AwaitAll(services, 0, options, security, stop));
+  const std::string learner_address = services.front().address();
+  size_t first = services.size();
   for (int i = 0; i < VerifierCount(options, gpus); ++i) {
     // Verifiers hand scored samples to the learner themselves.
-    std::vector<std::string> args = {absl::StrCat("--learner=", services.front().address())};
+    std::vector<std::string> args = {absl::StrCat("--learner=", learner_address)};
     if (!options.python.empty()) args.push_back(absl::StrCat("--python=", options.python));
     args.push_back(absl::StrCat("--device=", VerifierDevice(device, gpus, i)));
     for (const std::string& arg : security.ServiceArgs("verifier")) args.push_back(arg);
-    KF_ASSIGN_OR_RETURN(Service verifier, StartService(absl::StrCat("verifier-", i),
-                                                       "kforge-verifier", 0, args, options,
-                                                       security, stop));
-    verifier_addresses.push_back(verifier.address());
+    KF_ASSIGN_OR_RETURN(Service verifier, SpawnService(absl::StrCat("verifier-", i),
+                                                       "kforge-verifier", 0, args, options));
     services.push_back(std::move(verifier));
   }
+  KF_RETURN_IF_ERROR(AwaitAll(services, first, options, security, stop));
+  std::vector<std::string> verifier_addresses;
+  for (size_t i = first; i < services.size(); ++i) {
+    verifier_addresses.push_back(services[i].address());
+  }
+  first = services.size();
   for (int i = 0; i < options.rollout_workers; ++i) {
     std::vector<std::string> args = {
-        absl::StrCat("--learner=", services.front().address()),
+        absl::StrCat("--learner=", learner_address),
         absl::StrCat("--verifiers=", absl::StrJoin(verifier_addresses, ",")),
         absl::StrCat("--model=", model), absl::StrCat("--name=local-rollout-", i),
         absl::StrCat("--device=", RolloutDevice(device, gpus, i))};
     for (const std::string& arg : security.ServiceArgs("rollout")) args.push_back(arg);
-    KF_ASSIGN_OR_RETURN(Service rollout, StartService(absl::StrCat("rollout-", i), "kforge-rollout",
-                                                      0, args, options, security, stop));
+    KF_ASSIGN_OR_RETURN(Service rollout, SpawnService(absl::StrCat("rollout-", i),
+                                                      "kforge-rollout", 0, args, options));
     services.push_back(std::move(rollout));
   }
-  return absl::OkStatus();
+  return AwaitAll(services, first, options, security, stop);
 }
 
 void PrintTable(const std::vector<Service>& services, bool serve, const LocalSecurity& security) {
