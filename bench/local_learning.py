@@ -40,7 +40,10 @@ def final_state(run_dir):
         raise RuntimeError(f"{jobs[0]}: the job wrote no checkpoint (state {job.get('state')})")
     with open(os.path.join(checkpoint, "trainer_state.json")) as f:
         state = json.load(f)
-    return state, int(job["spec"].get("warm_start_steps", 0)), job.get("state", "")
+    # sft.stop_below_loss may have ended the warm start before the spec's count.
+    ended = int(state.get("warm_start_ended_at", state.get("warmStartEndedAt", 0)) or 0)
+    warm = ended or int(job["spec"].get("warm_start_steps", 0))
+    return state, warm, job.get("state", "")
 
 
 def summarize(rewards, window=WINDOW):

@@ -150,10 +150,14 @@ absl::StatusOr<std::string> LocalJobWatcher::SubmitOrResume(const v1::JobSpec& s
     return FromGrpc(s, "SubmitJob");
   }
   job_id_ = job.id();
-  std::printf("kforge local: submitted %s: %d warm-start steps on reference solutions, then %d "
-              "GRPO steps on %s\n",
-              job_id_.c_str(), spec.warm_start_steps(), spec.total_steps(),
-              spec.tasks().builtin().c_str());
+  const std::string warm =
+      spec.sft().stop_below_loss() > 0
+          ? absl::StrFormat("up to %d warm-start steps (until the loss is below %g)",
+                            spec.warm_start_steps(), spec.sft().stop_below_loss())
+          : absl::StrFormat("%d warm-start steps", spec.warm_start_steps());
+  std::printf("kforge local: submitted %s: %s on reference solutions, then %d GRPO steps on %s\n",
+              job_id_.c_str(), warm.c_str(), spec.total_steps(),
+              spec.tasks().builtin().empty() ? "the job's tasks" : spec.tasks().builtin().c_str());
   return job_id_;
 }
 
@@ -170,7 +174,9 @@ absl::StatusOr<bool> LocalJobWatcher::Poll() {
                      job_.state() == v1::JOB_CANCELLED;
   if (p.step() != printed_step_ && p.step() > 0) {
     printed_step_ = p.step();
-    const bool warm = p.step() <= job_.spec().warm_start_steps();
+    // The learner says how long the warm start is: sft.stop_below_loss can
+    // end it before spec.warm_start_steps.
+    const bool warm = p.step() <= p.warm_start_steps();
     if (!warm) rewards_.push_back(p.mean_reward());
     const std::string head = absl::StrFormat("%s step %4d/%d  v%-4d", Bar(p.step(), p.total_steps(), 24),
                                              p.step(), p.total_steps(), p.policy_version());
@@ -201,7 +207,7 @@ void LocalJobWatcher::PrintSummary() const {
     absl::StatusOr<std::string> json = ReadFileToString(
         (std::filesystem::path(job_.last_checkpoint()) / "trainer_state.json").string());
     if (json.ok() && ParseJsonMessage(*json, &state).ok()) {
-      const int warm = job_.spec().warm_start_steps();
+      const int warm = static_cast<int>(p.warm_start_steps());
       curve.assign(state.reward_history().begin() + std::min(warm, state.reward_history_size()),
                    state.reward_history().end());
     }

@@ -6,7 +6,8 @@ level-1 tasks without one held out and evaluated every few steps.
   python3 scripts/e2e_job.py --kernelbench DIR --model CKPT [--steps 30] [--warm 10]
       [--prompts 16] [--group 8] [--tokens 256] [--staleness 1] [--heldout 4]
       [--train N] [--sft_lr R] [--lr R] [--min_lr_ratio F] [--micro M]
-      [--temperature T] [--eval_every N] [--timed_ms MIN,MAX] > job.json
+      [--temperature T] [--eval_every N] [--timed_ms MIN,MAX]
+      [--stop_below_loss L] [--log_samples N] > job.json
 
 DIR is in the KernelBench layout with the corpus beside it as DIR/solutions
 (scripts/gpu-run.sh e2e links one). Standard library only.
@@ -16,6 +17,14 @@ every task with a solution). A randomly initialised policy cannot write a
 kernel; a warm start that has seen a few short solutions many times can, now
 and then, and only then do a group's rewards differ and GRPO have anything
 to learn from. The held-out tasks stay the same either way.
+
+--stop_below_loss L ends the warm start once its loss (the mean of the last
+five steps) is below L (SftParams.stop_below_loss), --warm then being the
+most it may take: a warm start run until the policy has memorised the
+solutions leaves every sample of a group the same, and GRPO nothing to learn.
+
+--log_samples N writes each GRPO step's first N samples, with the verifier's
+reasons and stage times, to the job's samples.jsonl (0: the default, 16).
 
 --timed_ms MIN,MAX sets the timing stage's budgets (TimingProtocol's
 min_timed_ms and max_timed_ms; the verifier's defaults when absent).
@@ -51,6 +60,8 @@ def main():
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--eval_every", type=int, default=5)
     parser.add_argument("--timed_ms", default="")
+    parser.add_argument("--stop_below_loss", type=float, default=0.0)
+    parser.add_argument("--log_samples", type=int, default=0)
     args = parser.parse_args()
 
     train, heldout = [], []
@@ -76,7 +87,7 @@ def main():
         "prompts_per_step": args.prompts,
         "grpo": {"group_size": args.group},
         "sampling": {"max_new_tokens": args.tokens, "temperature": args.temperature, "seed": args.seed},
-        "sft": {"learning_rate": args.sft_lr},
+        "sft": {"learning_rate": args.sft_lr, "stop_below_loss": args.stop_below_loss},
         "optimizer": {"learning_rate": args.lr, "batch_size": batch, "micro_batch_size": args.micro,
                       "bf16": True, "warmup_steps": 2, "min_lr_ratio": args.min_lr_ratio},
         "eval": {"every_steps": args.eval_every, "samples_per_task": 1},
@@ -84,6 +95,8 @@ def main():
         "max_staleness": args.staleness,
         "seed": args.seed,
     }
+    if args.log_samples > 0:
+        job["sample_log"] = {"per_step": args.log_samples}
     if args.timed_ms:
         parts = args.timed_ms.split(",")
         if len(parts) != 2:

@@ -304,8 +304,8 @@ if [ "$what" = e2e ]; then
   # on those tasks at full size against the real funnel, held-out KernelBench
   # tasks evaluated every few steps. E2E_STEPS, E2E_WARM, E2E_PROMPTS,
   # E2E_GROUP, E2E_TOKENS, E2E_STALENESS, E2E_TRAIN, E2E_SFT_LR, E2E_LR,
-  # E2E_MICRO, E2E_MIN_LR_RATIO, E2E_TEMPERATURE, E2E_EVAL_EVERY, E2E_TIMED_MS
-  # (scripts/e2e_job.py's flags), E2E_ROLLOUT_WORKERS (kforge local's
+  # E2E_MICRO, E2E_MIN_LR_RATIO, E2E_TEMPERATURE, E2E_EVAL_EVERY, E2E_TIMED_MS,
+  # E2E_STOP_BELOW_LOSS, E2E_LOG_SAMPLES (scripts/e2e_job.py's flags), E2E_ROLLOUT_WORKERS (kforge local's
   # --rollout_workers), E2E_SECONDS or E2E_DEADLINE.
   start=$(date +%s)
   configure
@@ -324,7 +324,8 @@ if [ "$what" = e2e ]; then
     --sft_lr "${E2E_SFT_LR:-1e-5}" --lr "${E2E_LR:-1e-6}" --micro "${E2E_MICRO:-1}" \
     --min_lr_ratio "${E2E_MIN_LR_RATIO:-0.1}" --temperature "${E2E_TEMPERATURE:-1.0}" \
     --eval_every "${E2E_EVAL_EVERY:-5}" \
-    --timed_ms "${E2E_TIMED_MS:-}" > /tmp/e2e-job.json
+    --timed_ms "${E2E_TIMED_MS:-}" --stop_below_loss "${E2E_STOP_BELOW_LOSS:-0}" \
+    --log_samples "${E2E_LOG_SAMPLES:-0}" > /tmp/e2e-job.json
   rm -rf /tmp/e2e
   # E2E_DEADLINE (epoch seconds) instead caps the job at whatever time the
   # build and the checkpoint left before it.

@@ -128,6 +128,9 @@ absl::StatusOr<Job> JobRegistry::Submit(const kforge::v1::JobSpec& spec) {
   job.set_state(kforge::v1::JOB_QUEUED);
   job.set_created_at_us(NowMicros());
   job.mutable_progress()->set_total_steps(spec.total_steps());
+  if (spec.algorithm() != kforge::v1::ALGORITHM_SFT) {
+    job.mutable_progress()->set_warm_start_steps(spec.warm_start_steps());
+  }
   KF_RETURN_IF_ERROR(Persist(job));
   ++next_id_;
   Entry& entry = jobs_[job.id()];

@@ -43,6 +43,13 @@ absl::Status CheckRelations(const JobSpec& spec) {
         absl::StrCat("spec.reward.speedup_log_min: ", reward.speedup_log_min(),
                      " must be below spec.reward.speedup_log_max ", reward.speedup_log_max()));
   }
+  if (spec.sft().stop_below_loss() > 0 &&
+      (spec.algorithm() == kforge::v1::ALGORITHM_SFT || spec.warm_start_steps() == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.sft.stop_below_loss: ", spec.sft().stop_below_loss(),
+        " ends a warm start early, and this job has none (it needs warm_start_steps > 0 and an "
+        "RL algorithm)"));
+  }
   const std::string& chat = spec.prompt().chat_format();
   if (chat != "chatml" && chat != "llama3" && chat != "plain") {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -91,6 +91,10 @@ class PolicyTrainer {
   // Job steps taken; restored on resume.
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }
+  // Moves the learning-rate schedule's last step: a warm start that ended
+  // early (SftParams.stop_below_loss) shortens the job, and the decay still
+  // ends with it.
+  void set_schedule_total_steps(int64_t total) { options_.schedule.total_steps = total; }
 
  private:
   PolicyTrainer(DecoderModel* policy, const DecoderModel* reference,
@@ -103,7 +107,7 @@ class PolicyTrainer {
 
   DecoderModel* const policy_;
   const DecoderModel* const reference_;
-  const PolicyTrainerOptions options_;
+  PolicyTrainerOptions options_;  // the schedule's end moves (set_schedule_total_steps)
   AdamW optimizer_;
   int64_t step_ = 0;
 };

@@ -102,6 +102,18 @@ std::string SampleLogLine(int64_t step, const ScoredGroup& group, size_t index, 
   }
   line.emplace_back("hack_flags", absl::StrCat("[", absl::StrJoin(flags, ","), "]"));
   Put(line, "cached", verdict.cached());
+  // Where the verifier's time went, for a step that waited on it: each
+  // stage's seconds, the wait for the GPU within them, and whether the
+  // task's reference outputs and baseline timings were already at hand.
+  Put(line, "verify_seconds", verdict.total_seconds());
+  Put(line, "device_wait_seconds", verdict.device_wait_seconds());
+  Fields stages;
+  for (const v1::StageResult& stage : verdict.stages()) {
+    Put(stages, v1::Stage_Name(stage.stage()), stage.seconds());
+  }
+  line.emplace_back("stage_seconds", ToJson(stages));
+  Put(line, "reference_reused", verdict.reference_reused());
+  Put(line, "baselines_cached", verdict.baselines_cached());
   Put(line, "rollout_worker", sample.rollout_worker_id());
   Put(line, "finish_reason", sample.finish_reason());
   Put(line, "completion_tokens", static_cast<double>(sample.completion_tokens_size()));

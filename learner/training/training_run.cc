@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <numeric>
 #include <random>
 #include <sstream>
 
@@ -58,7 +59,7 @@ class TrainingRun {
       KF_RETURN_IF_ERROR(CheckInterrupt());
       const absl::Time started = absl::Now();
       const bool supervised =
-          trainer_->step() < spec_.warm_start_steps() || spec_.algorithm() == v1::ALGORITHM_SFT;
+          trainer_->step() < WarmStartSteps() || spec_.algorithm() == v1::ALGORITHM_SFT;
 
       KF_RETURN_IF_ERROR(supervised ? SupervisedStep(started) : RolloutStep(started));
       KF_RETURN_IF_ERROR(MaybeStartEval());
@@ -81,6 +82,16 @@ class TrainingRun {
  private:
   absl::Status Setup();
   absl::Status CheckInterrupt();
+  // The warm start's length: spec.warm_start_steps, or the step at which
+  // sft.stop_below_loss ended it.
+  int64_t WarmStartSteps() const {
+    return state_.warm_start_ended_at() > 0 ? state_.warm_start_ended_at()
+                                            : spec_.warm_start_steps();
+  }
+  // After a warm-start step: ends the warm start when the mean loss of the
+  // last sft.stop_window_steps steps fell below sft.stop_below_loss, and
+  // moves the job's end (total_steps RL steps from here) and the schedule.
+  absl::Status MaybeEndWarmStart();
   absl::Status SupervisedStep(absl::Time started);
   absl::Status RolloutStep(absl::Time started);
   absl::StatusOr<std::vector<CompletedGroup>> CollectGroups();
@@ -192,6 +203,10 @@ absl::Status TrainingRun::Setup() {
     KF_RETURN_IF_ERROR(LoadOptimizerState(*latest, state_, trainer_->optimizer()));
     KF_RETURN_IF_ERROR(curriculum_->Restore(state_.curriculum()));
     trainer_->set_step(state_.step());
+    if (state_.warm_start_ended_at() > 0 && spec_.algorithm() != v1::ALGORITHM_SFT) {
+      total_steps_ = state_.warm_start_ended_at() + spec_.total_steps();
+      trainer_->set_schedule_total_steps(total_steps_);
+    }
     last_checkpoint_step_ = state_.step();
     last_progress_ = job_.progress();
     KF_RETURN_IF_ERROR(deps_.jobs->Log(
@@ -233,6 +248,32 @@ absl::Status TrainingRun::SupervisedStep(absl::Time started) {
                                              .learning_rate_scale = scale}));
   timer.AddTraining(absl::Now() - train_start, stats.tokens);
   return FinishStep(stats, last_progress_, {}, started, std::move(timer));
+}
+
+absl::Status TrainingRun::MaybeEndWarmStart() {
+  const v1::SftParams& sft = spec_.sft();
+  const int64_t step = state_.step();
+  const int window = sft.stop_window_steps();
+  if (spec_.algorithm() == v1::ALGORITHM_SFT || sft.stop_below_loss() <= 0 ||
+      state_.warm_start_ended_at() > 0 || step >= spec_.warm_start_steps() || step < window ||
+      state_.loss_history_size() < window) {
+    return absl::OkStatus();
+  }
+  const auto& losses = state_.loss_history();
+  const double mean = std::accumulate(losses.end() - window, losses.end(), 0.0) / window;
+  if (mean >= sft.stop_below_loss()) return absl::OkStatus();
+  state_.set_warm_start_ended_at(step);
+  total_steps_ = step + spec_.total_steps();
+  trainer_->set_schedule_total_steps(total_steps_);
+  log_.Info("warm start ended early",
+            {{"job", job_.id()}, {"step", step}, {"mean_loss", mean},
+             {"stop_below_loss", sft.stop_below_loss()}, {"window", window},
+             {"rl_steps_from_here", spec_.total_steps()}});
+  return deps_.jobs->Log(
+      job_.id(), absl::StrFormat("warm start ended at step %d of at most %d: mean loss %.4g of the "
+                                 "last %d steps is below sft.stop_below_loss %.4g; %d RL steps follow",
+                                 step, spec_.warm_start_steps(), mean, window,
+                                 sft.stop_below_loss(), spec_.total_steps()));
 }
 
 absl::Status TrainingRun::OfferGroups(int64_t count) {
@@ -414,12 +455,14 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
   state_.set_step(trainer_->step());
   state_.set_optimizer_steps(trainer_->optimizer().steps());
   state_.add_loss_history(stats.loss);
+  KF_RETURN_IF_ERROR(MaybeEndWarmStart());
   state_.add_reward_history(progress.mean_reward());
   state_.add_correct_rate_history(progress.pass_rates().correct());
   *state_.add_pass_rate_history() = progress.pass_rates();
   const GroupTracker::Stats tracker = deps_.groups->stats();
   progress.set_step(state_.step());
   progress.set_total_steps(total_steps_);
+  progress.set_warm_start_steps(spec_.algorithm() == v1::ALGORITHM_SFT ? 0 : WarmStartSteps());
   progress.set_policy_version(state_.policy_version());
   progress.set_policy_loss(stats.loss);
   progress.set_kl(stats.kl);
@@ -578,7 +621,7 @@ void TrainingRun::WriteCurves() {
   // Supervised steps (the warm start; all of an SFT job) sample nothing: the
   // plot shades them instead of drawing a reward of 0.
   const int64_t supervised =
-      spec_.algorithm() == v1::ALGORITHM_SFT ? total_steps_ : spec_.warm_start_steps();
+      spec_.algorithm() == v1::ALGORITHM_SFT ? total_steps_ : WarmStartSteps();
   const std::string& name = spec_.name();  // the job's id when none was given
   const CurvesFiles files = WriteCurvesFiles(
       job_dir_, state_,

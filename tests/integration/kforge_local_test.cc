@@ -245,6 +245,47 @@ TEST(KforgeLocalTest, RunsAJobToTheEndWithProgressAndASummary) {
   }
 }
 
+// sft.stop_below_loss ends the warm start once the loss is below it: a
+// threshold every loss is under ends it after its window (2 steps of at most
+// 50), and the job's 2 GRPO steps follow from there. The learner, the
+// progress lines, the checkpoint and the job's log all say where it ended.
+TEST(KforgeLocalTest, AWarmStartEndsEarlyOnceTheLossIsBelowTheThreshold) {
+  testing::TempDir dir;
+  const std::string job = R"({
+    "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
+    "warm_start_steps": 50, "total_steps": 2, "prompts_per_step": 2,
+    "sft": {"stop_below_loss": 1000, "stop_window_steps": 2},
+    "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 16},
+    "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
+    "verifier": {"require_triton": false, "timing": {"enabled": false}},
+    "checkpoint": {"every_steps": 100}, "max_staleness": 1
+  })";
+  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
+                                             "--learner_port=0", "--job=" + WriteJob(dir, job),
+                                             "--run_dir=" + dir.Sub("run")},
+                                    .capture_output = true});
+  ASSERT_TRUE(local.ok()) << local.status();
+  const ExitInfo exit = Finish(**local, absl::Seconds(240));
+  const std::string output = (*local)->output();
+  EXPECT_EQ(exit.code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("up to 50 warm-start steps (until the loss is below 1000)"));
+  // Progress is polled: not every step gets a line, the last one does.
+  EXPECT_THAT(output, ::testing::ContainsRegex("step +4/4 +v[0-9]+ +grpo"));
+  EXPECT_THAT(output, ::testing::ContainsRegex("steps +4 of 4"));
+  EXPECT_THAT(output, HasSubstr("JOB_SUCCEEDED"));
+  auto log = ReadFileToString(dir.Sub("run/learner.log"));
+  ASSERT_TRUE(log.ok());
+  EXPECT_THAT(*log, ::testing::ContainsRegex("warm start ended early[^\n]* step=2 "));
+  const std::string ckpt = dir.Sub("run/state/jobs/job-000001/checkpoints/step-00000004");
+  auto state_json = ReadFileToString(ckpt + "/trainer_state.json");
+  ASSERT_TRUE(state_json.ok()) << state_json.status() << "\n" << output;
+  v1::TrainerState state;
+  ASSERT_TRUE(ParseJsonMessage(*state_json, &state).ok());
+  EXPECT_EQ(state.warm_start_ended_at(), 2);
+  EXPECT_EQ(state.step(), 4);
+  EXPECT_EQ(state.loss_history_size(), 4);
+}
+
 TEST(KforgeLocalTest, ShortAndJobExcludeEachOther) {
   testing::TempDir dir;
   auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local", "--short",

@@ -71,6 +71,17 @@ TEST_F(JobSpecCheckTest, MicroBatchLargerThanBatch) {
                                      "spec.optimizer.batch_size 64"));
 }
 
+TEST_F(JobSpecCheckTest, StopBelowLossNeedsAWarmStartToEnd) {
+  v1::JobSpec spec = Valid();
+  spec.mutable_sft()->set_stop_below_loss(0.05);
+  spec.set_warm_start_steps(0);
+  EXPECT_THAT(Error(spec), HasSubstr("spec.sft.stop_below_loss: 0.05 ends a warm start early, "
+                                     "and this job has none"));
+  spec.set_warm_start_steps(100);
+  spec.set_algorithm(v1::ALGORITHM_SFT);
+  EXPECT_THAT(Error(spec), HasSubstr("spec.sft.stop_below_loss"));
+}
+
 TEST_F(JobSpecCheckTest, UnknownChatFormat) {
   v1::JobSpec spec = Valid();
   spec.mutable_prompt()->set_chat_format("alpaca");

@@ -34,9 +34,14 @@ ScoredGroup Group(const std::string& id, int size) {
     v1::StageResult* stage = verdict->add_stages();
     stage->set_stage(v1::STAGE_STATIC);
     stage->set_outcome(v1::OUTCOME_PASSED);
+    stage->set_seconds(0.25);
     stage = verdict->add_stages();
     stage->set_stage(v1::STAGE_COMPILE);
     stage->set_outcome(v1::OUTCOME_FAILED);
+    stage->set_seconds(12.5);
+    verdict->set_total_seconds(13);
+    verdict->set_device_wait_seconds(4);
+    verdict->set_reference_reused(true);
     stage->set_message("NameError: name 'tl' is not defined (line 4)");
     verdict->add_hack_flags(v1::HACK_TORCH_FALLBACK);
     group.samples.push_back(scored);
@@ -78,6 +83,15 @@ TEST(SampleLogTest, ALineNamesTheStepTaskRewardStageAndWhyItFailed) {
   EXPECT_EQ(f.at("hack_flags").list_value().values(0).string_value(), "HACK_TORCH_FALLBACK");
   EXPECT_EQ(f.at("completion").string_value(), "<answer>code 1</answer>");
   EXPECT_FALSE(f.at("correct").bool_value());
+  // Where the verification's time went.
+  EXPECT_DOUBLE_EQ(f.at("verify_seconds").number_value(), 13);
+  EXPECT_DOUBLE_EQ(f.at("device_wait_seconds").number_value(), 4);
+  const auto& stages = f.at("stage_seconds").struct_value().fields();
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_DOUBLE_EQ(stages.at("STAGE_STATIC").number_value(), 0.25);
+  EXPECT_DOUBLE_EQ(stages.at("STAGE_COMPILE").number_value(), 12.5);
+  EXPECT_TRUE(f.at("reference_reused").bool_value());
+  EXPECT_FALSE(f.at("baselines_cached").bool_value());
 }
 
 TEST(SampleLogTest, LongTextsKeepTheirHeadAndSayHowMuchWasCut) {
