@@ -2,8 +2,9 @@
 # Builds kforge with the cuda preset on the GPU machine and runs what needs
 # a GPU: the verifier's GPU tests, the whole test suite, and the verifier
 # benchmark. Logs go to $OUT (the device tool brings them back).
-#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|verifier-corpus|verifier-batch|e2e|mesh|model|rollout-bench|train|all]
+#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|verifier-corpus|verifier-batch|e2e|e2e-pair|mesh|model|rollout-bench|train|all]
 # e2e: the mesh at real scale (scripts/e2e_job.py); see that mode.
+# e2e-pair: that job synchronous and asynchronous side by side, half the GPUs each.
 # gpu-test: only the tests labelled gpu; test: every other test.
 # model: builds only the model libraries' tests and the rollout benchmark,
 # then runs them on the GPU, with transformers' logits as the reference.
@@ -297,7 +298,44 @@ JOB
   fi
 fi
 
-if [ "$what" = e2e ]; then
+# One e2e job: e2e_job NAME STALENESS SECONDS, on the GPUs CUDA_VISIBLE_DEVICES
+# leaves it, in /tmp/NAME; its log, curves, stage times and a tarball of the
+# services' logs and samples.jsonl go to $out with NAME in their names.
+e2e_job() {
+  local name=$1 staleness=$2 seconds=$3 dir=/tmp/$1
+  python3 scripts/e2e_job.py --kernelbench /tmp/kb-e2e --model /tmp/models/qwen2.5-coder-1.5b \
+    --steps "${E2E_STEPS:-30}" \
+    --warm "${E2E_WARM:-10}" --prompts "${E2E_PROMPTS:-16}" --group "${E2E_GROUP:-8}" \
+    --tokens "${E2E_TOKENS:-256}" --staleness "$staleness" --train "${E2E_TRAIN:-0}" \
+    --sft_lr "${E2E_SFT_LR:-1e-5}" --lr "${E2E_LR:-1e-6}" --micro "${E2E_MICRO:-1}" \
+    --min_lr_ratio "${E2E_MIN_LR_RATIO:-0.1}" --temperature "${E2E_TEMPERATURE:-1.0}" \
+    --eval_every "${E2E_EVAL_EVERY:-5}" \
+    --timed_ms "${E2E_TIMED_MS:-}" --stop_below_loss "${E2E_STOP_BELOW_LOSS:-0}" \
+    --log_samples "${E2E_LOG_SAMPLES:-0}" > "$dir-job.json"
+  rm -rf "$dir"
+  echo "$name: at most $seconds s on GPU(s) ${CUDA_VISIBLE_DEVICES:-all}, max_staleness $staleness"
+  timeout "$seconds" build/bin/kforge local --learner_port=0 --run_dir="$dir" \
+    --rollout_workers="${E2E_ROLLOUT_WORKERS:-1}" --stop_grace_s=120 --job="$dir-job.json" \
+    --model_roots=/tmp/models \
+    --task_roots="/tmp/kb-e2e,$PWD/tasks,$(readlink -f "$KFORGE_KERNELBENCH_DIR")" > "$out/$name.log" 2>&1
+  echo "$name: kforge local exit $?"
+  local curves
+  curves=$(find "$dir" -name curves.json | head -1)
+  if [ -n "$curves" ]; then
+    python3 bench/stage_times.py "$curves" > "$out/$name-stage-times.md"
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))
+for name, key in (("reward", "reward_history"), ("correct", "correct_rate_history"), ("loss", "loss_history")):
+    print(name, "per step:", " ".join(f"{float(r):.2f}" for r in s.get(key, [])))' "$curves" \
+      > "$out/$name-curves.txt"
+    cp "$curves" "$out/$name-curves.json"
+  fi
+  # The services' logs, the job, and each step's samples with the
+  # verifier's reasons and stage times (samples.jsonl).
+  tar czf "$out/$name-logs.tgz" "$dir"/*.log "$dir-job.json" "$dir"/state/jobs/*/samples.jsonl \
+    "$dir"/state/jobs/*/curves.svg 2>/dev/null
+}
+
+if [ "$what" = e2e ] || [ "$what" = e2e-pair ]; then
   # The mesh at real scale on this node: a Qwen2.5-Coder-1.5B-shaped policy
   # (random weights; no hub here) with the GPT-2 byte-level tokenizer, a
   # supervised warm start on the corpus of KernelBench solutions, then GRPO
@@ -305,8 +343,12 @@ if [ "$what" = e2e ]; then
   # tasks evaluated every few steps. E2E_STEPS, E2E_WARM, E2E_PROMPTS,
   # E2E_GROUP, E2E_TOKENS, E2E_STALENESS, E2E_TRAIN, E2E_SFT_LR, E2E_LR,
   # E2E_MICRO, E2E_MIN_LR_RATIO, E2E_TEMPERATURE, E2E_EVAL_EVERY, E2E_TIMED_MS,
-  # E2E_STOP_BELOW_LOSS, E2E_LOG_SAMPLES (scripts/e2e_job.py's flags), E2E_ROLLOUT_WORKERS (kforge local's
-  # --rollout_workers), E2E_SECONDS or E2E_DEADLINE.
+  # E2E_STOP_BELOW_LOSS, E2E_LOG_SAMPLES (scripts/e2e_job.py's flags),
+  # E2E_ROLLOUT_WORKERS (kforge local's --rollout_workers), E2E_SECONDS or
+  # E2E_DEADLINE.
+  # e2e-pair: the same job and seed twice at once, synchronous
+  # (max_staleness 0) on the first half of the GPUs and asynchronous
+  # (max_staleness 1) on the second, for issue 22's side-by-side comparison.
   start=$(date +%s)
   configure
   cmake --build build -j "$(nproc)" --target kforge kforge-learner kforge-rollout kforge-verifier \
@@ -318,35 +360,24 @@ if [ "$what" = e2e ]; then
   kb=/tmp/kb-e2e; mkdir -p "$kb"
   for level in level1 level2; do ln -sfn "$KFORGE_KERNELBENCH_DIR/$level" "$kb/$level"; done
   ln -sfn "$PWD/tasks/kernelbench-solutions" "$kb/solutions"
-  python3 scripts/e2e_job.py --kernelbench "$kb" --model "$ckpt" --steps "${E2E_STEPS:-30}" \
-    --warm "${E2E_WARM:-10}" --prompts "${E2E_PROMPTS:-16}" --group "${E2E_GROUP:-8}" \
-    --tokens "${E2E_TOKENS:-256}" --staleness "${E2E_STALENESS:-1}" --train "${E2E_TRAIN:-0}" \
-    --sft_lr "${E2E_SFT_LR:-1e-5}" --lr "${E2E_LR:-1e-6}" --micro "${E2E_MICRO:-1}" \
-    --min_lr_ratio "${E2E_MIN_LR_RATIO:-0.1}" --temperature "${E2E_TEMPERATURE:-1.0}" \
-    --eval_every "${E2E_EVAL_EVERY:-5}" \
-    --timed_ms "${E2E_TIMED_MS:-}" --stop_below_loss "${E2E_STOP_BELOW_LOSS:-0}" \
-    --log_samples "${E2E_LOG_SAMPLES:-0}" > /tmp/e2e-job.json
-  rm -rf /tmp/e2e
-  # E2E_DEADLINE (epoch seconds) instead caps the job at whatever time the
+  # E2E_DEADLINE (epoch seconds) instead caps the jobs at whatever time the
   # build and the checkpoint left before it.
   seconds=${E2E_SECONDS:-420}
   [ -n "${E2E_DEADLINE:-}" ] && seconds=$(( E2E_DEADLINE - $(date +%s) ))
   if [ "$seconds" -lt 30 ]; then echo "e2e job: skipped, $seconds s left before E2E_DEADLINE"; exit 1; fi
-  echo "e2e job: at most $seconds s"
-  timeout "$seconds" build/bin/kforge local --learner_port=0 --run_dir=/tmp/e2e \
-    --rollout_workers="${E2E_ROLLOUT_WORKERS:-1}" --stop_grace_s=120 --job=/tmp/e2e-job.json --model_roots=/tmp/models \
-    --task_roots="$kb,$PWD/tasks,$(readlink -f "$KFORGE_KERNELBENCH_DIR")" > "$out/e2e.log" 2>&1
-  echo "kforge local e2e: exit $?"; tail -25 "$out/e2e.log"
-  curves=$(find /tmp/e2e -name curves.json | head -1)
-  [ -n "$curves" ] && python3 bench/stage_times.py "$curves" | tee "$out/stage-times.md"
-  [ -n "$curves" ] && python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))
-for name, key in (("reward", "reward_history"), ("correct", "correct_rate_history"), ("loss", "loss_history")):
-    print(name, "per step:", " ".join(f"{float(r):.2f}" for r in s.get(key, [])))' "$curves"
-  [ -n "$curves" ] && cp "$curves" "$out/" && cp "$(dirname "$curves")/curves.svg" "$out/" 2>/dev/null
-  # The services' logs, the job, and each step's samples with the
-  # verifier's reasons (samples.jsonl).
-  tar czf "$out/e2e-logs.tgz" /tmp/e2e/*.log /tmp/e2e-job.json /tmp/e2e/state/jobs/*/samples.jsonl \
-    2>/dev/null
+  if [ "$what" = e2e ]; then
+    e2e_job e2e "${E2E_STALENESS:-1}" "$seconds"
+    tail -25 "$out/e2e.log"
+  else
+    ngpu=$(nvidia-smi -L | wc -l)
+    half=$(( ngpu / 2 ))
+    if [ "$half" -lt 1 ]; then echo "e2e-pair needs two GPUs or more, this node has $ngpu"; exit 1; fi
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((half - 1))) e2e_job e2e-sync 0 "$seconds" &
+    CUDA_VISIBLE_DEVICES=$(seq -s, "$half" $((2 * half - 1))) e2e_job e2e-async 1 "$seconds" &
+    wait
+    for name in e2e-sync e2e-async; do echo "== $name"; tail -12 "$out/$name.log"; done
+  fi
+  for f in "$out"/e2e*-stage-times.md "$out"/e2e*-curves.txt; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
 fi
 
 if [ "$what" = verifier-corpus ] || [ "$what" = verifier-batch ]; then
