@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/random/random.h"
@@ -249,6 +251,24 @@ int VerifierCount(const LocalOptions& options, int gpus) {
   return options.verifiers > 0 ? options.verifiers : std::max(1, gpus);
 }
 
+// The CPU cores this process may run on (its affinity mask: a container's
+// cpuset, taskset), which the machine's count overstates.
+int AvailableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// --verifier_slots 0: half the cores shared among the verifiers (each
+// candidate in flight is a CPU process of its own, compiling or checking),
+// 2 to 8 each. On a 64-core node with four GPUs a verifier checks 8 at once;
+// on 2 cores, its default 2.
+int VerifierSlots(const LocalOptions& options, int verifiers) {
+  if (options.verifier_slots > 0) return options.verifier_slots;
+  return std::clamp(AvailableCores() / (2 * std::max(1, verifiers)), 2, 8);
+}
+
 // The learner's model and task roots: the run folder (the tiny model) and
 // the folder of --model, the built-in tasks, and what the flags add.
 std::vector<std::string> RootArgs(const LocalOptions& options) {
@@ -280,6 +300,9 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
     std::vector<std::string> args = {absl::StrCat("--learner=", learner_address)};
     if (!options.python.empty()) args.push_back(absl::StrCat("--python=", options.python));
     args.push_back(absl::StrCat("--device=", VerifierDevice(device, gpus, i)));
+    const int slots = VerifierSlots(options, VerifierCount(options, gpus));
+    args.push_back(absl::StrCat("--max_concurrent=", slots));
+    args.push_back(absl::StrCat("--spare_sandboxes=", slots));
     for (const std::string& arg : security.ServiceArgs("verifier")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service verifier, SpawnService(absl::StrCat("verifier-", i),
                                                        "kforge-verifier", 0, args, options));
@@ -508,6 +531,11 @@ int Serve(const LocalOptions& options, const LocalSecurity& security,
 }  // namespace
 
 int RunLocal(const LocalOptions& options) {
+  if (options.verifier_slots < 0 || options.verifier_slots > 1024) {
+    std::fprintf(stderr, "kforge local: --verifier_slots must be 0 (automatic) or 1..1024, not %d\n",
+                 options.verifier_slots);
+    return kExitConfigError;
+  }
   if (!(options.stop_grace_s >= 0) || !std::isfinite(options.stop_grace_s)) {
     std::fprintf(stderr, "kforge local: --stop_grace_s must be a number of seconds >= 0, not %g\n",
                  options.stop_grace_s);
@@ -548,10 +576,11 @@ int RunLocal(const LocalOptions& options) {
                                   ? absl::StrCat("..", std::min(gpus - 1, options.rollout_workers))
                                   : "",
                               ", verifiers on cuda:0..", std::min(gpus, VerifierCount(options, gpus)) - 1);
-  std::printf("kforge local: starting learner, %d verifier(s), %d rollout worker(s) (%s; %d GPU(s)) "
-              "in %s\n",
-              VerifierCount(options, gpus), options.rollout_workers, where.c_str(), gpus,
-              options.run_dir.c_str());
+  const int verifiers = VerifierCount(options, gpus);
+  std::printf("kforge local: starting learner, %d verifier(s) checking %d candidates at once each, "
+              "%d rollout worker(s) (%s; %d GPU(s)) in %s\n",
+              verifiers, VerifierSlots(options, verifiers), options.rollout_workers, where.c_str(),
+              gpus, options.run_dir.c_str());
   std::printf("kforge local: %s\n", security->Describe().c_str());
   std::fflush(stdout);
   // Rollout workers build their model from the job's checkpoint: the

@@ -68,6 +68,12 @@ struct LocalOptions {
   // seconds for the tiny model, minutes for a 1.5B policy with its
   // optimiser state (about 21 GB).
   double stop_grace_s = 15;
+  // Candidates each verifier checks at once (its max_concurrent, and as
+  // many spare sandboxes kept ready); 0: half the CPU cores this process may
+  // use shared among the verifiers, at least 2 and at most 8. A verifier's
+  // own default of 2 suits a laptop; a GPU node's cores then sit idle while
+  // a step's candidates queue for two slots.
+  int verifier_slots = 0;
 };
 
 int RunLocal(const LocalOptions& options);

@@ -85,6 +85,9 @@ ABSL_FLAG(double, restart_backoff_s, 1,
           "kforge local: wait before restarting a dead service, seconds; doubled for each "
           "earlier death in the window");
 ABSL_FLAG(double, restart_backoff_max_s, 30, "kforge local: the longest restart wait, seconds");
+ABSL_FLAG(int, verifier_slots, 0,
+          "kforge local: candidates each verifier checks at once (0: half the CPU cores shared "
+          "among the verifiers, 2 to 8)");
 ABSL_FLAG(double, stop_grace_s, 15,
           "kforge local: on Ctrl-C, seconds each service gets to drain and exit before it is "
           "killed (the learner writes its exit checkpoint then: raise it for large models)");
@@ -203,7 +206,8 @@ int main(int argc, char** argv) {
                              .restart_window_s = absl::GetFlag(FLAGS_restart_window_s),
                              .restart_backoff_s = absl::GetFlag(FLAGS_restart_backoff_s),
                              .restart_backoff_max_s = absl::GetFlag(FLAGS_restart_backoff_max_s),
-                             .stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s)});
+                             .stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s),
+                             .verifier_slots = absl::GetFlag(FLAGS_verifier_slots)});
   }
   if (command == "submit") {
     return args.empty() ? NeedArgument(command, "FILE.json") : kforge::SubmitJob(client, args[0]);

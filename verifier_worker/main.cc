@@ -36,6 +36,10 @@ ABSL_FLAG(std::string, host, "", "listen address (overrides the config)");
 ABSL_FLAG(std::string, port_file, "", "write the chosen ports here as JSON once listening");
 ABSL_FLAG(std::string, python, "", "Python interpreter with torch (overrides the config)");
 ABSL_FLAG(std::string, device, "", "cpu or cuda:N (overrides the config)");
+ABSL_FLAG(int, max_concurrent, -1,
+          "candidates verified at once, 1..1024 (overrides the config's max_concurrent)");
+ABSL_FLAG(int, spare_sandboxes, -1,
+          "sandboxes kept ready, 0..256 (overrides the config's spare_sandboxes)");
 ABSL_FLAG(std::string, learner, "",
           "learner address host:port for delivering scored samples (overrides the config)");
 
@@ -76,6 +80,24 @@ int Run() {
   }
   if (!absl::GetFlag(FLAGS_python).empty()) config.set_python(absl::GetFlag(FLAGS_python));
   if (!absl::GetFlag(FLAGS_device).empty()) config.set_device(absl::GetFlag(FLAGS_device));
+  // The flags bypass the config's range checks, so they are checked here,
+  // against the same bounds (service_config.proto).
+  if (const int slots = absl::GetFlag(FLAGS_max_concurrent); slots != -1) {
+    if (slots < 1 || slots > 1024) {
+      log.Error("invalid configuration",
+                {{"error", absl::StrCat("--max_concurrent: ", slots, " is not in 1..1024")}});
+      return kExitConfigError;
+    }
+    config.set_max_concurrent(slots);
+  }
+  if (const int spares = absl::GetFlag(FLAGS_spare_sandboxes); spares != -1) {
+    if (spares < 0 || spares > 256) {
+      log.Error("invalid configuration",
+                {{"error", absl::StrCat("--spare_sandboxes: ", spares, " is not in 0..256")}});
+      return kExitConfigError;
+    }
+    config.set_spare_sandboxes(spares);
+  }
   if (config.harness_dir().empty()) config.set_harness_dir(SharedDataPath("harness"));
 
   if (!absl::GetFlag(FLAGS_learner).empty()) config.set_learner_address(absl::GetFlag(FLAGS_learner));
@@ -143,6 +165,7 @@ int Run() {
   log.Info("funnel ready", {{"device", funnel->device_name()}, {"harness", config.harness_dir()},
                             {"cgroups", funnel->cgroup_report()},
                             {"triton_base_cache", funnel->triton_cache_report()},
+                            {"max_concurrent", config.max_concurrent()},
                             {"spare_sandboxes", config.spare_sandboxes()}});
   if (!config.learner_address().empty()) {
     delivery = std::make_unique<LearnerDelivery>(config.learner_address(), config.rpc(),

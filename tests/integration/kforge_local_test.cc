@@ -76,10 +76,19 @@ void StartServing(const testing::TempDir& dir, int verifiers,
 TEST(KforgeLocalTest, StartsEveryServiceAndCtrlCStopsThemAll) {
   testing::TempDir dir;
   absl::StatusOr<std::unique_ptr<ChildProcess>> local;
-  ASSERT_NO_FATAL_FAILURE(StartServing(dir, 2, &local));
+  ASSERT_NO_FATAL_FAILURE(StartServing(dir, 2, &local, {"--verifier_slots=3"}));
   const std::string output = (*local)->output();
   for (const char* name : {"learner", "verifier-0", "verifier-1", "rollout-0"}) {
     EXPECT_THAT(output, HasSubstr(name));
+  }
+  // --verifier_slots reaches each verifier: that many candidates at once,
+  // that many sandboxes kept ready.
+  EXPECT_THAT(output, HasSubstr("2 verifier(s) checking 3 candidates at once each"));
+  for (const char* name : {"verifier-0", "verifier-1"}) {
+    auto log = ReadFileToString(dir.Sub(absl::StrCat("run/", name, ".log")));
+    ASSERT_TRUE(log.ok()) << log.status();
+    EXPECT_THAT(*log, ::testing::ContainsRegex("funnel ready[^\n]* max_concurrent=3 spare_sandboxes=3"))
+        << name;
   }
   std::vector<int> pids;
   for (const char* name : {"learner", "verifier-0", "verifier-1", "rollout-0"}) {
@@ -296,6 +305,19 @@ TEST(KforgeLocalTest, ShortAndJobExcludeEachOther) {
   const ExitInfo exit = Finish(**local, absl::Seconds(60));
   EXPECT_EQ(exit.code, 2) << (*local)->output();
   EXPECT_THAT((*local)->output(), HasSubstr("--short and --job exclude each other"));
+}
+
+TEST(KforgeLocalTest, ANegativeVerifierSlotCountIsRefusedByName) {
+  testing::TempDir dir;
+  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
+                                             "--verifier_slots=-3", "--run_dir=" + dir.Sub("run")},
+                                    .capture_output = true});
+  ASSERT_TRUE(local.ok());
+  const ExitInfo exit = Finish(**local, absl::Seconds(60));
+  EXPECT_EQ(exit.code, 2) << (*local)->output();
+  EXPECT_THAT((*local)->output(),
+              HasSubstr("--verifier_slots must be 0 (automatic) or 1..1024, not -3"));
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("run"))) << "nothing started";
 }
 
 TEST(KforgeLocalTest, ANegativeStopGraceIsRefusedByName) {

@@ -395,6 +395,24 @@ TEST(VerifierTest, BadPythonExitsWithConfigErrorNamingIt) {
   EXPECT_THAT((*verifier)->output(), HasSubstr("/nonexistent/py: not an executable file"));
 }
 
+// --max_concurrent and --spare_sandboxes bypass the config's range checks
+// and are held to the same bounds.
+TEST(VerifierTest, OutOfRangeSlotFlagsExitWithConfigErrorNamingThem) {
+  for (const auto& [flag, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--max_concurrent=0", "--max_concurrent: 0 is not in 1..1024"},
+           {"--spare_sandboxes=-2", "--spare_sandboxes: -2 is not in 0..256"}}) {
+    auto verifier = ChildProcess::Spawn(
+        {.argv = {testing::BinaryPath("kforge-verifier"), "--port=0", flag},
+         .capture_output = true});
+    ASSERT_TRUE(verifier.ok());
+    auto exit = (*verifier)->WaitFor(absl::Seconds(30));
+    ASSERT_TRUE(exit.ok());
+    EXPECT_EQ(exit->code, 2) << flag;
+    EXPECT_THAT((*verifier)->output(), HasSubstr(message));
+  }
+}
+
 TEST(ConfigTest, UnknownConfigFieldExitsWithCode2NamingIt) {
   testing::TempDir dir;
   testing::WriteFile(dir.Sub("learner.json"), R"({"server": {"prot": 1}})");
