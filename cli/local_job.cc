@@ -65,6 +65,13 @@ v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu, uint64_t see
   // temperature 1, about one completion in six then passes, and GRPO raises
   // that share.
   spec.set_warm_start_steps(60);
+  // ...or fewer: the warm start ends once the mean loss of its last five
+  // steps is below 0.045 (about 0.03 a token at that step). Where it ends
+  // decides where GRPO starts: measured at 60 steps for three seeds, a warm
+  // start that ended at 0.015 left GRPO's first steps at a reward of 0.35
+  // and little room (1.5x), one at 0.023 rose 3.1x and one at 0.052 7.5x
+  // (bench/RESULTS.md, issue 22).
+  spec.mutable_sft()->set_stop_below_loss(0.045);
   // 150 GRPO steps, about 4 s each on 2 cores: the whole job ends in about
   // 11 minutes. Against 100 steps (bench/RESULTS.md, issue 22) every seed
   // measured ended higher (a mean reward of 0.39-0.56 over the last ten

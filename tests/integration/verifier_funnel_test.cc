@@ -273,6 +273,12 @@ TEST_F(VerifierFunnelTest, ATimeoutIsServedFromTheCacheOnlyOnceItHappenedTwice) 
   const v1::Verdict third = Verify(task, candidate, cached);
   EXPECT_TRUE(third.cached()) << Describe(third);
   EXPECT_EQ(LastStage(third).outcome(), v1::OUTCOME_TIMED_OUT) << Describe(third);
+  // The cached verdict costs its lookup, not the 2 s limit again, and
+  // says so; its stages still tell how long the timed-out run took.
+  EXPECT_GE(second.total_seconds(), 1.5) << Describe(second);
+  EXPECT_LT(third.total_seconds(), 1.5) << Describe(third);
+  EXPECT_EQ(third.device_wait_seconds(), 0);
+  EXPECT_GE(LastStage(third).seconds(), 1.5) << Describe(third);
 }
 
 // ---------------------------------------------------------------------------

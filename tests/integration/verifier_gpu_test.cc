@@ -80,6 +80,28 @@ INSTANTIATE_TEST_SUITE_P(
       return testing::FileParamName(info.param.candidate);
     });
 
+// A verifier of the second GPU accepts a correct Triton kernel, timed
+// against its baselines, from a candidate process started on demand: there
+// each of the 4xH100 e2e job's verifiers but the first failed every Triton
+// kernel ("Pointer argument (at 0) cannot be accessed from Triton (cpu
+// tensor?)"), since Triton launches on the current device.
+class SecondGpuTest : public testing::SecondGpuFunnelTest {};
+
+TEST_F(SecondGpuTest, ATritonCandidateIsAcceptedOnAGpuOtherThanTheFirst) {
+  for (int i = 0; i < 2; ++i) {  // the second in a process the first left behind
+    const v1::Verdict verdict =
+        Verify(BuiltinTask("level1/1_ReLU.py"), BuiltinTask("solutions/level1/1_ReLU.py"),
+               [](v1::VerifierOptions& o) {
+                 o.set_require_triton(true);
+                 o.mutable_timing()->set_trials(20);
+               });
+    EXPECT_TRUE(verdict.correct()) << Describe(verdict);
+    EXPECT_EQ(verdict.stage_reached(), v1::STAGE_TIMING) << Describe(verdict);
+    EXPECT_GT(verdict.eager_timing().mean_ms(), 0) << Describe(verdict);
+    EXPECT_GT(verdict.speedup_vs_eager(), 0) << Describe(verdict);
+  }
+}
+
 // The corpus of legitimate solutions (tasks/kernelbench-solutions), each on
 // the KernelBench task of the same file name at its full size (input sets
 // fitted to max_set_bytes): every one must be accepted, with no flag. This

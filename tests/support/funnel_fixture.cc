@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/config/json_config.h"
 #include "tests/support/fixtures.h"
@@ -19,7 +22,23 @@ Funnel* FunnelTest::funnel_ = nullptr;
 std::string FunnelTest::work_dir_;
 std::string FunnelTest::skip_reason_;
 
-void FunnelTest::StartFunnel(const std::string& device) {
+namespace {
+
+// CUDA devices `python`'s torch sees; 0 when it cannot say.
+int CudaDeviceCount(const std::string& python) {
+  const std::string command =
+      absl::StrCat(python, " -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null");
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return 0;
+  int count = 0;
+  if (std::fscanf(pipe, "%d", &count) != 1) count = 0;
+  ::pclose(pipe);
+  return count;
+}
+
+}  // namespace
+
+void FunnelTest::StartFunnel(const std::string& device, int spare_sandboxes) {
   skip_reason_.clear();
   absl::StatusOr<PythonInfo> python = FindPythonWithTorch("", absl::Seconds(120));
   ASSERT_TRUE(python.ok()) << python.status();
@@ -28,6 +47,13 @@ void FunnelTest::StartFunnel(const std::string& device) {
                                 python->cuda_available ? "yes" : "no", ", Triton ",
                                 python->triton_version.empty() ? "absent" : python->triton_version);
     return;
+  }
+  if (absl::StartsWith(device, "cuda:")) {
+    const int index = std::atoi(device.c_str() + 5);
+    if (const int count = CudaDeviceCount(python->path); index >= count) {
+      skip_reason_ = absl::StrCat("needs ", index + 1, " GPUs; ", python->path, " sees ", count);
+      return;
+    }
   }
   work_dir_ = (fs::temp_directory_path() / absl::StrCat("kforge-funnel-test-", ::getpid())).string();
   absl::StatusOr<std::unique_ptr<Funnel>> funnel = Funnel::Create(
@@ -39,8 +65,8 @@ void FunnelTest::StartFunnel(const std::string& device) {
        .max_concurrent = 2,
        .cache_entries = 100,
        // Every verifier test goes through a spare sandbox where one is
-       // ready, the way the service runs.
-       .spare_sandboxes = 1},
+       // ready, the way the service runs (unless a suite asks for none).
+       .spare_sandboxes = spare_sandboxes},
       nullptr);
   ASSERT_TRUE(funnel.ok()) << funnel.status();
   funnel_ = funnel->release();

@@ -28,8 +28,8 @@ class FunnelTest : public ::testing::Test {
   static void SetUpTestSuite() { StartFunnel("cpu"); }
   static void TearDownTestSuite();
   // Starts the shared funnel on `device`; on "cuda:N" only where the
-  // interpreter has CUDA and Triton (else skip_reason_ says why).
-  static void StartFunnel(const std::string& device);
+  // interpreter has CUDA, Triton and a GPU N (else skip_reason_ says why).
+  static void StartFunnel(const std::string& device, int spare_sandboxes = 1);
   void SetUp() override {
     if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   }
@@ -69,6 +69,15 @@ std::string FileParamName(const std::string& file);
 class GpuFunnelTest : public FunnelTest {
  protected:
   static void SetUpTestSuite() { StartFunnel("cuda:0"); }
+};
+
+// On the second GPU, with no spare sandboxes (each candidate process started
+// on demand): a verifier of any GPU but the first, where a process that had
+// not made its device current launched Triton kernels on the first GPU's.
+// Skips on a machine with fewer than two GPUs.
+class SecondGpuFunnelTest : public FunnelTest {
+ protected:
+  static void SetUpTestSuite() { StartFunnel("cuda:1", /*spare_sandboxes=*/0); }
 };
 
 }  // namespace kforge::testing

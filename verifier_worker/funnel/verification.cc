@@ -121,6 +121,12 @@ v1::Verdict Funnel::Run::Execute() {
     if (std::optional<v1::Verdict> cached = f_.cache_.Get(cache_key_)) {
       if (f_.metrics_ != nullptr) f_.metrics_->RecordCacheLookup(true);
       cached->set_cached(true);
+      // This request's own cost: the lookup, not the verification that made
+      // the verdict (whose stages keep their seconds, saying where that
+      // went). Copied, a duplicate of a slow candidate looked as slow, and
+      // each one counted the first one's wait for the GPU again.
+      cached->set_total_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
+      cached->set_device_wait_seconds(0);
       return *cached;
     }
     if (f_.metrics_ != nullptr) f_.metrics_->RecordCacheLookup(false);

@@ -323,6 +323,13 @@ def run_child(sock, config):
             _keep_freed_memory_in_heap()
         import torch
         torch.set_num_threads(config.get("threads", 1))
+        if config["device"].startswith("cuda"):
+            # Triton launches a kernel on the current device, not on its
+            # tensors': on a verifier of any GPU but the first, every Triton
+            # kernel failed ("Pointer argument (at 0) cannot be accessed
+            # from Triton (cpu tensor?)"), and CUDA events timed another
+            # GPU's stream. Before any candidate code, which may not change it.
+            torch.cuda.set_device(torch.device(config["device"]))
         if config.get("warm_up"):
             warmup.warm_process(config["device"])
             launch_record.warm_up(config["device"])

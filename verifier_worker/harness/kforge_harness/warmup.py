@@ -75,6 +75,9 @@ if triton is not None:
 
 
 def _launch_all(device, every_signature):
+    if str(device).startswith("cuda"):
+        # Triton launches on the current device, not on the tensors' one.
+        torch.cuda.set_device(torch.device(device))
     x = torch.zeros(4096, device=device)
     y = torch.empty_like(x)
     z = torch.empty_like(x)
