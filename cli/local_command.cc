@@ -12,6 +12,7 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -173,17 +174,20 @@ absl::Status Launch(Service& service, int port, const LocalOptions& options,
 }
 
 // Spawns one service, not waiting for it; `port` 0: one PickServicePort
-// chooses.
+// chooses, other than those in `taken` (services spawned together have not
+// bound theirs yet, so the free-port probe alone could hand one out twice).
 absl::StatusOr<Service> SpawnService(const std::string& name, const std::string& binary, int port,
-                                     std::vector<std::string> args, const LocalOptions& options) {
+                                     std::vector<std::string> args, const LocalOptions& options,
+                                     std::set<int>& taken) {
   Service service;
   service.name = name;
   service.binary = binary;
   service.args = std::move(args);
   service.log_file = (fs::path(options.run_dir) / (name + ".log")).string();
-  if (port == 0) {
+  while (port == 0 || taken.contains(port)) {
     KF_ASSIGN_OR_RETURN(port, PickServicePort());
   }
+  taken.insert(port);
   KF_RETURN_IF_ERROR(Spawn(service, port, options));
   return service;
 }
@@ -289,8 +293,10 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
   for (std::vector<std::string> more : {RootArgs(options), security.ServiceArgs("learner")}) {
     learner_args.insert(learner_args.end(), more.begin(), more.end());
   }
+  std::set<int> ports;
   KF_ASSIGN_OR_RETURN(Service learner, SpawnService("learner", "kforge-learner",
-                                                    options.learner_port, learner_args, options));
+                                                    options.learner_port, learner_args, options,
+                                                    ports));
   services.push_back(std::move(learner));
   KF_RETURN_IF_ERROR(AwaitAll(services, 0, options, security, stop));
   const std::string learner_address = services.front().address();
@@ -305,7 +311,7 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
     args.push_back(absl::StrCat("--spare_sandboxes=", slots));
     for (const std::string& arg : security.ServiceArgs("verifier")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service verifier, SpawnService(absl::StrCat("verifier-", i),
-                                                       "kforge-verifier", 0, args, options));
+                                                       "kforge-verifier", 0, args, options, ports));
     services.push_back(std::move(verifier));
   }
   KF_RETURN_IF_ERROR(AwaitAll(services, first, options, security, stop));
@@ -322,7 +328,7 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
         absl::StrCat("--device=", RolloutDevice(device, gpus, i))};
     for (const std::string& arg : security.ServiceArgs("rollout")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service rollout, SpawnService(absl::StrCat("rollout-", i),
-                                                      "kforge-rollout", 0, args, options));
+                                                      "kforge-rollout", 0, args, options, ports));
     services.push_back(std::move(rollout));
   }
   return AwaitAll(services, first, options, security, stop);
@@ -531,8 +537,9 @@ int Serve(const LocalOptions& options, const LocalSecurity& security,
 }  // namespace
 
 int RunLocal(const LocalOptions& options) {
-  if (options.verifier_slots < 0 || options.verifier_slots > 1024) {
-    std::fprintf(stderr, "kforge local: --verifier_slots must be 0 (automatic) or 1..1024, not %d\n",
+  // The bound of VerifierWorkerConfig.spare_sandboxes, which it also sets.
+  if (options.verifier_slots < 0 || options.verifier_slots > 256) {
+    std::fprintf(stderr, "kforge local: --verifier_slots must be 0 (automatic) or 1..256, not %d\n",
                  options.verifier_slots);
     return kExitConfigError;
   }

@@ -86,8 +86,8 @@ ABSL_FLAG(double, restart_backoff_s, 1,
           "earlier death in the window");
 ABSL_FLAG(double, restart_backoff_max_s, 30, "kforge local: the longest restart wait, seconds");
 ABSL_FLAG(int, verifier_slots, 0,
-          "kforge local: candidates each verifier checks at once (0: half the CPU cores shared "
-          "among the verifiers, 2 to 8)");
+          "kforge local: candidates each verifier checks at once, and spare sandboxes it keeps, "
+          "1..256 (0: half the CPU cores shared among the verifiers, 2 to 8)");
 ABSL_FLAG(double, stop_grace_s, 15,
           "kforge local: on Ctrl-C, seconds each service gets to drain and exit before it is "
           "killed (the learner writes its exit checkpoint then: raise it for large models)");

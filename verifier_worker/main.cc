@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -82,21 +83,18 @@ int Run() {
   if (!absl::GetFlag(FLAGS_device).empty()) config.set_device(absl::GetFlag(FLAGS_device));
   // The flags bypass the config's range checks, so they are checked here,
   // against the same bounds (service_config.proto).
-  if (const int slots = absl::GetFlag(FLAGS_max_concurrent); slots != -1) {
-    if (slots < 1 || slots > 1024) {
+  for (const auto& [name, value, low, high, set] :
+       {std::tuple{"--max_concurrent", absl::GetFlag(FLAGS_max_concurrent), 1, 1024,
+                   &v1::VerifierWorkerConfig::set_max_concurrent},
+        std::tuple{"--spare_sandboxes", absl::GetFlag(FLAGS_spare_sandboxes), 0, 256,
+                   &v1::VerifierWorkerConfig::set_spare_sandboxes}}) {
+    if (value == -1) continue;  // not given
+    if (value < low || value > high) {
       log.Error("invalid configuration",
-                {{"error", absl::StrCat("--max_concurrent: ", slots, " is not in 1..1024")}});
+                {{"error", absl::StrCat(name, ": ", value, " is not in ", low, "..", high)}});
       return kExitConfigError;
     }
-    config.set_max_concurrent(slots);
-  }
-  if (const int spares = absl::GetFlag(FLAGS_spare_sandboxes); spares != -1) {
-    if (spares < 0 || spares > 256) {
-      log.Error("invalid configuration",
-                {{"error", absl::StrCat("--spare_sandboxes: ", spares, " is not in 0..256")}});
-      return kExitConfigError;
-    }
-    config.set_spare_sandboxes(spares);
+    (config.*set)(value);
   }
   if (config.harness_dir().empty()) config.set_harness_dir(SharedDataPath("harness"));
 

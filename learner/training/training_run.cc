@@ -261,7 +261,9 @@ absl::Status TrainingRun::MaybeEndWarmStart() {
   }
   const auto& losses = state_.loss_history();
   const double mean = std::accumulate(losses.end() - window, losses.end(), 0.0) / window;
-  if (mean >= sft.stop_below_loss()) return absl::OkStatus();
+  // Written so that a non-finite loss in the window (a skipped update)
+  // never ends it.
+  if (!(mean < sft.stop_below_loss())) return absl::OkStatus();
   state_.set_warm_start_ended_at(step);
   total_steps_ = step + spec_.total_steps();
   trainer_->set_schedule_total_steps(total_steps_);

@@ -33,6 +33,7 @@ import traceback
 import types
 
 from . import guards, launch_record, protocol, sandbox, task_inputs, timing, warmup
+from .device import make_current
 
 
 class CandidateError(Exception):
@@ -323,13 +324,9 @@ def run_child(sock, config):
             _keep_freed_memory_in_heap()
         import torch
         torch.set_num_threads(config.get("threads", 1))
-        if config["device"].startswith("cuda"):
-            # Triton launches a kernel on the current device, not on its
-            # tensors': on a verifier of any GPU but the first, every Triton
-            # kernel failed ("Pointer argument (at 0) cannot be accessed
-            # from Triton (cpu tensor?)"), and CUDA events timed another
-            # GPU's stream. Before any candidate code, which may not change it.
-            torch.cuda.set_device(torch.device(config["device"]))
+        # Before any candidate code (which may not change it): Triton and
+        # CUDA events use the current device, not the tensors' one.
+        make_current(config["device"])
         if config.get("warm_up"):
             warmup.warm_process(config["device"])
             launch_record.warm_up(config["device"])

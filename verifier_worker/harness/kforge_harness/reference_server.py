@@ -16,6 +16,7 @@ import traceback
 import torch
 
 from . import launch_record, protocol, task_inputs, timing
+from .device import make_current
 
 # Tasks kept loaded (module, models, compiled models, input pools).
 MAX_TASKS = 16
@@ -225,22 +226,15 @@ class ReferenceServer:
             try:
                 if handler is None:
                     raise ValueError(f"unknown request {request.get('type')!r}")
-                use_device(request.get("device", "cpu"))
+                # Baselines are timed with CUDA events, which use the current
+                # device: another GPU's stream otherwise.
+                make_current(request.get("device", "cpu"))
                 header, payload = handler(request)
             except Exception as e:
                 header, payload = {"type": "error", "message": f"{type(e).__name__}: {e}",
                                    "traceback": traceback.format_exc(limit=8)}, b""
             header["id"] = request.get("id")
             protocol.send_frame(self.sock, header, payload)
-
-
-def use_device(device):
-    """Makes `device` the current CUDA device. Work on tensors follows their
-    device, but CUDA events, torch.cuda.synchronize() without an argument
-    and torch.compile's Triton launches use the current one: on any GPU but
-    the first, a baseline would be timed on another GPU's stream."""
-    if str(device).startswith("cuda"):
-        torch.cuda.set_device(torch.device(device))
 
 
 def main():

@@ -21,6 +21,8 @@ import os
 
 import torch
 
+from .device import make_current
+
 try:
     import triton
     import triton.language as tl
@@ -75,9 +77,7 @@ if triton is not None:
 
 
 def _launch_all(device, every_signature):
-    if str(device).startswith("cuda"):
-        # Triton launches on the current device, not on the tensors' one.
-        torch.cuda.set_device(torch.device(device))
+    make_current(device)
     x = torch.zeros(4096, device=device)
     y = torch.empty_like(x)
     z = torch.empty_like(x)
