@@ -329,6 +329,10 @@ for name, key in (("reward", "reward_history"), ("correct", "correct_rate_histor
       > "$out/$name-curves.txt"
     cp "$curves" "$out/$name-curves.json"
   fi
+  # Where verification went, and any completion given two verdicts.
+  local samples
+  samples=$(find "$dir" -name samples.jsonl | head -1)
+  [ -n "$samples" ] && python3 bench/sample_stats.py "$samples" > "$out/$name-samples.md"
   # The services' logs, the job, and each step's samples with the
   # verifier's reasons and stage times (samples.jsonl).
   tar czf "$out/$name-logs.tgz" "$dir"/*.log "$dir-job.json" "$dir"/state/jobs/*/samples.jsonl \
@@ -377,7 +381,7 @@ if [ "$what" = e2e ] || [ "$what" = e2e-pair ]; then
     wait
     for name in e2e-sync e2e-async; do echo "== $name"; tail -12 "$out/$name.log"; done
   fi
-  for f in "$out"/e2e*-stage-times.md "$out"/e2e*-curves.txt; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
+  for f in "$out"/e2e*-stage-times.md "$out"/e2e*-curves.txt "$out"/e2e*-samples.md; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
 fi
 
 if [ "$what" = verifier-corpus ] || [ "$what" = verifier-batch ]; then

@@ -525,6 +525,17 @@ TEST(KforgeLocalTest, AServedJobExposesEveryStagesTimeAsMetrics) {
     EXPECT_FALSE(sample.fields().at("stage_reached").string_value().empty()) << line;
     EXPECT_TRUE(sample.fields().count("completion")) << line;
   }
+  // bench/sample_stats.py reads it: the twelve samples, where they ended,
+  // and no completion with two verdicts.
+  auto stats = ChildProcess::Spawn(
+      {.argv = {"python3", std::string(KFORGE_TEST_SOURCE_DIR) + "/bench/sample_stats.py",
+                dir.Sub("run/state/jobs/" + job.id() + "/samples.jsonl")},
+       .capture_output = true});
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const ExitInfo stats_exit = Finish(**stats, absl::Seconds(60));
+  EXPECT_EQ(stats_exit.code, 0) << (*stats)->output();
+  EXPECT_THAT((*stats)->output(), HasSubstr("samples: 12 over 3 step(s)"));
+  EXPECT_THAT((*stats)->output(), HasSubstr("completions verified more than once with different verdicts: 0"));
 
   (*local)->Signal(SIGINT);
   EXPECT_EQ(Finish(**local, absl::Seconds(60)).code, 0) << (*local)->output();

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Where a job's verification went, and whether its verdicts agree, from the
+job's samples.jsonl (JobSpec.sample_log).
+
+  python3 bench/sample_stats.py STATE_DIR/jobs/JOB/samples.jsonl
+
+Prints, over the samples the log holds: how many reached each stage and how
+they ended there, with the verifier's seconds (mean and longest); the
+commonest failure messages (their last line); how many verdicts came from the
+verdict cache; the candidates that waited for a new reference epoch and what
+that cost before their first stage; and every completion verified more than
+once whose verdicts disagree on how far it got or whether it was correct
+(a cached verdict counts: it is its verifier's verdict). A verifier that is right gives one completion one
+verdict: a disagreement is a load- or device-dependent failure (the 4xH100
+e2e job's verifiers of GPUs 1-3 failed kernels that cuda:0 accepted). Exit
+status 1 when any disagree. Standard library only.
+"""
+import collections
+import json
+import statistics
+import sys
+
+
+def last_line(message):
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    return lines[-1][:160] if lines else ""
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__.split("\n\n")[1])
+    with open(sys.argv[1]) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    print(f"samples: {len(rows)} over {len(set(r['step'] for r in rows))} step(s)")
+    if not rows:
+        return 0
+    by_stage = collections.defaultdict(list)
+    for r in rows:
+        by_stage[(r.get("stage_reached", ""), r.get("outcome", ""))].append(r)
+    print("| stage reached | outcome | samples | verify s, mean | longest |")
+    print("|---|---|---:|---:|---:|")
+    for (stage, outcome), group in sorted(by_stage.items(), key=lambda kv: -len(kv[1])):
+        seconds = [float(r.get("verify_seconds") or 0) for r in group]
+        print(f"| {stage} | {outcome} | {len(group)} | {statistics.mean(seconds):.2f} | "
+              f"{max(seconds):.2f} |")
+    failures = collections.Counter(last_line(r.get("message", "")) for r in rows
+                                   if not r.get("correct") and r.get("message"))
+    print("commonest failure messages:")
+    for message, count in failures.most_common(5):
+        print(f"  {count:6d}  {message}")
+    cached = sum(1 for r in rows if r.get("cached"))
+    print(f"served from the verdict cache: {cached} of {len(rows)}")
+    computed = [r for r in rows if not r.get("cached")]
+    fresh = [r for r in computed if r.get("stage_reached") not in ("", "STAGE_STATIC")
+             and not r.get("reference_reused")]
+    if fresh:
+        before = [float(r.get("verify_seconds") or 0) - sum(r.get("stage_seconds", {}).values())
+                  for r in fresh]
+        print(f"computed past the static check with a new reference epoch: {len(fresh)}, "
+              f"{statistics.mean(before):.2f} s before their stages on average")
+    verdicts = collections.defaultdict(set)
+    for r in rows:
+        verdicts[(r["task"], r.get("completion", ""))].add(
+            (r.get("stage_reached", ""), bool(r.get("correct"))))
+    disagree = {key: seen for key, seen in verdicts.items() if len(seen) > 1}
+    print(f"completions verified more than once with different verdicts: {len(disagree)}")
+    for (task, _), seen in list(disagree.items())[:5]:
+        print(f"  {task}: " + "; ".join(f"{stage} correct={ok}" for stage, ok in sorted(seen)))
+    return 1 if disagree else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
