@@ -301,12 +301,12 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
   KF_RETURN_IF_ERROR(AwaitAll(services, 0, options, security, stop));
   const std::string learner_address = services.front().address();
   size_t first = services.size();
+  const int slots = VerifierSlots(options, VerifierCount(options, gpus));
   for (int i = 0; i < VerifierCount(options, gpus); ++i) {
     // Verifiers hand scored samples to the learner themselves.
     std::vector<std::string> args = {absl::StrCat("--learner=", learner_address)};
     if (!options.python.empty()) args.push_back(absl::StrCat("--python=", options.python));
     args.push_back(absl::StrCat("--device=", VerifierDevice(device, gpus, i)));
-    const int slots = VerifierSlots(options, VerifierCount(options, gpus));
     args.push_back(absl::StrCat("--max_concurrent=", slots));
     args.push_back(absl::StrCat("--spare_sandboxes=", slots));
     for (const std::string& arg : security.ServiceArgs("verifier")) args.push_back(arg);

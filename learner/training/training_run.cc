@@ -55,7 +55,7 @@ class TrainingRun {
 
   absl::Status Run() {
     KF_RETURN_IF_ERROR(Setup());
-    while (trainer_->step() < total_steps_) {
+    while (trainer_->step() < TotalSteps()) {
       KF_RETURN_IF_ERROR(CheckInterrupt());
       const absl::Time started = absl::Now();
       const bool supervised =
@@ -88,9 +88,15 @@ class TrainingRun {
     return state_.warm_start_ended_at() > 0 ? state_.warm_start_ended_at()
                                             : spec_.warm_start_steps();
   }
+  // Steps of the whole job: an SFT job's total_steps, else the warm start's
+  // then total_steps RL steps.
+  int64_t TotalSteps() const {
+    return spec_.algorithm() == v1::ALGORITHM_SFT ? spec_.total_steps()
+                                                  : WarmStartSteps() + spec_.total_steps();
+  }
   // After a warm-start step: ends the warm start when the mean loss of the
-  // last sft.stop_window_steps steps fell below sft.stop_below_loss, and
-  // moves the job's end (total_steps RL steps from here) and the schedule.
+  // last sft.stop_window_steps steps fell below sft.stop_below_loss, which
+  // moves the job's end (TotalSteps) and so the schedule's.
   absl::Status MaybeEndWarmStart();
   absl::Status SupervisedStep(absl::Time started);
   absl::Status RolloutStep(absl::Time started);
@@ -137,7 +143,6 @@ class TrainingRun {
   v1::TrainerState state_;
   fs::path job_dir_;
   fs::path source_model_dir_;
-  int64_t total_steps_ = 0;
   int64_t last_checkpoint_step_ = -1;
   bool png_note_logged_ = false;
   int64_t group_counter_ = 0;
@@ -183,14 +188,11 @@ absl::Status TrainingRun::Setup() {
   const std::vector<int64_t>& eos = policy_->model->config().eos_token_ids;
   std::optional<int32_t> im_end = policy_->tokenizer->TokenId("<|im_end|>");
   eos_ = !eos.empty() ? static_cast<int32_t>(eos.front()) : im_end.value_or(0);
-  total_steps_ = spec_.algorithm() == v1::ALGORITHM_SFT
-                     ? spec_.total_steps()
-                     : spec_.warm_start_steps() + spec_.total_steps();
   PolicyTrainerOptions options{
       .optimizer = spec_.optimizer(),
       .schedule = {.peak = spec_.optimizer().learning_rate(),
                    .warmup_steps = spec_.optimizer().warmup_steps(),
-                   .total_steps = total_steps_,
+                   .total_steps = TotalSteps(),
                    .min_lr_ratio = spec_.optimizer().min_lr_ratio()},
       .temperature = spec_.sampling().temperature()};
   KF_ASSIGN_OR_RETURN(trainer_, PolicyTrainer::Create(policy_->model.get(),
@@ -203,10 +205,8 @@ absl::Status TrainingRun::Setup() {
     KF_RETURN_IF_ERROR(LoadOptimizerState(*latest, state_, trainer_->optimizer()));
     KF_RETURN_IF_ERROR(curriculum_->Restore(state_.curriculum()));
     trainer_->set_step(state_.step());
-    if (state_.warm_start_ended_at() > 0 && spec_.algorithm() != v1::ALGORITHM_SFT) {
-      total_steps_ = state_.warm_start_ended_at() + spec_.total_steps();
-      trainer_->set_schedule_total_steps(total_steps_);
-    }
+    // Where a warm start that ended early moved it.
+    trainer_->set_schedule_total_steps(TotalSteps());
     last_checkpoint_step_ = state_.step();
     last_progress_ = job_.progress();
     KF_RETURN_IF_ERROR(deps_.jobs->Log(
@@ -220,7 +220,7 @@ absl::Status TrainingRun::Setup() {
                               .min_observed = spec_.group_wait_min_observed()});
   log_.Info("job running", {{"job", job_.id()}, {"model", source_model_dir_.string()},
                             {"policy", policy_->description}, {"tasks", train_tasks_.size()},
-                            {"step", state_.step()}, {"total_steps", total_steps_}});
+                            {"step", state_.step()}, {"total_steps", TotalSteps()}});
   return Publish();
 }
 
@@ -265,8 +265,7 @@ absl::Status TrainingRun::MaybeEndWarmStart() {
   // never ends it.
   if (!(mean < sft.stop_below_loss())) return absl::OkStatus();
   state_.set_warm_start_ended_at(step);
-  total_steps_ = step + spec_.total_steps();
-  trainer_->set_schedule_total_steps(total_steps_);
+  trainer_->set_schedule_total_steps(TotalSteps());
   log_.Info("warm start ended early",
             {{"job", job_.id()}, {"step", step}, {"mean_loss", mean},
              {"stop_below_loss", sft.stop_below_loss()}, {"window", window},
@@ -359,7 +358,7 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
   }
   // With a staleness bound of at least one version, the next step's groups
   // are sampled (under this version) while this step trains.
-  if (spec_.max_staleness() > 0 && trainer_->step() + 1 < total_steps_) {
+  if (spec_.max_staleness() > 0 && trainer_->step() + 1 < TotalSteps()) {
     const int64_t next = need - deps_.groups->LiveGroups(job_.id()) -
                          static_cast<int64_t>(carried_.size());
     if (next > 0) KF_RETURN_IF_ERROR(OfferGroups(next));
@@ -463,7 +462,7 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
   *state_.add_pass_rate_history() = progress.pass_rates();
   const GroupTracker::Stats tracker = deps_.groups->stats();
   progress.set_step(state_.step());
-  progress.set_total_steps(total_steps_);
+  progress.set_total_steps(TotalSteps());
   progress.set_warm_start_steps(spec_.algorithm() == v1::ALGORITHM_SFT ? 0 : WarmStartSteps());
   progress.set_policy_version(state_.policy_version());
   progress.set_policy_loss(stats.loss);
@@ -623,7 +622,7 @@ void TrainingRun::WriteCurves() {
   // Supervised steps (the warm start; all of an SFT job) sample nothing: the
   // plot shades them instead of drawing a reward of 0.
   const int64_t supervised =
-      spec_.algorithm() == v1::ALGORITHM_SFT ? total_steps_ : WarmStartSteps();
+      spec_.algorithm() == v1::ALGORITHM_SFT ? TotalSteps() : WarmStartSteps();
   const std::string& name = spec_.name();  // the job's id when none was given
   const CurvesFiles files = WriteCurvesFiles(
       job_dir_, state_,
