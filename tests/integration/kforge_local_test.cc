@@ -387,6 +387,54 @@ TEST(KforgeLocalTest, CtrlCLeavesACheckpointThatTheNextRunResumes) {
   EXPECT_THAT(*log, ::testing::ContainsRegex("job running[^\n]* step=([4-9]|[1-9][0-9]) "));
 }
 
+// Where the warm start ended is part of the checkpoint: a learner resumed
+// after it goes on with the RL steps and the job's end it had (2 warm-start
+// steps + 40), not a warm start of up to 50 steps again.
+TEST(KforgeLocalTest, AWarmStartThatEndedEarlyStaysEndedAcrossARestart) {
+  testing::TempDir dir;
+  const std::string job = WriteJob(dir, R"({
+    "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
+    "warm_start_steps": 50, "total_steps": 40, "prompts_per_step": 2,
+    "sft": {"stop_below_loss": 1000, "stop_window_steps": 2},
+    "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 16},
+    "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
+    "verifier": {"require_triton": false, "timing": {"enabled": false}},
+    "checkpoint": {"every_steps": 2}, "max_staleness": 1
+  })");
+  const std::vector<std::string> argv = {testing::BinaryPath("kforge"), "local", "--learner_port=0",
+                                         "--job=" + job, "--run_dir=" + dir.Sub("run")};
+  auto first = ChildProcess::Spawn({.argv = argv, .capture_output = true});
+  ASSERT_TRUE(first.ok());
+  ASSERT_NO_FATAL_FAILURE(
+      WaitForCheckpoint(**first, dir.Sub("run/state/jobs/job-000001.json"), 4));
+  (*first)->Signal(SIGINT);
+  EXPECT_EQ(Finish(**first, absl::Seconds(60)).code, 0) << (*first)->output();
+
+  auto second = ChildProcess::Spawn({.argv = argv, .capture_output = true});
+  ASSERT_TRUE(second.ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(180);
+  const std::regex progress_line("step +[0-9]+/42 +v[0-9]+ +grpo");
+  while (!std::regex_search((*second)->output(), progress_line)) {
+    ASSERT_LT(absl::Now(), deadline) << (*second)->output();
+    ASSERT_FALSE((*second)->WaitFor(absl::Milliseconds(100)).ok()) << (*second)->output();
+  }
+  (*second)->Signal(SIGINT);
+  EXPECT_EQ(Finish(**second, absl::Seconds(60)).code, 0);
+  EXPECT_THAT((*second)->output(), HasSubstr("picking up job-000001"));
+  EXPECT_THAT((*second)->output(), ::testing::Not(HasSubstr("warm start  loss")));
+  auto log = ReadFileToString(dir.Sub("run/learner.log"));
+  ASSERT_TRUE(log.ok());
+  // The resumed learner's job line: the end it had, from a step past the
+  // warm start; and the warm start ended once only.
+  EXPECT_THAT(*log, ::testing::ContainsRegex(
+                        "job running[^\n]* step=([4-9]|[1-9][0-9]) total_steps=42"));
+  size_t ended = 0;
+  for (size_t at = 0; (at = log->find("warm start ended early", at)) != std::string::npos; ++at) {
+    ++ended;
+  }
+  EXPECT_EQ(ended, 1u) << *log;
+}
+
 // The ports a service of `kforge local` wrote to its run folder.
 v1::ServingPorts ReadPorts(const testing::TempDir& dir, const std::string& name) {
   absl::StatusOr<v1::ServingPorts> ports = testing::LocalServicePorts(dir.Sub("run"), name);
