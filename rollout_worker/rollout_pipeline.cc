@@ -28,6 +28,8 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
            .backoff_initial = absl::Seconds(config.rpc().backoff_initial_s()),
            .backoff_max = absl::Seconds(config.rpc().backoff_max_s()),
            .max_attempts = config.verify_max_attempts(),
+           .task_affinity = config.verifier_task_affinity(),
+           .task_affinity_slack = config.verifier_affinity_slack(),
            .security = security,
            .on_local_answer =
                [p](const v1::VerifyRequest& request, const v1::VerifyResponse& response) {
@@ -166,10 +168,13 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
   // request, DeliverLocally hands the sample to the learner all the same.)
   request.set_completion(sample.completion_text());
   *request.mutable_options() = item.verifier();
-  // Candidates sampled by one policy version are one batch: they share their
-  // tasks' reference epochs (secret seeds), and the next version draws new
-  // ones.
-  request.set_batch_id(absl::StrCat(sample.key().job_id(), "/v", sample.policy_version()));
+  // Candidates sampled by seed_rotation_versions policy versions are one
+  // batch: they share their tasks' reference epochs (secret seeds), and the
+  // next batch draws new ones.
+  const int64_t rotation =
+      std::max<int64_t>(1, item.verifier().multi_input().seed_rotation_versions());
+  request.set_batch_id(absl::StrCat(sample.key().job_id(), "/v",
+                                    sample.policy_version() / rotation * rotation));
   *request.mutable_sample() = std::move(sample);
   request.set_deliver_to_learner(true);
   const std::string id = request.request_id();

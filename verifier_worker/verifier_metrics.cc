@@ -66,6 +66,11 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
       reference_lookups_(NewCounterFamily(registry, "kforge_verifier_reference_epochs_total",
                                           "Candidates' reference work, by result: reused (the "
                                           "task's current epoch) or computed (a new epoch).")),
+      reference_epoch_seconds_(NewHistogramFamily(
+          registry, "kforge_verifier_reference_epoch_seconds",
+          "A new reference epoch's time, by part: compute (the reference server's input "
+          "sets and outputs, GPU waits left out), transfer (bytes fetched that did not fit "
+          "its buffer), share (inputs copied into the buffers candidates map).")),
       baseline_lookups_(NewCounterFamily(registry, "kforge_verifier_baseline_lookups_total",
                                          "Candidates' baseline timings, by result: hit (cached "
                                          "and re-checked), miss (measured), drift (re-check "
@@ -127,6 +132,13 @@ void VerifierMetrics::RecordSandbox(bool spare) {
 
 void VerifierMetrics::RecordReferenceLookup(bool reused) {
   reference_lookups_.Add({{"result", reused ? "reused" : "computed"}}).Increment();
+}
+
+void VerifierMetrics::RecordReferenceEpoch(double compute_s, double transfer_s,
+                                           double share_s) {
+  reference_epoch_seconds_.Add({{"part", "compute"}}, StageBuckets()).Observe(compute_s);
+  reference_epoch_seconds_.Add({{"part", "transfer"}}, StageBuckets()).Observe(transfer_s);
+  reference_epoch_seconds_.Add({{"part", "share"}}, StageBuckets()).Observe(share_s);
 }
 
 void VerifierMetrics::RecordBaselineLookup(const std::string& result) {

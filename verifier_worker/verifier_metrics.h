@@ -27,6 +27,10 @@ class VerifierMetrics {
   // A candidate's reference work: the task's current epoch reused, or a new
   // epoch computed (new secret seeds and reference outputs).
   void RecordReferenceLookup(bool reused);
+  // Where a new reference epoch's time went: the reference server's work,
+  // the bytes fetched that did not fit its buffer, and the inputs copied
+  // into the buffers candidates map (seconds).
+  void RecordReferenceEpoch(double compute_s, double transfer_s, double share_s);
   // A candidate's baselines: "hit" (cached, re-check within tolerance),
   // "miss" (none cached: measured) or "drift" (the re-check moved:
   // re-measured).
@@ -64,6 +68,7 @@ class VerifierMetrics {
   prometheus::Family<prometheus::Counter>& deliveries_;
   prometheus::Family<prometheus::Counter>& stream_rejections_;
   prometheus::Family<prometheus::Counter>& reference_lookups_;
+  prometheus::Family<prometheus::Histogram>& reference_epoch_seconds_;
   prometheus::Family<prometheus::Counter>& baseline_lookups_;
   prometheus::Family<prometheus::Counter>& slot_seconds_;
   prometheus::Gauge& slots_;

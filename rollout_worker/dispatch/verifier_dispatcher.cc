@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
@@ -20,6 +21,25 @@
 
 namespace kforge {
 namespace {
+
+// Rendezvous (highest random weight) hashing: each task ranks the verifiers
+// by this score and prefers the first, so adding or losing a verifier moves
+// only the tasks it wins or held. FNV-1a: the same in every process (a
+// rollout worker's choice must match the others', and absl::Hash is seeded
+// per process).
+uint64_t AffinityScore(const std::string& task, const std::string& address) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&h](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
+  for (char c : task) mix(static_cast<unsigned char>(c));
+  mix(0);
+  for (char c : address) mix(static_cast<unsigned char>(c));
+  // A final avalanche: FNV's last bytes alone would order similar
+  // addresses ("...:50052", "...:50053") the same way for every task.
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
 
 // Answered ids remembered to drop late duplicate verdicts; a duplicate can
 // only follow a re-send, and re-sends are bounded by the outstanding limit.
@@ -370,7 +390,8 @@ void VerifierDispatcher::Answer(const v1::VerifyResponse& response) {
   ++stats_.answered;
 }
 
-VerifierDispatcher::Lane* VerifierDispatcher::PickLane(const std::string& avoid) {
+VerifierDispatcher::Lane* VerifierDispatcher::PickLane(const v1::VerifyRequest& request,
+                                                       const std::string& avoid) {
   const absl::Time now = absl::Now();
   std::vector<Lane*> ready;
   for (auto& [address, lane] : lanes_) {
@@ -380,6 +401,35 @@ VerifierDispatcher::Lane* VerifierDispatcher::PickLane(const std::string& avoid)
     }
   }
   if (ready.empty()) return nullptr;
+  if (options_.task_affinity && ready.size() > 1) {
+    const std::string& task =
+        request.task().id().empty() ? request.task().reference_source() : request.task().id();
+    absl::flat_hash_map<std::string, int> in_flight;
+    for (const auto& [id, outstanding] : outstanding_) ++in_flight[outstanding.lane];
+    Lane* preferred = nullptr;
+    uint64_t best = 0;
+    int least = std::numeric_limits<int>::max();
+    for (Lane* lane : ready) {
+      least = std::min(least, in_flight[lane->address]);
+      const uint64_t score = AffinityScore(task, lane->address);
+      if (preferred == nullptr || score > best) {
+        preferred = lane;
+        best = score;
+      }
+    }
+    if (preferred->address != avoid &&
+        in_flight[preferred->address] <= least + options_.task_affinity_slack) {
+      return preferred;
+    }
+    // The overflow goes where the least is in flight.
+    for (size_t i = 0; i < ready.size(); ++i) {
+      Lane* lane = ready[(next_lane_ + i) % ready.size()];
+      if (lane->address != avoid && in_flight[lane->address] == least) {
+        next_lane_ = (next_lane_ + i + 1) % ready.size();
+        return lane;
+      }
+    }
+  }
   for (size_t i = 0; i < ready.size(); ++i) {
     Lane* lane = ready[(next_lane_ + i) % ready.size()];
     if (lane->address != avoid || ready.size() == 1) {
@@ -434,7 +484,7 @@ void VerifierDispatcher::DispatchLoop() {
         given_up.emplace_back(std::move(request), std::move(local));
         continue;
       }
-      Lane* lane = PickLane(queue_.front().last_lane);
+      Lane* lane = PickLane(queue_.front().request, queue_.front().last_lane);
       if (lane == nullptr) break;
       Pending pending = std::move(queue_.front());
       queue_.pop_front();

@@ -2,6 +2,14 @@
 // VerifyStream, balanced round-robin across every verifier the target names,
 // and makes sure each gets exactly one verdict back.
 //
+// AFFINITY. With task_affinity, a task's candidates go to one verifier (the
+// same from every rollout worker: rendezvous hashing of the task and the
+// verifiers' addresses), so one reference epoch and one verdict cache serve
+// them all instead of each verifier building its own; a candidate goes
+// to the least-loaded verifier instead when its task's verifier has more than
+// task_affinity_slack of this dispatcher's requests in flight beyond the
+// least-loaded verifier, so a busy task does not queue behind itself.
+//
 //   VerifierDispatcher::Options options{.target = "dns:///kforge-verifier:50052"};
 //   KF_ASSIGN_OR_RETURN(auto dispatcher, VerifierDispatcher::Create(
 //       options, [](const v1::VerifyResponse& r) { Record(r); }));
@@ -85,6 +93,9 @@ class VerifierDispatcher {
     // with an INTERNAL_ERROR verdict, so one that breaks every stream it is
     // written to (a poison message) cannot circulate forever.
     int32_t max_attempts = 5;
+    // See AFFINITY above. Off: round-robin only.
+    bool task_affinity = false;
+    int32_t task_affinity_slack = 4;
     // Plaintext, or TLS (and a token) towards the verifiers. A DNS target's
     // pods are dialled by address, and their certificates must carry the
     // target's name.
@@ -152,7 +163,11 @@ class VerifierDispatcher {
   // reads it.
   void Connect(Lane* lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OpenAndRead(Lane* lane) ABSL_LOCKS_EXCLUDED(mu_);
-  Lane* PickLane(const std::string& avoid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A lane with a credit for `request`: its task's lane where affinity
+  // allows (see AFFINITY), else the next in turn; never `avoid` (the lane a
+  // re-sent request last went to) while another is ready.
+  Lane* PickLane(const v1::VerifyRequest& request, const std::string& avoid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves a lane's outstanding requests back to the front of the queue.
   void Requeue(const std::string& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RequeueOne(const std::string& id, bool resend) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -147,6 +147,54 @@ TEST_F(VerifierDispatchTest, EveryRequestIsAnsweredOnceAcrossTheVerifiers) {
   for (const auto& [address, sent] : stats.sent_by_address) EXPECT_GT(sent, 40u) << address;
 }
 
+// Waits until the dispatcher has a stream open to every verifier, so a
+// test's spread is a choice between all of them.
+void AwaitLanes(const VerifierDispatcher& dispatcher, int lanes) {
+  const absl::Time open_by = absl::Now() + absl::Seconds(30);
+  while (dispatcher.stats().lanes_connected < lanes) {
+    ASSERT_LT(absl::Now(), open_by) << "a verifier's lane never opened";
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+TEST_F(VerifierDispatchTest, WithTaskAffinityATasksCandidatesGoToOneVerifier) {
+  StartVerifiers(2);
+  std::unique_ptr<VerifierDispatcher> dispatcher = NewDispatcher(
+      {.target = Target(), .max_outstanding = 32, .task_affinity = true,
+       .task_affinity_slack = 1000});
+  AwaitLanes(*dispatcher, 2);
+  constexpr int kRequests = 60;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(dispatcher->Submit(Request(absl::StrCat("s", i), false)).ok());
+  }
+  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(120)));
+  EXPECT_EQ(collector_.counts().size(), static_cast<size_t>(kRequests));
+  const VerifierDispatcher::Stats stats = dispatcher->stats();
+  ASSERT_EQ(stats.sent_by_address.size(), 1u) << "one task's candidates were spread";
+  EXPECT_EQ(stats.sent_by_address.begin()->second, static_cast<uint64_t>(kRequests));
+}
+
+TEST_F(VerifierDispatchTest, WithTaskAffinityABusyTasksVerifierSharesTheOverflow) {
+  StartVerifiers(2);
+  // Slow candidates (every stage, about a second each) pile up in flight on
+  // the task's verifier: past the slack the others take them.
+  std::unique_ptr<VerifierDispatcher> dispatcher = NewDispatcher(
+      {.target = Target(), .max_outstanding = 32, .task_affinity = true,
+       .task_affinity_slack = 1});
+  AwaitLanes(*dispatcher, 2);
+  constexpr int kRequests = 8;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(dispatcher->Submit(Request(absl::StrCat("s", i), true)).ok());
+  }
+  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(300)));
+  const auto counts = collector_.counts();
+  ASSERT_EQ(counts.size(), static_cast<size_t>(kRequests));
+  for (const auto& [id, n] : counts) EXPECT_EQ(n, 1) << id;
+  const VerifierDispatcher::Stats stats = dispatcher->stats();
+  ASSERT_EQ(stats.sent_by_address.size(), 2u) << "the busy verifier kept every candidate";
+  for (const auto& [address, sent] : stats.sent_by_address) EXPECT_GE(sent, 2u) << address;
+}
+
 // A TCP port that takes connections (the kernel completes the handshake
 // into the backlog) and never answers: a gRPC channel to it stays
 // connecting, as to a verifier pod that hangs.

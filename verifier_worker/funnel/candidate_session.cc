@@ -84,20 +84,18 @@ absl::StatusOr<Frame> CandidateSession::Request(const Frame& request, absl::Dura
     // cannot load the GPU while another candidate is timed, nor compute
     // anything the verifier did not ask for and watch.
     Freeze(true);
-    if (!reply->GetBool("payload_in_reply_buffer")) return reply;
-    if (request.reply_buffer == nullptr || !reply->payload.empty()) {
-      Kill("garbage on the result channel");
-      return absl::UnavailableError(
-          "garbage on the result channel: a reply payload in a buffer that was not offered");
-    }
     // Sealed before a byte is read: from here on nothing the candidate left
     // running (or mapped) can change what is compared.
-    if (absl::Status sealed = request.reply_buffer->Seal(); !sealed.ok()) {
+    if (absl::Status adopted = AdoptReplyBuffer(request, *reply); !adopted.ok()) {
+      if (absl::IsDataLoss(adopted)) {
+        Kill("garbage on the result channel");
+        return absl::UnavailableError(
+            absl::StrCat("garbage on the result channel: ", adopted.message()));
+      }
       Kill("reply buffer not released");
       return absl::UnavailableError(
-          absl::StrCat("the candidate's reply could not be read safely: ", sealed.message()));
+          absl::StrCat("the candidate's reply could not be read safely: ", adopted.message()));
     }
-    reply->shared_payload = request.reply_buffer;
     return reply;
   }
   if (absl::IsDeadlineExceeded(reply.status())) {

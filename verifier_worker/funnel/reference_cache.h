@@ -40,10 +40,10 @@ struct ReferenceEpoch {
   uint64_t init_seed = 0;
   Frame prepared;  // owns the bytes the sets point into
   std::map<std::string, ReferenceSet> sets;
-  // The reference server's payload and the sets' shared copies of their
-  // inputs.
+  // The reference server's payload (or the sealed buffer it wrote) and the
+  // sets' shared copies of their inputs.
   int64_t bytes() const {
-    uint64_t total = prepared.payload.size();
+    uint64_t total = prepared.PayloadBytes().size();
     for (const auto& [name, set] : sets) {
       if (set.shared_inputs != nullptr) total += set.shared_inputs->size();
     }

@@ -5,16 +5,29 @@
 // the verifier's problem (OUTCOME_INTERNAL_ERROR), reported on stage 2.
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging/logger.h"
 #include "verifier_worker/funnel/verification.h"
 
 namespace kforge {
 namespace {
 
+// Where a new epoch's time went: the reference server's work (GPU waits
+// left out), bytes fetched that did not fit the offered buffer, and the
+// sets' inputs copied into the buffers candidates map.
+struct EpochTimings {
+  absl::Duration compute;
+  absl::Duration transfer;
+  absl::Duration share;
+  int64_t bytes = 0;
+  bool in_buffer = false;
+};
+
 // A new epoch: fresh secret seeds, a fresh init seed, and the reference
 // server's answer for every set of the plan.
 absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
     ReferenceClient& reference, const v1::VerifyRequest& request, const std::string& device,
-    absl::Duration timeout, GpuArbiter& gpu, absl::Duration& device_wait) {
+    absl::Duration timeout, GpuArbiter& gpu, absl::Duration& device_wait, EpochTimings& timings) {
   const v1::VerifierOptions& options = request.options();
   const bool cuda = device.rfind("cuda", 0) == 0;
   absl::BitGen rng;
@@ -34,6 +47,18 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
   google::protobuf::Value sets;
   for (const InputSetSpec& spec : all) *sets.mutable_list_value()->add_values() = spec.ToValue();
   prepare.Set("sets", std::move(sets));
+  // The server writes the tensors straight into this buffer (sparse until
+  // written, shrunk to what was written): through the socket, gigabytes of
+  // sets took seconds an epoch. Were it too small, the server sends them
+  // as before, fetched below.
+  const uint64_t capacity = 2 * all.size() *
+                            static_cast<uint64_t>(std::max<int64_t>(0, options.multi_input().max_set_bytes()));
+  if (absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("kforge-reference-epoch", capacity);
+      buffer.ok()) {
+    prepare.OfferReplyBuffer(std::make_shared<SharedMemory>(*std::move(buffer)));
+  }
+  const absl::Time start = absl::Now();
+  absl::Time computed_at;
   absl::StatusOr<Frame> computed;
   absl::StatusOr<Frame> prepared;
   {
@@ -41,29 +66,40 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
     ReferenceClient::Held server(reference);
     {
       // Reference outputs are GPU work: not while a candidate is timed.
-      // The bytes cross afterwards, without the GPU: a task's sets can hold
-      // gigabytes, and a timing waiting behind them would stall every
-      // candidate behind it.
+      // Bytes that did not fit the buffer cross afterwards, without the
+      // GPU: a timing waiting behind them would stall every candidate
+      // behind it.
       GpuArbiter::Shared use(gpu, /*pgid=*/0, &device_wait);  // waited for, never stopped
       computed = server.Call(prepare, timeout);
     }
+    computed_at = absl::Now();
     if (!computed.ok()) return computed.status();
-    Frame fetch = Frame::Of("fetch");
-    fetch.Set("ticket", computed->GetNumber("ticket"));
-    prepared = server.Call(fetch, timeout);
+    if (computed->type() == "prepared") {
+      prepared = std::move(computed);
+    } else {
+      Frame fetch = Frame::Of("fetch");
+      fetch.Set("ticket", computed->GetNumber("ticket"));
+      prepared = server.Call(fetch, timeout);
+    }
   }
   if (!prepared.ok()) return prepared.status();
+  timings.in_buffer = prepared->shared_payload != nullptr;
+  timings.compute = computed_at - start - device_wait;
+  timings.transfer = absl::Now() - computed_at;
   epoch->prepared = *std::move(prepared);
   absl::StatusOr<std::map<std::string, ReferenceSet>> parsed = ParsePrepared(epoch->prepared, all);
   if (!parsed.ok()) return parsed.status();
   epoch->sets = *std::move(parsed);
   const ReferenceSet& own = epoch->sets["task_inputs"];
   if (!own.ok) return absl::FailedPreconditionError(own.message);
+  const absl::Time shared_at = absl::Now();
   for (auto& [name, set] : epoch->sets) {
     // A set without a shared buffer still works, its inputs copied into
     // every request: slower, not wrong.
     if (set.ok && !set.inputs.empty()) (void)ShareInputs(epoch->prepared, set);
   }
+  timings.share = absl::Now() - shared_at;
+  timings.bytes = epoch->bytes();
   return std::shared_ptr<const ReferenceEpoch>(std::move(epoch));
 }
 
@@ -82,11 +118,29 @@ bool Funnel::Run::PrepareReference() {
        .max_age = absl::Seconds(multi.reference_reuse_s())},
       [&] {
         absl::Duration waited;
+        EpochTimings timings;
         auto made = MakeEpoch(f_.reference_.For(HexHash(request_.task().reference_source())),
                               request_, f_.config_.harness.device,
                               absl::Seconds(limits_.correctness_timeout_s()), f_.gpu_,
-                              waited);
+                              waited, timings);
         AddDeviceWait(waited);
+        if (made.ok()) {
+          if (f_.metrics_ != nullptr) {
+            f_.metrics_->RecordReferenceEpoch(absl::ToDoubleSeconds(timings.compute),
+                                              absl::ToDoubleSeconds(timings.transfer),
+                                              absl::ToDoubleSeconds(timings.share));
+          }
+          Logger("verifier").Info(
+              "reference epoch made",
+              {{"task", request_.task().id()},
+               {"batch", request_.batch_id()},
+               {"bytes", timings.bytes},
+               {"in_buffer", timings.in_buffer},
+               {"compute_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.compute))},
+               {"transfer_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.transfer))},
+               {"share_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.share))},
+               {"gpu_wait_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(waited))}});
+        }
         return made;
       },
       &reused);

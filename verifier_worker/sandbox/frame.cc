@@ -1,6 +1,9 @@
 #include "verifier_worker/sandbox/frame.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace kforge {
 
@@ -129,6 +132,30 @@ std::vector<int> Frame::AttachedFds() const {
   std::vector<int> fds;
   for (const auto& buffer : attachments) fds.push_back(buffer->fd());
   return fds;
+}
+
+absl::Status AdoptReplyBuffer(const Frame& request, Frame& reply) {
+  if (!reply.GetBool("payload_in_reply_buffer")) return absl::OkStatus();
+  if (request.reply_buffer == nullptr || !reply.payload.empty()) {
+    return absl::DataLossError("a reply payload in a buffer that was not offered");
+  }
+  // The end of the last tensor: an entry past the buffer is left for
+  // Tensors() to refuse, and the buffer is not shrunk for it.
+  double used = 0;
+  if (const google::protobuf::Value* tensors = reply.Get("tensors"); tensors != nullptr) {
+    for (const google::protobuf::Value& entry : tensors->list_value().values()) {
+      const auto& f = entry.struct_value().fields();
+      const double offset = f.count("offset") ? f.at("offset").number_value() : 0;
+      const double nbytes = f.count("nbytes") ? f.at("nbytes").number_value() : 0;
+      used = std::max(used, offset + nbytes);
+    }
+  }
+  if (used >= 0 && used <= static_cast<double>(request.reply_buffer->size())) {
+    KF_RETURN_IF_ERROR(request.reply_buffer->Truncate(static_cast<uint64_t>(used)));
+  }
+  KF_RETURN_IF_ERROR(request.reply_buffer->Seal());
+  reply.shared_payload = request.reply_buffer;
+  return absl::OkStatus();
 }
 
 }  // namespace kforge

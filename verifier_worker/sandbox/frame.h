@@ -84,6 +84,15 @@ class Frame {
   std::shared_ptr<SharedMemory> reply_buffer;
 };
 
+// Where `reply` says its payload lies in the buffer `request` offered
+// ("payload_in_reply_buffer"): shrinks that buffer to the bytes the reply's
+// tensors span, seals it (from here on nothing the peer left running or
+// mapped can change a byte) and makes it the reply's payload. OK and
+// nothing done for a reply that did not use the buffer; DATA_LOSS for one
+// that claims a buffer that was not offered, or sends a payload as well;
+// FAILED_PRECONDITION when the peer still maps it writable.
+absl::Status AdoptReplyBuffer(const Frame& request, Frame& reply);
+
 }  // namespace kforge
 
 #endif  // KFORGE_VERIFIER_WORKER_SANDBOX_FRAME_H_

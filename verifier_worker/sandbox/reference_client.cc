@@ -16,9 +16,14 @@ absl::StatusOr<Frame> ReferenceClient::CallHeld(const Frame& request, absl::Dura
                         StartHarnessProcess(setup_, "kforge_harness.reference_server"));
     process_.emplace(std::move(started));
   }
-  absl::Status sent = process_->channel.Send(request);
+  absl::Status sent = process_->channel.Send(request, request.AttachedFds());
   absl::StatusOr<Frame> reply =
       sent.ok() ? process_->channel.Receive(absl::Now() + timeout) : absl::StatusOr<Frame>(sent);
+  if (reply.ok()) {
+    if (absl::Status adopted = AdoptReplyBuffer(request, *reply); !adopted.ok()) {
+      reply = adopted;
+    }
+  }
   if (!reply.ok()) {
     // Whatever state it is in, a fresh one answers the next call.
     process_.reset();

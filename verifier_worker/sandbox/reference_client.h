@@ -17,8 +17,10 @@ class ReferenceClient {
  public:
   explicit ReferenceClient(HarnessSetup setup) : setup_(std::move(setup)) {}
 
-  // Sends `request` and returns the reply; INTERNAL with the server's
-  // message when the request failed there.
+  // Sends `request` (with its attached buffers) and returns the reply; a
+  // reply written into the buffer the request offered comes back with that
+  // buffer sealed as its payload. INTERNAL with the server's message when
+  // the request failed there.
   absl::StatusOr<Frame> Call(const Frame& request, absl::Duration timeout);
 
   // The server held for a sequence of calls, no other caller's in between.

@@ -49,6 +49,16 @@ absl::Status SharedMemory::Write(uint64_t offset, absl::string_view bytes) {
   return absl::OkStatus();
 }
 
+absl::Status SharedMemory::Truncate(uint64_t size) {
+  if (sealed()) return absl::FailedPreconditionError("the shared buffer is sealed");
+  if (size >= size_) return absl::OkStatus();
+  if (::ftruncate(fd_.get(), static_cast<off_t>(MapLength(size))) != 0) {
+    return Errno(absl::StrCat("ftruncate to ", size, " bytes"));
+  }
+  size_ = size;
+  return absl::OkStatus();
+}
+
 SharedMemory::SharedMemory(SharedMemory&& other) noexcept
     : fd_(std::move(other.fd_)),
       data_(std::exchange(other.data_, nullptr)),

@@ -39,6 +39,9 @@ class SharedMemory {
 
   // Writes `bytes` at `offset` (through the descriptor) before the seal.
   absl::Status Write(uint64_t offset, absl::string_view bytes);
+  // Shrinks the buffer to `size` bytes before the seal (an offered reply
+  // buffer is made as large as a reply may be, and holds what was written).
+  absl::Status Truncate(uint64_t size);
   // Seals the memfd against writes and size changes and maps it read-only.
   // FAILED_PRECONDITION when another process still maps it writable: the
   // seal is then not applied and bytes() stays empty.

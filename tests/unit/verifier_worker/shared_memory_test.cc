@@ -10,9 +10,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "verifier_worker/sandbox/frame.h"
 
 namespace kforge {
 namespace {
@@ -83,6 +86,57 @@ TEST(SharedMemoryTest, AnEmptyBufferSealsAndReadsEmpty) {
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   ASSERT_TRUE(buffer->Seal().ok());
   EXPECT_TRUE(buffer->bytes().empty());
+}
+
+TEST(SharedMemoryTest, ATruncatedBufferHoldsWhatWasWrittenAndNoMore) {
+  absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("test", 1 << 20);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  ASSERT_TRUE(buffer->Write(0, "kforge").ok());
+  ASSERT_TRUE(buffer->Truncate(6).ok());
+  EXPECT_TRUE(buffer->Truncate(1 << 20).ok()) << "never grows";
+  ASSERT_TRUE(buffer->Seal().ok());
+  EXPECT_EQ(buffer->bytes(), "kforge");
+  EXPECT_FALSE(buffer->Truncate(2).ok()) << "sealed";
+}
+
+// A reply written into the buffer its request offered becomes its payload,
+// shrunk to the tensors' span and sealed; a reply claiming a buffer nobody
+// offered, or sending a payload too, is garbage.
+TEST(SharedMemoryTest, AReplyBufferIsAdoptedOnlyWhereItWasOffered) {
+  absl::StatusOr<SharedMemory> made = SharedMemory::Create("reply", 1 << 20);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_TRUE(made->Write(0, std::string(64, 'x')).ok());
+  Frame request = Frame::Of("run");
+  request.OfferReplyBuffer(std::make_shared<SharedMemory>(*std::move(made)));
+  Frame reply = Frame::Of("result");
+  reply.Set("payload_in_reply_buffer", true);
+  google::protobuf::Value entry;
+  auto& f = *entry.mutable_struct_value()->mutable_fields();
+  f["name"].set_string_value("run0/out0");
+  f["dtype"].set_string_value("float32");
+  f["shape"].mutable_list_value()->add_values()->set_number_value(16);
+  f["offset"].set_number_value(0);
+  f["nbytes"].set_number_value(64);
+  google::protobuf::Value tensors;
+  *tensors.mutable_list_value()->add_values() = entry;
+  reply.Set("tensors", tensors);
+
+  Frame not_offered = reply;
+  EXPECT_TRUE(absl::IsDataLoss(AdoptReplyBuffer(Frame::Of("run"), not_offered)));
+  Frame with_payload = reply;
+  with_payload.payload = "more";
+  EXPECT_TRUE(absl::IsDataLoss(AdoptReplyBuffer(request, with_payload)));
+
+  ASSERT_TRUE(AdoptReplyBuffer(request, reply).ok());
+  EXPECT_TRUE(request.reply_buffer->sealed());
+  EXPECT_EQ(reply.PayloadBytes(), std::string(64, 'x'));
+  absl::StatusOr<std::vector<TensorEntry>> entries = reply.Tensors();
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  EXPECT_EQ(entries->at(0).nbytes, 64u);
+
+  Frame plain = Frame::Of("result");
+  EXPECT_TRUE(AdoptReplyBuffer(request, plain).ok()) << "a reply that did not use it";
+  EXPECT_EQ(plain.shared_payload, nullptr);
 }
 
 }  // namespace

@@ -219,13 +219,49 @@ def _raw_bytes(tensor):
     return t.view(torch.uint8) if t.dtype is not torch.bool else t.to(torch.uint8)
 
 
+class BufferFull(Exception):
+    """A tensor did not fit what was left of an offered reply buffer."""
+
+
+class BufferWriter:
+    """Named tensors written one after another into an offered reply buffer
+    (descriptor, capacity), each copied once, straight from its device. The
+    same add/entries as TensorPacker; close() unmaps the buffer, which the
+    verifier cannot seal while it is still mapped writable here."""
+
+    def __init__(self, fd, capacity):
+        self.capacity = int(capacity)
+        self.buffer = mmap.mmap(fd, self.capacity, flags=mmap.MAP_SHARED,
+                                prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        self.entries = []
+        self.size = 0
+
+    def add(self, name, tensor):
+        import torch
+        r = _raw_bytes(tensor)
+        n = r.numel()
+        if self.size + n > self.capacity:
+            raise BufferFull(f"{name}: {n} bytes at {self.size} of a {self.capacity}-byte buffer")
+        if n:
+            target = torch.frombuffer(self.buffer, dtype=torch.uint8, count=n, offset=self.size)
+            target.copy_(r)
+            del target  # the mapping cannot close while a tensor views it
+        self.entries.append({"name": name, "dtype": dtype_name(tensor.dtype),
+                             "shape": list(tensor.shape), "offset": self.size, "nbytes": n})
+        self.size += n
+
+    def close(self):
+        if self.buffer is not None:
+            self.buffer.close()
+            self.buffer = None
+
+
 def pack_reply(named, reply_buffer=None):
     """[(name, tensor)] as (header entries, payload parts, in_buffer). With
     reply_buffer = (descriptor, capacity) and room in it, the bytes are
     written into the buffer, which is unmapped before this returns (the
     verifier cannot seal a buffer still mapped writable), and the payload is
     empty; otherwise they travel as a payload (TensorPacker)."""
-    import torch
     # A bool travels as one byte (uint8), every other dtype as its own size.
     total = sum(t.numel() * t.element_size() for _, t in named)
     if reply_buffer is None or total == 0 or total > reply_buffer[1]:
@@ -233,20 +269,10 @@ def pack_reply(named, reply_buffer=None):
         for name, t in named:
             packer.add(name, t)
         return packer.entries, packer.payload(), False
-    fd, capacity = reply_buffer
-    buffer = mmap.mmap(fd, capacity, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    entries, offset = [], 0
+    writer = BufferWriter(*reply_buffer)
     try:
         for name, t in named:
-            r = _raw_bytes(t)
-            n = r.numel()
-            if n:
-                target = torch.frombuffer(buffer, dtype=torch.uint8, count=n, offset=offset)
-                target.copy_(r)
-                del target
-            entries.append({"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape),
-                            "offset": offset, "nbytes": n})
-            offset += n
+            writer.add(name, t)
     finally:
-        buffer.close()
-    return entries, [], True
+        writer.close()
+    return writer.entries, [], True

@@ -9,6 +9,7 @@ connected Unix socket to the C++ verifier (frames, protocol.py).
 
 import collections
 import math
+import os
 import socket
 import sys
 import traceback
@@ -75,21 +76,30 @@ class ReferenceServer:
             info["device"] = torch.cuda.get_device_name(torch.device(device))
         return info, b""
 
-    def prepare(self, request):
+    def prepare(self, request, fds=()):
         """Input sets and reference outputs. A set the reference itself cannot
         run (a size the task does not support, a dtype it rejects, or values
         that make its output non-finite where the task's own did not) comes
-        back with ok false and the reason."""
+        back with ok false and the reason.
+
+        Where the verifier offers a reply buffer (a memfd) the tensors are
+        written straight into it, each copied once from the GPU: gigabytes
+        through this socket took seconds a reference epoch. A plan whose
+        tensors outgrow the buffer is made again into a payload."""
         task = self.task(request["task_key"], request["source"], request["device"])
-        packer = protocol.TensorPacker()
-        results = []
-        for spec in request["sets"]:
+        if "reply_buffer" in request:
+            writer = protocol.BufferWriter(fds[int(request["reply_buffer"])],
+                                           int(request["reply_capacity"]))
             try:
-                results.append(self._prepare_set(task, spec, request["init_seed"], packer,
-                                                 int(request.get("max_set_bytes", 1 << 28))))
-            except Exception as e:  # the task's own code failed on this variant
-                results.append({"name": spec["name"], "ok": False,
-                                "message": f"{type(e).__name__}: {e}"})
+                results = self._prepare_sets(task, request, writer)
+                return {"type": "prepared", "sets": results, "tensors": writer.entries,
+                        "payload_in_reply_buffer": True}, b""
+            except protocol.BufferFull:
+                pass
+            finally:
+                writer.close()
+        packer = protocol.TensorPacker()
+        results = self._prepare_sets(task, request, packer)
         header, payload = {"type": "prepared", "sets": results,
                            "tensors": packer.entries}, packer.payload()
         if not request.get("defer_payload"):
@@ -103,6 +113,19 @@ class ReferenceServer:
         while len(self.pending) > MAX_PENDING:
             self.pending.popitem(last=False)  # a verifier that never fetched
         return {"type": "computed", "ticket": ticket}, b""
+
+    def _prepare_sets(self, task, request, packer):
+        results = []
+        for spec in request["sets"]:
+            try:
+                results.append(self._prepare_set(task, spec, request["init_seed"], packer,
+                                                 int(request.get("max_set_bytes", 1 << 28))))
+            except protocol.BufferFull:
+                raise
+            except Exception as e:  # the task's own code failed on this variant
+                results.append({"name": spec["name"], "ok": False,
+                                "message": f"{type(e).__name__}: {e}"})
+        return results
 
     def fetch(self, request):
         """The answer of a deferred prepare, once."""
@@ -219,7 +242,7 @@ class ReferenceServer:
                     "warm": self.warm, "device_info": self.device_info}
         while True:
             try:
-                request, _ = protocol.recv_frame(self.sock)
+                request, _, fds = protocol.recv_frame(self.sock, want_fds=True)
             except EOFError:
                 return
             handler = handlers.get(request.get("type"))
@@ -229,10 +252,15 @@ class ReferenceServer:
                 # Baselines are timed with CUDA events, which use the current
                 # device: another GPU's stream otherwise.
                 make_current(request.get("device", "cpu"))
-                header, payload = handler(request)
+                # Only a prepare takes descriptors (its reply buffer).
+                header, payload = (self.prepare(request, fds) if handler == self.prepare
+                                   else handler(request))
             except Exception as e:
                 header, payload = {"type": "error", "message": f"{type(e).__name__}: {e}",
                                    "traceback": traceback.format_exc(limit=8)}, b""
+            finally:
+                for fd in fds:
+                    os.close(fd)
             header["id"] = request.get("id")
             protocol.send_frame(self.sock, header, payload)
 
