@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -273,6 +274,17 @@ int VerifierSlots(const LocalOptions& options, int verifiers) {
   return std::clamp(AvailableCores() / (2 * std::max(1, verifiers)), 2, 8);
 }
 
+// Each verifier's reference cache on a GPU node: a quarter of the host's
+// memory shared among the verifiers, from the default 8 GiB up to 32 GiB.
+// A task's reference epoch at full KernelBench sizes holds 1-3 GiB (its
+// input sets, outputs and the inputs' shared copies), and an epoch dropped
+// for room is made again, seconds of GPU and copying, by its next candidate.
+int ReferenceCacheGib(int verifiers) {
+  const int64_t pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const int64_t gib = pages > 0 && page > 0 ? pages * page >> 30 : 0;
+  return static_cast<int>(std::clamp<int64_t>(gib / (4 * std::max(1, verifiers)), 8, 32));
+}
+
 // The learner's model and task roots: the run folder (the tiny model) and
 // the folder of --model, the built-in tasks, and what the flags add.
 std::vector<std::string> RootArgs(const LocalOptions& options) {
@@ -309,6 +321,10 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
     args.push_back(absl::StrCat("--device=", VerifierDevice(device, gpus, i)));
     args.push_back(absl::StrCat("--max_concurrent=", slots));
     args.push_back(absl::StrCat("--spare_sandboxes=", slots));
+    if (gpus > 0) {
+      args.push_back(
+          absl::StrCat("--reference_cache_gib=", ReferenceCacheGib(VerifierCount(options, gpus))));
+    }
     for (const std::string& arg : security.ServiceArgs("verifier")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service verifier, SpawnService(absl::StrCat("verifier-", i),
                                                        "kforge-verifier", 0, args, options, ports));

@@ -41,6 +41,9 @@ ABSL_FLAG(int, max_concurrent, -1,
           "candidates verified at once, 1..1024 (overrides the config's max_concurrent)");
 ABSL_FLAG(int, spare_sandboxes, -1,
           "sandboxes kept ready, 0..256 (overrides the config's spare_sandboxes)");
+ABSL_FLAG(int, reference_cache_gib, -1,
+          "GiB of host memory for shared reference epochs, 0..4096 (overrides the config's "
+          "reference_cache_bytes)");
 ABSL_FLAG(std::string, learner, "",
           "learner address host:port for delivering scored samples (overrides the config)");
 
@@ -95,6 +98,14 @@ int Run() {
       return kExitConfigError;
     }
     (config.*set)(value);
+  }
+  if (const int gib = absl::GetFlag(FLAGS_reference_cache_gib); gib != -1) {
+    if (gib < 0 || gib > 4096) {
+      log.Error("invalid configuration",
+                {{"error", absl::StrCat("--reference_cache_gib: ", gib, " is not in 0..4096")}});
+      return kExitConfigError;
+    }
+    config.set_reference_cache_bytes(int64_t{gib} << 30);
   }
   if (config.harness_dir().empty()) config.set_harness_dir(SharedDataPath("harness"));
 

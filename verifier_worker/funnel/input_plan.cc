@@ -1,5 +1,7 @@
 #include "verifier_worker/funnel/input_plan.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace kforge {
@@ -17,7 +19,8 @@ google::protobuf::Value InputSetSpec::ToValue() const {
   f["dtype"].set_string_value(dtype);
   // The reference server keeps these on the device: the baselines are
   // timed on them.
-  f["same_shape"].set_bool_value(same_shape && !probe);
+  f["same_shape"].set_bool_value(same_shape && !probe && max_bytes == 0);
+  if (max_bytes > 0) f["max_bytes"].set_number_value(static_cast<double>(max_bytes));
   // Value-changing sets must keep the reference finite, or they test nothing.
   f["require_finite"].set_bool_value(name != "task_inputs");
   return value;
@@ -31,7 +34,8 @@ std::vector<InputSetSpec> InputPlan::All() const {
 }
 
 InputPlan BuildInputPlan(const kforge::v1::MultiInputOptions& options,
-                         const std::string& alt_dtype, int fresh_sets, absl::BitGen& rng) {
+                         const std::string& alt_dtype, int fresh_sets, int full_size_sets,
+                         absl::BitGen& rng) {
   // Seeds below 2^31 so every consumer (torch, numpy) takes them as is.
   auto secret = [&] { return absl::Uniform<uint64_t>(rng, 1, uint64_t{1} << 31); };
   InputPlan plan;
@@ -63,6 +67,19 @@ InputPlan BuildInputPlan(const kforge::v1::MultiInputOptions& options,
   }
   if (options.other_dtype() && !alt_dtype.empty()) {
     plan.sets.push_back({.name = alt_dtype, .seed = secret(), .dtype = alt_dtype});
+  }
+  const int64_t variant_bytes =
+      options.variant_set_bytes() < options.max_set_bytes() ? options.variant_set_bytes() : 0;
+  if (variant_bytes > 0) {
+    plan.tiny.max_bytes = variant_bytes;
+    int full = 0;
+    for (InputSetSpec& spec : plan.sets) {
+      if (spec.same_shape && full < std::max(1, full_size_sets)) {
+        ++full;  // task_inputs is first
+      } else {
+        spec.max_bytes = variant_bytes;
+      }
+    }
   }
   for (int i = 0; i < fresh_sets; ++i) {
     plan.fresh.push_back({.name = absl::StrCat("fresh_", i + 1), .seed = secret(),

@@ -27,8 +27,12 @@ struct InputSetSpec {
   bool ragged = false;
   bool batch_one = false;
   std::string dtype;  // "" keeps the task's dtype
-  // Same shapes and dtype as the task's own inputs: usable for timing.
+  // Varies values only: the task's shapes and dtype, usable for timing
+  // unless max_bytes scales it down.
   bool same_shape = false;
+  // The set's budget (inputs and outputs) where smaller than the options'
+  // max_set_bytes; 0: max_set_bytes.
+  int64_t max_bytes = 0;
   // A fresh-input probe set: timed once per candidate, never kept on the
   // reference server's device.
   bool probe = false;
@@ -46,9 +50,12 @@ struct InputPlan {
 };
 
 // `alt_dtype` is the dtype of the other-dtype set ("bfloat16" on GPU,
-// "" to leave it out).
+// "" to leave it out). The first `full_size_sets` value-only sets (the
+// task's own inputs first: the timing's pool) and the fresh sets keep
+// max_set_bytes; every other set gets variant_set_bytes.
 InputPlan BuildInputPlan(const kforge::v1::MultiInputOptions& options,
-                         const std::string& alt_dtype, int fresh_sets, absl::BitGen& rng);
+                         const std::string& alt_dtype, int fresh_sets, int full_size_sets,
+                         absl::BitGen& rng);
 
 }  // namespace kforge
 

@@ -21,7 +21,20 @@ struct EpochTimings {
   absl::Duration share;
   int64_t bytes = 0;
   bool in_buffer = false;
+  // The server's own account, "inputs_s:0.120,forward_s:0.050,copy_s:1.800".
+  std::string server_parts;
 };
+
+std::string ServerParts(const Frame& reply) {
+  std::string parts;
+  if (const google::protobuf::Value* timings = reply.Get("timings"); timings != nullptr) {
+    for (const auto& [part, seconds] : timings->struct_value().fields()) {
+      absl::StrAppend(&parts, parts.empty() ? "" : ",", part, ":",
+                      absl::StrFormat("%.3f", seconds.number_value()));
+    }
+  }
+  return parts;
+}
 
 // A new epoch: fresh secret seeds, a fresh init seed, and the reference
 // server's answer for every set of the plan.
@@ -34,7 +47,7 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
   auto epoch = std::make_shared<ReferenceEpoch>();
   epoch->plan = BuildInputPlan(options.multi_input(), cuda ? "bfloat16" : "",
                                options.timing().enabled() ? options.timing().fresh_input_probes() : 0,
-                               rng);
+                               options.timing().enabled() ? options.timing().input_pool() : 1, rng);
   epoch->init_seed = absl::Uniform<uint64_t>(rng, 1, uint64_t{1} << 31);
   Frame prepare = Frame::Of("prepare");
   prepare.Set("task_key", HexHash(request.task().reference_source()))
@@ -74,6 +87,7 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
     }
     computed_at = absl::Now();
     if (!computed.ok()) return computed.status();
+    timings.server_parts = ServerParts(*computed);
     if (computed->type() == "prepared") {
       prepared = std::move(computed);
     } else {
@@ -110,7 +124,8 @@ bool Funnel::Run::PrepareReference() {
   // One scope per task and input-plan configuration on this device.
   const std::string scope = absl::StrCat(
       HexHash(request_.task().reference_source()), ":", HexHash(multi.SerializeAsString()), ":",
-      options_.timing().enabled() ? options_.timing().fresh_input_probes() : 0);
+      options_.timing().enabled() ? options_.timing().fresh_input_probes() : 0, ":",
+      options_.timing().enabled() ? options_.timing().input_pool() : 1);
   bool reused = false;
   absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> epoch = f_.references_.Get(
       scope, request_.batch_id(),
@@ -139,7 +154,8 @@ bool Funnel::Run::PrepareReference() {
                {"compute_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.compute))},
                {"transfer_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.transfer))},
                {"share_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.share))},
-               {"gpu_wait_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(waited))}});
+               {"gpu_wait_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(waited))},
+               {"server", timings.server_parts}});
         }
         return made;
       },

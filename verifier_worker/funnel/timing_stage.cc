@@ -113,7 +113,7 @@ bool Funnel::Run::CompileBaseline() const {
 void Funnel::Run::ChooseTimingPool() {
   pool_.clear();
   for (const InputSetSpec& spec : epoch_->plan.sets) {
-    if (spec.same_shape && SetNamed(spec.name).ok &&
+    if (spec.same_shape && spec.max_bytes == 0 && SetNamed(spec.name).ok &&
         static_cast<int>(pool_.size()) < options_.timing().input_pool()) {
       pool_.push_back(spec.name);
     }

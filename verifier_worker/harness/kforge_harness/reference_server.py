@@ -12,6 +12,7 @@ import math
 import os
 import socket
 import sys
+import time
 import traceback
 
 import torch
@@ -25,23 +26,52 @@ MAX_TASKS = 16
 MAX_PENDING = 16
 
 
+# Models kept per task: each reference epoch draws a new init seed, so
+# without a bound a long job would keep every epoch's weights on the GPU.
+# Two batches' epochs can be in use at once, each with a few init variants.
+MAX_MODELS = 8
+
+
 class LoadedTask:
     def __init__(self, source, device):
         self.module = task_inputs.load_task(source)
         self.device = torch.device(device)
-        self.models = {}       # key of init inputs -> eager model
+        self.models = collections.OrderedDict()  # key of init inputs -> eager model
         self.compiled = {}     # key of init inputs -> torch.compile'd model
-        self.sets = {}         # set name -> (init key, [inputs on device])
+        # set name -> (init key, [inputs on device], (init_inputs, init_seed, dtype))
+        self.sets = {}
 
     def model(self, init_inputs, init_seed, dtype):
         key = repr((init_inputs, init_seed, dtype))
-        if key not in self.models:
+        if key in self.models:
+            self.models.move_to_end(key)
+        else:
             torch.manual_seed(init_seed)
             model = self.module.Model(*init_inputs).to(self.device)
             if dtype:
                 model = model.to(getattr(torch, dtype))
             self.models[key] = model.eval()
+            while len(self.models) > MAX_MODELS:
+                old, _ = self.models.popitem(last=False)
+                self.compiled.pop(old, None)
         return key, self.models[key]
+
+
+class _Clock:
+    """Seconds spent per part of a prepare, each part ended by a device
+    synchronisation so the GPU's queued work is counted where it ran."""
+
+    def __init__(self, device):
+        self.cuda = str(device).startswith("cuda")
+        self.parts = {}
+        self.last = time.perf_counter()
+
+    def lap(self, part):
+        if self.cuda:
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        self.parts[part] = round(self.parts.get(part, 0.0) + now - self.last, 4)
+        self.last = now
 
 
 class ReferenceServer:
@@ -91,15 +121,15 @@ class ReferenceServer:
             writer = protocol.BufferWriter(fds[int(request["reply_buffer"])],
                                            int(request["reply_capacity"]))
             try:
-                results = self._prepare_sets(task, request, writer)
+                results, timings = self._prepare_sets(task, request, writer)
                 return {"type": "prepared", "sets": results, "tensors": writer.entries,
-                        "payload_in_reply_buffer": True}, b""
+                        "payload_in_reply_buffer": True, "timings": timings}, b""
             except protocol.BufferFull:
                 pass
             finally:
                 writer.close()
         packer = protocol.TensorPacker()
-        results = self._prepare_sets(task, request, packer)
+        results, timings = self._prepare_sets(task, request, packer)
         header, payload = {"type": "prepared", "sets": results,
                            "tensors": packer.entries}, packer.payload()
         if not request.get("defer_payload"):
@@ -112,20 +142,24 @@ class ReferenceServer:
         self.pending[ticket] = (header, payload)
         while len(self.pending) > MAX_PENDING:
             self.pending.popitem(last=False)  # a verifier that never fetched
-        return {"type": "computed", "ticket": ticket}, b""
+        return {"type": "computed", "ticket": ticket, "timings": timings}, b""
 
     def _prepare_sets(self, task, request, packer):
+        """(set results, seconds by part: inputs, forward, copy)."""
         results = []
+        clock = _Clock(request["device"])
         for spec in request["sets"]:
             try:
                 results.append(self._prepare_set(task, spec, request["init_seed"], packer,
-                                                 int(request.get("max_set_bytes", 1 << 28))))
+                                                 int(request.get("max_set_bytes", 1 << 28)),
+                                                 clock))
             except protocol.BufferFull:
                 raise
             except Exception as e:  # the task's own code failed on this variant
                 results.append({"name": spec["name"], "ok": False,
                                 "message": f"{type(e).__name__}: {e}"})
-        return results
+                clock.lap("failed_s")
+        return results, clock.parts
 
     def fetch(self, request):
         """The answer of a deferred prepare, once."""
@@ -134,20 +168,23 @@ class ReferenceServer:
             raise ValueError(f"no prepared answer under ticket {request.get('ticket')!r}")
         return answer
 
-    def _prepare_set(self, task, spec, init_seed, packer, max_bytes):
-        spec = task_inputs.fit_to_budget(task.module, spec, max_bytes)
+    def _prepare_set(self, task, spec, init_seed, packer, max_bytes, clock):
+        spec = task_inputs.fit_to_budget(task.module, spec, int(spec.get("max_bytes") or max_bytes))
         init_inputs, inputs, changes = task_inputs.make_inputs(task.module, spec, task.device)
-        key, model = task.model(init_inputs, init_seed, spec.get("dtype", ""))
+        model_args = (init_inputs, init_seed, spec.get("dtype", ""))
+        key, model = task.model(*model_args)
         on_device = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        clock.lap("inputs_s")
         with torch.no_grad():
             outputs = task_inputs.as_output_list(model(*on_device))
         if spec.get("require_finite") and not all(torch.isfinite(o).all() for o in outputs):
             raise ValueError("reference output is not finite for these values")
+        clock.lap("forward_s")
         name = spec["name"]
         # Only sets the baselines may be timed on stay on the device; the
         # rest would hold GPU memory for nothing.
         if spec.get("same_shape"):
-            task.sets[name] = (key, on_device)
+            task.sets[name] = (key, on_device, model_args)
         else:
             task.sets.pop(name, None)
         scalars = []  # [index, value]: plain numbers among the inputs (a scale factor)
@@ -160,6 +197,7 @@ class ReferenceServer:
                 raise ValueError(f"input {i} is a {type(x).__name__}, neither a tensor nor a number")
         for i, o in enumerate(outputs):
             packer.add(f"{name}/out{i}", o)
+        clock.lap("copy_s")
         return {"name": name, "ok": True, "inputs": len(inputs), "outputs": len(outputs),
                 "scalars": scalars,
                 "fit_scale": spec.get("fit_scale", 1.0),
@@ -181,22 +219,24 @@ class ReferenceServer:
         specs = {spec["name"]: spec for spec in request["specs"]}
         max_bytes = int(request.get("max_set_bytes", 1 << 28))
         for name in missing:
-            spec = task_inputs.fit_to_budget(task.module, specs[name], max_bytes)
+            spec = task_inputs.fit_to_budget(task.module, specs[name],
+                                             int(specs[name].get("max_bytes") or max_bytes))
             init_inputs, inputs, _ = task_inputs.make_inputs(task.module, spec, task.device)
-            key, _ = task.model(init_inputs, request["init_seed"], spec.get("dtype", ""))
+            model_args = (init_inputs, request["init_seed"], spec.get("dtype", ""))
+            key, _ = task.model(*model_args)
             task.sets[name] = (key, [x.to(task.device) if isinstance(x, torch.Tensor) else x
-                                     for x in inputs])
+                                     for x in inputs], model_args)
         return task
 
     def _baseline(self, request):
         """(fn, pool) for a baseline over the named sets, or (None, why)
         where the mode is unavailable."""
         task = self._ensure_sets(request)
-        pool, key = [], None
+        pool, model_args = [], None
         for name in request["sets"]:
-            key, inputs = task.sets[name]
+            _, inputs, model_args = task.sets[name]
             pool.append(inputs)
-        fn = task.models[key]
+        key, fn = task.model(*model_args)  # made again if dropped for room
         if request["mode"] == "compile":
             if not hasattr(torch, "compile"):
                 return None, f"torch {torch.__version__} has no torch.compile"
