@@ -274,8 +274,10 @@ int VerifierSlots(const LocalOptions& options, int verifiers) {
   return std::clamp(AvailableCores() / (2 * std::max(1, verifiers)), 2, 8);
 }
 
-// Each verifier's reference cache on a GPU node: a quarter of the host's
-// memory shared among the verifiers, from the default 8 GiB up to 32 GiB.
+// Each verifier's reference cache on a GPU node: at least the default
+// 8 GiB, more where a quarter of the host's physical memory shared among the
+// verifiers allows, up to 32 GiB (a container's memory limit is not looked
+// at: set the verifier's config or --reference_cache_gib below it there).
 // A task's reference epoch at full KernelBench sizes holds 1-3 GiB (its
 // input sets, outputs and the inputs' shared copies), and an epoch dropped
 // for room is made again, seconds of GPU and copying, by its next candidate.

@@ -76,7 +76,9 @@ InputPlan BuildInputPlan(const kforge::v1::MultiInputOptions& options,
     for (InputSetSpec& spec : plan.sets) {
       if (spec.same_shape && full < std::max(1, full_size_sets)) {
         ++full;  // task_inputs is first
-      } else {
+      } else if (spec.size_scale <= 1.0) {
+        // The larger set keeps the full budget: beyond the task's sizes is
+        // where index arithmetic overflows.
         spec.max_bytes = variant_bytes;
       }
     }

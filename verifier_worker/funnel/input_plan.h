@@ -51,8 +51,8 @@ struct InputPlan {
 
 // `alt_dtype` is the dtype of the other-dtype set ("bfloat16" on GPU,
 // "" to leave it out). The first `full_size_sets` value-only sets (the
-// task's own inputs first: the timing's pool) and the fresh sets keep
-// max_set_bytes; every other set gets variant_set_bytes.
+// task's own inputs first: the timing's pool), the larger set and the fresh
+// sets keep max_set_bytes; every other set gets variant_set_bytes.
 InputPlan BuildInputPlan(const kforge::v1::MultiInputOptions& options,
                          const std::string& alt_dtype, int fresh_sets, int full_size_sets,
                          absl::BitGen& rng);

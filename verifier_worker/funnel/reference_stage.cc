@@ -3,6 +3,8 @@
 // task and reference epoch and shared by every candidate of the epoch
 // (ReferenceCache). Not a stage of its own: a reference that cannot run is
 // the verifier's problem (OUTCOME_INTERNAL_ERROR), reported on stage 2.
+#include <algorithm>
+
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -64,8 +66,10 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
   // written, shrunk to what was written): through the socket, gigabytes of
   // sets took seconds an epoch. Were it too small, the server sends them
   // as before, fetched below.
-  const uint64_t capacity = 2 * all.size() *
-                            static_cast<uint64_t>(std::max<int64_t>(0, options.multi_input().max_set_bytes()));
+  constexpr uint64_t kMaxCapacity = uint64_t{1} << 40;  // no product wraps past it
+  const uint64_t per_set =
+      std::min<uint64_t>(kMaxCapacity, std::max<int64_t>(0, options.multi_input().max_set_bytes()));
+  const uint64_t capacity = std::min(kMaxCapacity, 2 * all.size() * per_set);
   if (absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("kforge-reference-epoch", capacity);
       buffer.ok()) {
     prepare.OfferReplyBuffer(std::make_shared<SharedMemory>(*std::move(buffer)));
@@ -91,6 +95,9 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
     if (computed->type() == "prepared") {
       prepared = std::move(computed);
     } else {
+      // What the server wrote before the buffer ran out is not needed: its
+      // pages go now, not after the same bytes have crossed the socket.
+      if (prepare.reply_buffer != nullptr) (void)prepare.reply_buffer->Truncate(0);
       Frame fetch = Frame::Of("fetch");
       fetch.Set("ticket", computed->GetNumber("ticket"));
       prepared = server.Call(fetch, timeout);

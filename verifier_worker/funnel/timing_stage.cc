@@ -49,7 +49,8 @@ Frame Funnel::Run::BudgetFrame(const std::string& type, int min_trials, double m
       .Set("trim_fraction",
            p.statistic() == v1::TIMING_TRIMMED_MEAN ? p.trim_fraction() : 0.0)
       .Set("warmup", warm_up ? p.warmup_trials() : 0)
-      .Set("warmup_ms", warm_up ? p.warmup_ms() : 0.0);
+      .Set("warmup_ms", warm_up ? p.warmup_ms() : 0.0)
+      .Set("launch_cover_ms", p.launch_cover_ms());
   return frame;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -90,6 +91,15 @@ absl::Status SharedMemory::Seal() {
           "another process still maps the shared buffer writable, so it cannot be sealed");
     }
     return Errno("sealing the shared buffer");
+  }
+  // The peer may have shrunk the memfd before the seal (a candidate holds
+  // its reply buffer's descriptor): reading past its end would raise
+  // SIGBUS in this process. The seals fix the size from here on.
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0) return Errno("fstat of the sealed buffer");
+  if (static_cast<uint64_t>(st.st_size) < MapLength(size_)) {
+    return absl::DataLossError(absl::StrCat("the shared buffer was shrunk to ", st.st_size,
+                                            " of its ", size_, " bytes"));
   }
   void* data = ::mmap(nullptr, MapLength(size_), PROT_READ, MAP_SHARED, fd_.get(), 0);
   if (data == MAP_FAILED) return Errno("mmap of the sealed buffer");

@@ -44,7 +44,8 @@ class SharedMemory {
   absl::Status Truncate(uint64_t size);
   // Seals the memfd against writes and size changes and maps it read-only.
   // FAILED_PRECONDITION when another process still maps it writable: the
-  // seal is then not applied and bytes() stays empty.
+  // seal is then not applied and bytes() stays empty. DATA_LOSS when
+  // another process shrank it below size(): it is sealed but never mapped.
   absl::Status Seal();
 
   // The bytes once sealed; empty before.

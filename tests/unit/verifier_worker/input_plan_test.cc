@@ -1,7 +1,7 @@
 // BuildInputPlan: which input sets an epoch makes, and how large each may
-// be. The task's own inputs, the timing's pool and the fresh probes keep the
-// full budget; every set that only varies shapes, dtype or values past the
-// pool is made at variant_set_bytes.
+// be. The task's own inputs, the timing's pool, the larger set and the fresh
+// probes keep the full budget; every other set that only varies shapes,
+// dtype or values past the pool is made at variant_set_bytes.
 #include "verifier_worker/funnel/input_plan.h"
 
 #include <map>
@@ -43,11 +43,12 @@ TEST(InputPlanTest, OnlyTheTimedSetsKeepTheFullBudget) {
                                         /*fresh_sets=*/2, /*full_size_sets=*/4, rng);
   const std::map<std::string, int64_t> budgets = Budgets(plan);
   ASSERT_EQ(plan.sets.front().name, "task_inputs");
-  for (const char* full : {"task_inputs", "normal", "uniform", "heavy_tailed", "fresh_1", "fresh_2"}) {
+  for (const char* full : {"task_inputs", "normal", "uniform", "heavy_tailed", "larger_x1.5",
+                           "fresh_1", "fresh_2"}) {
     EXPECT_EQ(budgets.at(full), 0) << full;
   }
   for (const char* variant : {"tiny", "scaled_x100", "secret_seed_1", "secret_seed_2",
-                              "ragged_shape", "larger_x1.5", "batch_1", "bfloat16"}) {
+                              "ragged_shape", "batch_1", "bfloat16"}) {
     EXPECT_EQ(budgets.at(variant), 64 * kMiB) << variant;
   }
   // A value set scaled down is not timed on, and the reference server does

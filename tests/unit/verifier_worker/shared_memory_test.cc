@@ -99,6 +99,19 @@ TEST(SharedMemoryTest, ATruncatedBufferHoldsWhatWasWrittenAndNoMore) {
   EXPECT_FALSE(buffer->Truncate(2).ok()) << "sealed";
 }
 
+// A peer holding the descriptor (a candidate and its reply buffer) may shrink
+// it: mapping past the end would kill the verifier with SIGBUS on the first
+// read, so the seal refuses it.
+TEST(SharedMemoryTest, ABufferShrunkByAPeerIsNotMapped) {
+  absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("test", 1 << 16);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  ASSERT_EQ(::ftruncate(buffer->fd(), 10), 0);
+  const absl::Status sealed = buffer->Seal();
+  EXPECT_TRUE(absl::IsDataLoss(sealed)) << sealed;
+  EXPECT_FALSE(buffer->sealed());
+  EXPECT_TRUE(buffer->bytes().empty());
+}
+
 // A reply written into the buffer its request offered becomes its payload,
 // shrunk to the tensors' span and sealed; a reply claiming a buffer nobody
 // offered, or sending a payload too, is garbage.

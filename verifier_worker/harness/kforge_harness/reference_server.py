@@ -117,9 +117,14 @@ class ReferenceServer:
         through this socket took seconds a reference epoch. A plan whose
         tensors outgrow the buffer is made again into a payload."""
         task = self.task(request["task_key"], request["source"], request["device"])
+        writer = None
         if "reply_buffer" in request:
-            writer = protocol.BufferWriter(fds[int(request["reply_buffer"])],
-                                           int(request["reply_capacity"]))
+            try:
+                writer = protocol.BufferWriter(fds[int(request["reply_buffer"])],
+                                               int(request["reply_capacity"]))
+            except (OSError, ValueError, IndexError):
+                writer = None  # no room to map it: the payload below
+        if writer is not None:
             try:
                 results, timings = self._prepare_sets(task, request, writer)
                 return {"type": "prepared", "sets": results, "tensors": writer.entries,

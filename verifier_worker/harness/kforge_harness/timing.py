@@ -63,6 +63,7 @@ class Budget:
         self.trim_fraction = min(0.45, max(0.0, float(request.get("trim_fraction", 0.0))))
         self.flush_l2 = bool(request.get("flush_l2", False))
         self.clone_inputs = bool(request.get("clone_inputs", False))
+        self.launch_cover_ms = max(0.0, float(request.get("launch_cover_ms", 0.0)))
 
     def done(self, n, spent_ms, mean, m2, samples=None):
         """Whether a side with n trials that took spent_ms of wall time
@@ -135,7 +136,8 @@ class Timer:
     def one(self, fn, args, flush_l2, clone=False, launch_cover_ms=0.0):
         """One timed call: (event_ms or None, host_ms, output). With
         `launch_cover_ms`, that much GPU sleep is queued before the start
-        event, so a slow host launch does not count as kernel time."""
+        event, so a slow host launch does not count as kernel time; the
+        host clock, which runs through the sleep, leaves it out again."""
         args = self._fresh(args, clone)
         if self.cuda:
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -146,7 +148,12 @@ class Timer:
             # (what do_bench measures too).
             if flush_l2:
                 self._flush()
+            cover = None
             if launch_cover_ms > 0 and _cuda_sleep is not None:
+                # The sleep's own length is measured, not assumed: below the
+                # peak clock it runs longer than asked.
+                cover = _Event(enable_timing=True)
+                cover.record()
                 _cuda_sleep(int(launch_cover_ms * self._cycles_per_ms()))
             t0 = _perf_counter_ns()
             start.record()
@@ -154,7 +161,8 @@ class Timer:
             end.record()
             _cuda_synchronize(self.device)
             t1 = _perf_counter_ns()
-            return start.elapsed_time(end), (t1 - t0) / 1e6, out
+            host_ms = (t1 - t0) / 1e6 - (cover.elapsed_time(start) if cover is not None else 0.0)
+            return start.elapsed_time(end), max(host_ms, 0.0), out
         t0 = _perf_counter_ns()
         out = fn(*args)
         t1 = _perf_counter_ns()
@@ -195,7 +203,8 @@ class Timer:
                 callback(self._fresh(pool[index], budget.clone_inputs), index)
                 continue
             began = _perf_counter_ns()
-            ev, host, out = self.one(fn, pool[index], budget.flush_l2, budget.clone_inputs)
+            ev, host, out = self.one(fn, pool[index], budget.flush_l2, budget.clone_inputs,
+                                     budget.launch_cover_ms)
             if event_ms is not None:
                 event_ms.append(ev)
             host_ms.append(host)

@@ -143,6 +143,30 @@ class SharedBuffersTest(unittest.TestCase):
         finally:
             os.close(fd)
 
+    def test_a_writer_fills_the_buffer_in_order_and_stops_at_its_end(self):
+        # The reference server's epoch: sets written one after another; the
+        # one that does not fit raises, and the server makes them again as a
+        # payload.
+        import fcntl
+        fd = os.memfd_create("kforge-test-epoch", os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, 1000)
+            writer = protocol.BufferWriter(fd, 1000)
+            a, b = torch.arange(50, dtype=torch.float32), torch.ones(3, 4, dtype=torch.bool)
+            writer.add("s/in0", a)
+            writer.add("s/out0", b)
+            with self.assertRaises(protocol.BufferFull):
+                writer.add("t/in0", torch.zeros(300))
+            writer.close()
+            self.assertEqual([e["offset"] for e in writer.entries], [0, 200])
+            self.assertEqual(writer.size, 212)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)  # unmapped by close()
+            out = protocol.unpack_tensors(writer.entries, bytearray(os.pread(fd, writer.size, 0)))
+            self.assertTrue(torch.equal(out["s/in0"], a))
+            self.assertTrue(torch.equal(out["s/out0"], b))
+        finally:
+            os.close(fd)
+
     def test_a_reply_larger_than_the_offer_travels_as_a_payload(self):
         named = [("run0/out0", torch.randn(100))]
         fd = os.memfd_create("kforge-test-reply", os.MFD_ALLOW_SEALING)
