@@ -354,6 +354,10 @@ def verifier():
     b.ts("Reference epochs / s (reused: the task's seeds and outputs shared)",
          [(f"sum by (result) ({rate('kforge_verifier_reference_epochs_total')})", "{{result}}")],
          unit="ops")
+    b.ts("A new reference epoch's time by part (compute: the reference server; transfer: "
+         "bytes over its socket; share: inputs copied for candidates)",
+         [(mean_of_histogram("kforge_verifier_reference_epoch_seconds", "part"), "{{part}}")],
+         unit="s")
     b.ts("Baseline lookups / s (hit, miss: measured, drift: re-measured)",
          [(f"sum by (result) ({rate('kforge_verifier_baseline_lookups_total')})", "{{result}}")],
          unit="ops")
