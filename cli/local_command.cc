@@ -315,8 +315,9 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
   KF_RETURN_IF_ERROR(AwaitAll(services, 0, options, security, stop));
   const std::string learner_address = services.front().address();
   size_t first = services.size();
-  const int slots = VerifierSlots(options, VerifierCount(options, gpus));
-  for (int i = 0; i < VerifierCount(options, gpus); ++i) {
+  const int verifiers = VerifierCount(options, gpus);
+  const int slots = VerifierSlots(options, verifiers);
+  for (int i = 0; i < verifiers; ++i) {
     // Verifiers hand scored samples to the learner themselves.
     std::vector<std::string> args = {absl::StrCat("--learner=", learner_address)};
     if (!options.python.empty()) args.push_back(absl::StrCat("--python=", options.python));
@@ -324,8 +325,7 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
     args.push_back(absl::StrCat("--max_concurrent=", slots));
     args.push_back(absl::StrCat("--spare_sandboxes=", slots));
     if (gpus > 0) {
-      args.push_back(
-          absl::StrCat("--reference_cache_gib=", ReferenceCacheGib(VerifierCount(options, gpus))));
+      args.push_back(absl::StrCat("--reference_cache_gib=", ReferenceCacheGib(verifiers)));
     }
     for (const std::string& arg : security.ServiceArgs("verifier")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service verifier, SpawnService(absl::StrCat("verifier-", i),

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <vector>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -86,26 +87,21 @@ int Run() {
   if (!absl::GetFlag(FLAGS_device).empty()) config.set_device(absl::GetFlag(FLAGS_device));
   // The flags bypass the config's range checks, so they are checked here,
   // against the same bounds (service_config.proto).
+  using Setter = std::function<void(int)>;
   for (const auto& [name, value, low, high, set] :
        {std::tuple{"--max_concurrent", absl::GetFlag(FLAGS_max_concurrent), 1, 1024,
-                   &v1::VerifierWorkerConfig::set_max_concurrent},
+                   Setter([&](int v) { config.set_max_concurrent(v); })},
         std::tuple{"--spare_sandboxes", absl::GetFlag(FLAGS_spare_sandboxes), 0, 256,
-                   &v1::VerifierWorkerConfig::set_spare_sandboxes}}) {
+                   Setter([&](int v) { config.set_spare_sandboxes(v); })},
+        std::tuple{"--reference_cache_gib", absl::GetFlag(FLAGS_reference_cache_gib), 0, 4096,
+                   Setter([&](int v) { config.set_reference_cache_bytes(int64_t{v} << 30); })}}) {
     if (value == -1) continue;  // not given
     if (value < low || value > high) {
       log.Error("invalid configuration",
                 {{"error", absl::StrCat(name, ": ", value, " is not in ", low, "..", high)}});
       return kExitConfigError;
     }
-    (config.*set)(value);
-  }
-  if (const int gib = absl::GetFlag(FLAGS_reference_cache_gib); gib != -1) {
-    if (gib < 0 || gib > 4096) {
-      log.Error("invalid configuration",
-                {{"error", absl::StrCat("--reference_cache_gib: ", gib, " is not in 0..4096")}});
-      return kExitConfigError;
-    }
-    config.set_reference_cache_bytes(int64_t{gib} << 30);
+    set(value);
   }
   if (config.harness_dir().empty()) config.set_harness_dir(SharedDataPath("harness"));
 
@@ -175,7 +171,8 @@ int Run() {
                             {"cgroups", funnel->cgroup_report()},
                             {"triton_base_cache", funnel->triton_cache_report()},
                             {"max_concurrent", config.max_concurrent()},
-                            {"spare_sandboxes", config.spare_sandboxes()}});
+                            {"spare_sandboxes", config.spare_sandboxes()},
+                            {"reference_cache_bytes", config.reference_cache_bytes()}});
   if (!config.learner_address().empty()) {
     delivery = std::make_unique<LearnerDelivery>(config.learner_address(), config.rpc(),
                                                  absl::StrCat(HostName(), "/", ::getpid()),

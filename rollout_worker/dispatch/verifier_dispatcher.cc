@@ -401,6 +401,18 @@ VerifierDispatcher::Lane* VerifierDispatcher::PickLane(const v1::VerifyRequest& 
     }
   }
   if (ready.empty()) return nullptr;
+  // The first ready lane from the turn on that `take` accepts, which then
+  // moves the turn past it.
+  auto next_in_turn = [&](auto take) -> Lane* {
+    for (size_t i = 0; i < ready.size(); ++i) {
+      Lane* lane = ready[(next_lane_ + i) % ready.size()];
+      if (take(*lane)) {
+        next_lane_ = (next_lane_ + i + 1) % ready.size();
+        return lane;
+      }
+    }
+    return nullptr;
+  };
   if (options_.task_affinity && ready.size() > 1) {
     const std::string& task =
         request.task().id().empty() ? request.task().reference_source() : request.task().id();
@@ -422,20 +434,15 @@ VerifierDispatcher::Lane* VerifierDispatcher::PickLane(const v1::VerifyRequest& 
       return preferred;
     }
     // The overflow goes where the least is in flight.
-    for (size_t i = 0; i < ready.size(); ++i) {
-      Lane* lane = ready[(next_lane_ + i) % ready.size()];
-      if (lane->address != avoid && in_flight[lane->address] == least) {
-        next_lane_ = (next_lane_ + i + 1) % ready.size();
-        return lane;
-      }
-    }
-  }
-  for (size_t i = 0; i < ready.size(); ++i) {
-    Lane* lane = ready[(next_lane_ + i) % ready.size()];
-    if (lane->address != avoid || ready.size() == 1) {
-      next_lane_ = (next_lane_ + i + 1) % ready.size();
+    if (Lane* lane = next_in_turn([&](const Lane& l) {
+          return l.address != avoid && in_flight[l.address] == least;
+        })) {
       return lane;
     }
+  }
+  if (Lane* lane = next_in_turn(
+          [&](const Lane& l) { return l.address != avoid || ready.size() == 1; })) {
+    return lane;
   }
   return ready.front();
 }

@@ -583,7 +583,8 @@ TEST(KforgeLocalTest, AServedJobExposesEveryStagesTimeAsMetrics) {
   const ExitInfo stats_exit = Finish(**stats, absl::Seconds(60));
   EXPECT_EQ(stats_exit.code, 0) << (*stats)->output();
   EXPECT_THAT((*stats)->output(), HasSubstr("samples: 12 over 3 step(s)"));
-  EXPECT_THAT((*stats)->output(), HasSubstr("completions verified more than once with different verdicts: 0"));
+  EXPECT_THAT((*stats)->output(),
+              HasSubstr("completions verified more than once with different verdicts: 0"));
 
   (*local)->Signal(SIGINT);
   EXPECT_EQ(Finish(**local, absl::Seconds(60)).code, 0) << (*local)->output();

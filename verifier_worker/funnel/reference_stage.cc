@@ -70,7 +70,8 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
   const uint64_t per_set =
       std::min<uint64_t>(kMaxCapacity, std::max<int64_t>(0, options.multi_input().max_set_bytes()));
   const uint64_t capacity = std::min(kMaxCapacity, 2 * all.size() * per_set);
-  if (absl::StatusOr<SharedMemory> buffer = SharedMemory::Create("kforge-reference-epoch", capacity);
+  if (absl::StatusOr<SharedMemory> buffer =
+          SharedMemory::Create("kforge-reference-epoch", capacity);
       buffer.ok()) {
     prepare.OfferReplyBuffer(std::make_shared<SharedMemory>(*std::move(buffer)));
   }

@@ -173,12 +173,22 @@ class ReferenceServer:
             raise ValueError(f"no prepared answer under ticket {request.get('ticket')!r}")
         return answer
 
-    def _prepare_set(self, task, spec, init_seed, packer, max_bytes, clock):
+    @staticmethod
+    def _make_set(task, spec, init_seed, max_bytes):
+        """(fitted spec, inputs as made, init inputs, changed constants,
+        model args, inputs on the device) for one set: its size fitted to its
+        budget, its values drawn from its seeds, so the same spec makes the
+        same inputs again."""
         spec = task_inputs.fit_to_budget(task.module, spec, int(spec.get("max_bytes") or max_bytes))
         init_inputs, inputs, changes = task_inputs.make_inputs(task.module, spec, task.device)
         model_args = (init_inputs, init_seed, spec.get("dtype", ""))
-        key, model = task.model(*model_args)
         on_device = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        return spec, inputs, init_inputs, changes, model_args, on_device
+
+    def _prepare_set(self, task, spec, init_seed, packer, max_bytes, clock):
+        spec, inputs, init_inputs, changes, model_args, on_device = self._make_set(
+            task, spec, init_seed, max_bytes)
+        key, model = task.model(*model_args)
         clock.lap("inputs_s")
         with torch.no_grad():
             outputs = task_inputs.as_output_list(model(*on_device))
@@ -224,13 +234,10 @@ class ReferenceServer:
         specs = {spec["name"]: spec for spec in request["specs"]}
         max_bytes = int(request.get("max_set_bytes", 1 << 28))
         for name in missing:
-            spec = task_inputs.fit_to_budget(task.module, specs[name],
-                                             int(specs[name].get("max_bytes") or max_bytes))
-            init_inputs, inputs, _ = task_inputs.make_inputs(task.module, spec, task.device)
-            model_args = (init_inputs, request["init_seed"], spec.get("dtype", ""))
+            *_, model_args, on_device = self._make_set(task, specs[name], request["init_seed"],
+                                                       max_bytes)
             key, _ = task.model(*model_args)
-            task.sets[name] = (key, [x.to(task.device) if isinstance(x, torch.Tensor) else x
-                                     for x in inputs], model_args)
+            task.sets[name] = (key, on_device, model_args)
         return task
 
     def _baseline(self, request):
