@@ -13,6 +13,12 @@
 
 namespace kforge {
 
+std::string BatchId(const std::string& job_id, int64_t policy_version,
+                    int64_t rotation_versions) {
+  const int64_t rotation = std::max<int64_t>(1, rotation_versions);
+  return absl::StrCat(job_id, "/v", policy_version / rotation * rotation);
+}
+
 absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
     const v1::RolloutWorkerConfig& config, LoadedPolicy* policy, const LearnerLink* link,
     RolloutMetrics* metrics, const ChannelSecurity& security) {
@@ -171,10 +177,8 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
   // Candidates sampled by seed_rotation_versions policy versions are one
   // batch: they share their tasks' reference epochs (secret seeds), and the
   // next batch draws new ones.
-  const int64_t rotation =
-      std::max<int64_t>(1, item.verifier().multi_input().seed_rotation_versions());
-  request.set_batch_id(absl::StrCat(sample.key().job_id(), "/v",
-                                    sample.policy_version() / rotation * rotation));
+  request.set_batch_id(BatchId(sample.key().job_id(), sample.policy_version(),
+                               item.verifier().multi_input().seed_rotation_versions()));
   *request.mutable_sample() = std::move(sample);
   request.set_deliver_to_learner(true);
   const std::string id = request.request_id();

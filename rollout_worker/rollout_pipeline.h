@@ -55,6 +55,13 @@
 
 namespace kforge {
 
+// The batch a candidate belongs to ("job-000001/v8"): its job and its policy
+// version rounded down to a multiple of `rotation_versions`
+// (MultiInputOptions.seed_rotation_versions; below 1 counts as 1), so the
+// candidates of that many versions share their tasks' reference epochs.
+std::string BatchId(const std::string& job_id, int64_t policy_version,
+                    int64_t rotation_versions);
+
 class RolloutPipeline {
  public:
   // `policy`, `link` and `metrics` outlive the pipeline. `security`: how

@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/client/rpc_client.h"
 #include "common/process/child_process.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -395,13 +396,14 @@ TEST(VerifierTest, BadPythonExitsWithConfigErrorNamingIt) {
   EXPECT_THAT((*verifier)->output(), HasSubstr("/nonexistent/py: not an executable file"));
 }
 
-// --max_concurrent and --spare_sandboxes bypass the config's range checks
-// and are held to the same bounds.
+// --max_concurrent, --spare_sandboxes and --reference_cache_gib bypass the
+// config's range checks and are held to the same bounds.
 TEST(VerifierTest, OutOfRangeSlotFlagsExitWithConfigErrorNamingThem) {
   for (const auto& [flag, message] :
        std::vector<std::pair<std::string, std::string>>{
            {"--max_concurrent=0", "--max_concurrent: 0 is not in 1..1024"},
-           {"--spare_sandboxes=-2", "--spare_sandboxes: -2 is not in 0..256"}}) {
+           {"--spare_sandboxes=-2", "--spare_sandboxes: -2 is not in 0..256"},
+           {"--reference_cache_gib=5000", "--reference_cache_gib: 5000 is not in 0..4096"}}) {
     auto verifier = ChildProcess::Spawn(
         {.argv = {testing::BinaryPath("kforge-verifier"), "--port=0", flag},
          .capture_output = true});
@@ -411,6 +413,28 @@ TEST(VerifierTest, OutOfRangeSlotFlagsExitWithConfigErrorNamingThem) {
     EXPECT_EQ(exit->code, 2) << flag;
     EXPECT_THAT((*verifier)->output(), HasSubstr(message));
   }
+}
+
+// kforge local sizes each verifier's reference cache on a GPU node with
+// --reference_cache_gib: it reaches the funnel as bytes.
+TEST(VerifierTest, ReferenceCacheFlagSetsTheFunnelsCache) {
+  testing::TempDir dir;
+  testing::WriteFile(dir.Sub("verifier.json"),
+                     absl::StrCat(R"({"work_dir": ")", dir.Sub("work"), R"("})"));
+  auto verifier = ChildProcess::Spawn(
+      {.argv = {testing::BinaryPath("kforge-verifier"), "--config=" + dir.Sub("verifier.json"),
+                "--port=0", "--metrics_port=0", "--reference_cache_gib=3"},
+       .capture_output = true});
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while ((*verifier)->output().find("funnel ready") == std::string::npos &&
+         absl::Now() < deadline) {
+    auto exit = (*verifier)->WaitFor(absl::Milliseconds(200));
+    ASSERT_FALSE(exit.ok()) << "the verifier exited: " << (*verifier)->output();
+  }
+  (*verifier)->Terminate(absl::Seconds(10));
+  EXPECT_THAT((*verifier)->output(),
+              ::testing::ContainsRegex("funnel ready[^\n]* reference_cache_bytes=3221225472"));
 }
 
 TEST(ConfigTest, UnknownConfigFieldExitsWithCode2NamingIt) {

@@ -1,0 +1,25 @@
+// BatchId: candidates of seed_rotation_versions consecutive policy versions
+// share a batch (and so their tasks' secret seeds and reference epochs); the
+// next version past a multiple starts a new one.
+#include "rollout_worker/rollout_pipeline.h"
+
+#include <gtest/gtest.h>
+
+namespace kforge {
+namespace {
+
+TEST(BatchIdTest, VersionsShareABatchUntilTheNextMultipleOfTheRotation) {
+  EXPECT_EQ(BatchId("job-000001", 8, 4), "job-000001/v8");
+  EXPECT_EQ(BatchId("job-000001", 11, 4), "job-000001/v8");
+  EXPECT_EQ(BatchId("job-000001", 12, 4), "job-000001/v12");
+  EXPECT_EQ(BatchId("job-000001", 3, 4), "job-000001/v0");
+}
+
+TEST(BatchIdTest, ARotationOfOneOrLessIsAVersionEach) {
+  EXPECT_EQ(BatchId("j", 7, 1), "j/v7");
+  EXPECT_EQ(BatchId("j", 7, 0), "j/v7") << "an unset rotation";
+  EXPECT_EQ(BatchId("j", 7, -3), "j/v7");
+}
+
+}  // namespace
+}  // namespace kforge
