@@ -9,14 +9,17 @@
 // For each entry of --gpu_counts it starts one funnel per GPU (one verifier
 // per GPU, as a node runs them; their start-up is reported, not timed in the
 // batch) with cold caches, sends the whole batch at once through a dispatcher
-// that hands each candidate to the least busy funnel, and reports: batch wall
+// that hands each candidate to its task's funnel by the rollout worker's
+// affinity rule (rollout_worker/dispatch/task_affinity.h; --task_affinity
+// false: the least busy funnel), and reports: batch wall
 // time, candidates per second per GPU, verdicts by kind, seconds per correct
 // candidate (median and p90, with and without each task's first candidate,
 // which computes the task's reference epoch and baselines) and the mean
 // seconds of each stage. After the first run, on its funnels, one kernel is
 // verified --cv_repeats times interleaved with as many correct candidates of
 // other tasks, all sent at once as a batch is, for the spread of its
-// measured time and speedup.
+// measured time and speedup: once per --cv_launch_cover_ms value, so timing
+// protocols are compared side by side on the same warm funnels.
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +27,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include <google/protobuf/struct.pb.h>
@@ -40,6 +45,7 @@
 #include "common/status_macros.h"
 #include "common/server/executable_path.h"
 #include "common/server/work_pool.h"
+#include "rollout_worker/dispatch/task_affinity.h"
 #include "verifier_worker/funnel/funnel.h"
 #include "verifier_worker/funnel/timing_stats.h"
 #include "verifier_worker/python/python_interpreter.h"
@@ -59,6 +65,14 @@ ABSL_FLAG(double, correctness_timeout_s, 20, "SandboxLimits.correctness_timeout_
 ABSL_FLAG(std::string, cv_task, "level1/23_Softmax", "task whose first correct candidate the CV run repeats");
 ABSL_FLAG(int, cv_repeats, 20, "verifications of the CV candidate");
 ABSL_FLAG(std::string, out, "", "write every verdict here as JSON");
+ABSL_FLAG(bool, task_affinity, true,
+          "place a task's candidates on one GPU's funnel as a node's rollout workers do "
+          "(RolloutWorkerConfig.verifier_task_affinity); false: the least busy funnel");
+ABSL_FLAG(int, affinity_slack, 4, "RolloutWorkerConfig.verifier_affinity_slack");
+ABSL_FLAG(double, launch_cover_ms, -1,
+          "TimingProtocol.launch_cover_ms of the batch runs (-1: the proto's default)");
+ABSL_FLAG(std::vector<std::string>, cv_launch_cover_ms, std::vector<std::string>({"-1"}),
+          "the spread run once per value, in order, side by side (-1: the proto's default)");
 
 namespace kforge {
 namespace {
@@ -93,7 +107,7 @@ absl::StatusOr<std::vector<Item>> LoadBatch(const std::string& path) {
   return items;
 }
 
-v1::VerifyRequest Request(const Item& item, const std::string& batch_id) {
+v1::VerifyRequest Request(const Item& item, const std::string& batch_id, double launch_cover_ms) {
   v1::VerifyRequest request;
   request.set_request_id(item.id);
   request.set_batch_id(batch_id);
@@ -102,6 +116,9 @@ v1::VerifyRequest Request(const Item& item, const std::string& batch_id) {
   request.mutable_options()->set_use_cache(false);
   request.mutable_options()->mutable_limits()->set_correctness_timeout_s(
       absl::GetFlag(FLAGS_correctness_timeout_s));
+  if (launch_cover_ms >= 0) {
+    request.mutable_options()->mutable_timing()->set_launch_cover_ms(launch_cover_ms);
+  }
   (void)PrepareVerifyRequest(request);
   return request;
 }
@@ -112,11 +129,13 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
 }
 
-// Verifies `items` on `funnels`: every candidate handed to the funnel with
-// the fewest verifications in flight.
+// Verifies `items` on `funnels`: every candidate handed to its task's funnel
+// (--task_affinity, the rollout worker's rule over the funnels' devices) or
+// else the one with the fewest verifications in flight.
 std::vector<Result> RunBatch(const std::vector<Item>& items,
                              const std::vector<std::unique_ptr<Funnel>>& funnels,
-                             const std::string& batch_id, double* wall_s) {
+                             const std::vector<std::string>& devices, const std::string& batch_id,
+                             double launch_cover_ms, double* wall_s) {
   std::vector<Result> results(items.size());
   std::vector<std::atomic<int>> busy(funnels.size());
   std::atomic<int> done{0};
@@ -130,12 +149,24 @@ std::vector<Result> RunBatch(const std::vector<Item>& items,
         int chosen = 0;
         {
           absl::MutexLock lock(&pick);
-          for (size_t f = 1; f < funnels.size(); ++f) {
-            if (busy[f].load() < busy[chosen].load()) chosen = static_cast<int>(f);
+          std::vector<int> in_flight;
+          for (const std::atomic<int>& b : busy) in_flight.push_back(b.load());
+          std::optional<size_t> preferred;
+          if (absl::GetFlag(FLAGS_task_affinity)) {
+            preferred = AffinityChoice(items[i].task, std::span(devices).first(funnels.size()),
+                                       in_flight, absl::GetFlag(FLAGS_affinity_slack));
+          }
+          if (preferred.has_value()) {
+            chosen = static_cast<int>(*preferred);
+          } else {
+            chosen = static_cast<int>(std::min_element(in_flight.begin(), in_flight.end()) -
+                                      in_flight.begin());
           }
           ++busy[chosen];
         }
-        results[i] = {&items[i], funnels[chosen]->Verify(Request(items[i], batch_id)), chosen};
+        results[i] = {&items[i],
+                      funnels[chosen]->Verify(Request(items[i], batch_id, launch_cover_ms)),
+                      chosen};
         --busy[chosen];
         const v1::Verdict& v = results[i].verdict;
         std::string stages;
@@ -262,7 +293,8 @@ google::protobuf::Value ResultJson(const Result& r) {
   return value;
 }
 
-void CvRun(const std::vector<Item>& items, const std::vector<std::unique_ptr<Funnel>>& funnels) {
+void CvRun(const std::vector<Item>& items, const std::vector<std::unique_ptr<Funnel>>& funnels,
+           const std::vector<std::string>& devices, double launch_cover_ms, int round) {
   const Item* timed = nullptr;
   std::vector<const Item*> others;
   for (const Item& item : items) {
@@ -273,26 +305,34 @@ void CvRun(const std::vector<Item>& items, const std::vector<std::unique_ptr<Fun
       others.push_back(&item);
     }
   }
-  if (timed == nullptr || others.empty()) return;
+  if (timed == nullptr || others.empty() || absl::GetFlag(FLAGS_cv_repeats) <= 0) return;
   // Timed and other candidates alternate in the submission order, and the
   // timings (the GPU held alone) of both come in whatever order they pass.
   std::vector<Item> cv_items;
   for (int i = 0; i < absl::GetFlag(FLAGS_cv_repeats); ++i) {
     cv_items.push_back(*others[i % others.size()]);
-    cv_items.back().id = absl::StrCat(cv_items.back().id, "#cv", i);
+    cv_items.back().id = absl::StrCat(cv_items.back().id, "#cv", round, "-", i);
     cv_items.push_back(*timed);
-    cv_items.back().id = absl::StrCat(timed->id, "#cv", i);
+    cv_items.back().id = absl::StrCat(timed->id, "#cv", round, "-", i);
   }
   double wall_s = 0;
-  const std::vector<Result> results = RunBatch(cv_items, funnels, "cv", &wall_s);
+  // A batch id of its own per round: each round's candidates meet a new
+  // reference epoch, as a GRPO step's would.
+  const std::vector<Result> results =
+      RunBatch(cv_items, funnels, devices, absl::StrCat("cv-", round), launch_cover_ms, &wall_s);
   std::vector<double> cand_ms, speedups;
   for (const Result& r : results) {
     if (r.item->task != timed->task || !r.verdict.correct()) continue;
     cand_ms.push_back(r.verdict.candidate_timing().mean_ms());
     speedups.push_back(r.verdict.speedup_vs_eager());
   }
-  std::printf("\n== timing spread: %s verified %zu times among as many others (%.1f s) ==\n",
-              timed->id.c_str(), cand_ms.size(), wall_s);
+  std::printf("\n== timing spread: %s verified %zu times among as many others (%.1f s), "
+              "launch_cover_ms %s ==\n",
+              timed->id.c_str(), cand_ms.size(), wall_s,
+              launch_cover_ms < 0 ? "default" : absl::StrFormat("%g", launch_cover_ms).c_str());
+  std::printf("candidate ms, in the order verified:");
+  for (double ms : cand_ms) std::printf(" %.4f", ms);
+  std::printf("\n");
   std::printf("candidate ms: median %.4f  CV %.2f%%\n", Median(cand_ms),
               100 * CoefficientOfVariation(cand_ms));
   std::printf("speedup vs eager: median %.3f  CV %.2f%%\n", Median(speedups),
@@ -341,7 +381,8 @@ int Main() {
     const double start_s = absl::ToDoubleSeconds(absl::Now() - start);
     double wall_s = 0;
     const std::vector<Result> results =
-        RunBatch(*items, funnels, absl::StrCat("grpo-step-", gpus), &wall_s);
+        RunBatch(*items, funnels, devices, absl::StrCat("grpo-step-", gpus),
+                 absl::GetFlag(FLAGS_launch_cover_ms), &wall_s);
     PrintRun(results, gpus, wall_s, start_s);
     google::protobuf::Value run;
     auto& f = *run.mutable_struct_value()->mutable_fields();
@@ -356,7 +397,17 @@ int Main() {
     }
     // The spread run uses the first run's warm funnels; each run's funnels
     // are gone before the next starts, so no run shares a GPU with another.
-    if (runs_json.list_value().values_size() == 1) CvRun(*items, funnels);
+    if (runs_json.list_value().values_size() == 1) {
+      int round = 0;
+      for (const std::string& cover_text : absl::GetFlag(FLAGS_cv_launch_cover_ms)) {
+        double cover = -1;
+        if (!absl::SimpleAtod(cover_text, &cover)) {
+          std::fprintf(stderr, "--cv_launch_cover_ms: %s is not a number\n", cover_text.c_str());
+          return 1;
+        }
+        CvRun(*items, funnels, devices, cover, round++);
+      }
+    }
   }
   return 0;
 }

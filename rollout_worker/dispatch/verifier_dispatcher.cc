@@ -6,7 +6,6 @@
 #include <sys/types.h>
 
 #include <algorithm>
-#include <limits>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
@@ -18,28 +17,10 @@
 #include "absl/strings/strip.h"
 #include "common/client/rpc_client.h"
 #include "common/status_macros.h"
+#include "rollout_worker/dispatch/task_affinity.h"
 
 namespace kforge {
 namespace {
-
-// Rendezvous (highest random weight) hashing: each task ranks the verifiers
-// by this score and prefers the first, so adding or losing a verifier moves
-// only the tasks it wins or held. FNV-1a: the same in every process (a
-// rollout worker's choice must match the others', and absl::Hash is seeded
-// per process).
-uint64_t AffinityScore(const std::string& task, const std::string& address) {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&h](unsigned char c) { h = (h ^ c) * 1099511628211ull; };
-  for (char c : task) mix(static_cast<unsigned char>(c));
-  mix(0);
-  for (char c : address) mix(static_cast<unsigned char>(c));
-  // A final avalanche: FNV's last bytes alone would order similar
-  // addresses ("...:50052", "...:50053") the same way for every task.
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  return h;
-}
 
 // Answered ids remembered to drop late duplicate verdicts; a duplicate can
 // only follow a re-send, and re-sends are bounded by the outstanding limit.
@@ -416,26 +397,23 @@ VerifierDispatcher::Lane* VerifierDispatcher::PickLane(const v1::VerifyRequest& 
   if (options_.task_affinity && ready.size() > 1) {
     const std::string& task =
         request.task().id().empty() ? request.task().reference_source() : request.task().id();
-    absl::flat_hash_map<std::string, int> in_flight;
-    for (const auto& [id, outstanding] : outstanding_) ++in_flight[outstanding.lane];
-    Lane* preferred = nullptr;
-    uint64_t best = 0;
-    int least = std::numeric_limits<int>::max();
+    absl::flat_hash_map<std::string, int> by_address;
+    for (const auto& [id, outstanding] : outstanding_) ++by_address[outstanding.lane];
+    std::vector<std::string> addresses;
+    std::vector<int> in_flight;
     for (Lane* lane : ready) {
-      least = std::min(least, in_flight[lane->address]);
-      const uint64_t score = AffinityScore(task, lane->address);
-      if (preferred == nullptr || score > best) {
-        preferred = lane;
-        best = score;
-      }
+      addresses.push_back(lane->address);
+      in_flight.push_back(by_address[lane->address]);
     }
-    if (preferred->address != avoid &&
-        in_flight[preferred->address] <= least + options_.task_affinity_slack) {
-      return preferred;
+    const int least = *std::min_element(in_flight.begin(), in_flight.end());
+    if (std::optional<size_t> chosen =
+            AffinityChoice(task, addresses, in_flight, options_.task_affinity_slack);
+        chosen.has_value() && ready[*chosen]->address != avoid) {
+      return ready[*chosen];
     }
     // The overflow goes where the least is in flight.
     if (Lane* lane = next_in_turn([&](const Lane& l) {
-          return l.address != avoid && in_flight[l.address] == least;
+          return l.address != avoid && by_address[l.address] == least;
         })) {
       return lane;
     }
