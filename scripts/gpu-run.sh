@@ -24,7 +24,8 @@
 # then bench/compare_batch.py. Each part is capped so the call ends in time.
 # BATCH_LAUNCH_COVER_MS and CV_LAUNCH_COVER_MS (a list: one spread run each)
 # set TimingProtocol.launch_cover_ms; BATCH_TASK_AFFINITY=false hands each
-# candidate to the least busy GPU instead of its task's.
+# candidate to the least busy GPU instead of its task's; BATCH_WARM=false turns
+# MultiInputOptions.warm_variant_sets off; BATCH_TAG suffixes the output files.
 # verifier: builds only the verifier, its GPU tests and benchmark, then runs
 # the GPU verifier tests (VERIFIER_TEST_FILTER) and the benchmark
 # (VERIFIER_BENCH_ARGS are appended to the bench mode's flags).
@@ -424,17 +425,18 @@ if [ "$what" = verifier-batch ]; then
   counts=${BATCH_GPU_COUNTS:-$( [ "$ngpu" -ge 2 ] && echo 1,2 || echo 1 )}
   timeout "${BATCH_SECONDS:-420}" build/bin/kforge_verifier_batch_bench --batch /tmp/batch/batch.json \
     --devices "$devices" --gpu_counts "$counts" --concurrency "${BATCH_CONCURRENCY:-8}" --spare_sandboxes 4 \
-    --correctness_timeout_s 30 --cv_repeats "${CV_REPEATS:-20}" --out "$out/kforge_batch.json" \
+    --correctness_timeout_s 30 --cv_repeats "${CV_REPEATS:-20}" --out "$out/kforge_batch${BATCH_TAG:-}.json" \
     --launch_cover_ms "${BATCH_LAUNCH_COVER_MS:--1}" --cv_launch_cover_ms "${CV_LAUNCH_COVER_MS:--1}" \
-    --task_affinity="${BATCH_TASK_AFFINITY:-true}" > "$out/kforge_batch.txt" 2>&1
-  echo "kforge batch: exit $?"; grep -v "^\[" "$out/kforge_batch.txt" | tail -45
+    --task_affinity="${BATCH_TASK_AFFINITY:-true}" --warm_variant_sets="${BATCH_WARM:-true}" \
+    > "$out/kforge_batch${BATCH_TAG:-}.txt" 2>&1
+  echo "kforge batch: exit $?"; grep -v "^\[" "$out/kforge_batch${BATCH_TAG:-}.txt" | grep -v "^ts=" | tail -45
   if [ -d .gpu-work/kernelbench-repo ] && [ "${PEER_SECONDS:-240}" != 0 ]; then
     python3 -c 'import json; k={i["id"]: i["kind"] for i in json.load(open("/tmp/batch/batch.json"))}; json.dump([p for p in json.load(open("/tmp/batch/pairs.json")) if k[p["id"]] != "hang"], open("/tmp/batch/pairs-peer.json", "w"))'
     PYTHONUNBUFFERED=1 python3 bench/kernelbench_peer.py --pairs /tmp/batch/pairs-peer.json \
       --kernelbench .gpu-work/kernelbench-repo --devices "$devices" --timeout 120 \
       --deadline "${PEER_SECONDS:-240}" --out "$out/kb_peer.json" > "$out/kb_peer.log" 2>&1
     tail -12 "$out/kb_peer.log"
-    python3 bench/compare_batch.py --batch /tmp/batch/batch.json --kforge "$out/kforge_batch.json" \
+    python3 bench/compare_batch.py --batch /tmp/batch/batch.json --kforge "$out/kforge_batch${BATCH_TAG:-}.json" \
       --peer "$out/kb_peer.json" | tee "$out/compare.txt"
   fi
 fi

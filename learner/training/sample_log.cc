@@ -103,10 +103,12 @@ std::string SampleLogLine(int64_t step, const ScoredGroup& group, size_t index, 
   line.emplace_back("hack_flags", absl::StrCat("[", absl::StrJoin(flags, ","), "]"));
   Put(line, "cached", verdict.cached());
   // Where the verifier's time went, for a step that waited on it: each
-  // stage's seconds, the wait for the GPU within them, and whether the
+  // stage's seconds, the wait for the GPU within them, the wait for a
+  // correctness slot before them, and whether the
   // task's reference outputs and baseline timings were already at hand.
   Put(line, "verify_seconds", verdict.total_seconds());
   Put(line, "device_wait_seconds", verdict.device_wait_seconds());
+  Put(line, "queue_seconds", verdict.queue_seconds());
   Fields stages;
   for (const v1::StageResult& stage : verdict.stages()) {
     Put(stages, v1::Stage_Name(stage.stage()), stage.seconds());

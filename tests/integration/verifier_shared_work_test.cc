@@ -46,6 +46,7 @@ class VerifierSharedWorkTest : public testing::FunnelTest {
     verdict.clear_speedup_vs_compile();
     verdict.clear_total_seconds();
     verdict.clear_device_wait_seconds();
+    verdict.clear_queue_seconds();
     verdict.clear_reference_reused();
     verdict.clear_baselines_cached();
     verdict.clear_fresh_input_ms();

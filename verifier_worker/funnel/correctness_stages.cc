@@ -1,10 +1,14 @@
 // Stages 2-4 in the candidate's sandbox: compile (the module runs, the model
 // builds, kernels compile), the tiny run, and the multi-input comparison
-// against the epoch's reference outputs. Every compared run is also a
-// recorded one (harness launch_record.py): what forward launched is
-// attributed here, and library compute standing in for the candidate's own
-// kernels fails the stage when attribution is enforced.
+// against the epoch's reference outputs (on a GPU, the variant sets' shapes
+// warmed up in the compile request so their recompiles overlap). Every
+// compared run is also a recorded one (harness launch_record.py): what
+// forward launched is attributed here, and library compute standing in for
+// the candidate's own kernels fails the stage when attribution is enforced.
 #include <algorithm>
+#include <set>
+
+#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -35,6 +39,56 @@ std::vector<const ReferenceSet*> MultiInputOrder(const ReferenceEpoch& epoch) {
     return Bytes(a->inputs) + Bytes(a->outputs) < Bytes(b->inputs) + Bytes(b->outputs);
   });
   return order;
+}
+
+// What a set's first call compiles for: its init inputs, dtype and inputs'
+// shapes and dtypes (values do not matter to Triton's specialisation).
+std::string Signature(const ReferenceSet& set) {
+  std::string signature;
+  (void)google::protobuf::util::MessageToJsonString(set.init_inputs, &signature);
+  absl::StrAppend(&signature, "|", set.spec.dtype);
+  for (const TensorEntry& e : set.inputs) {
+    absl::StrAppend(&signature, "|", e.dtype, "[", absl::StrJoin(e.shape, ","), "]");
+  }
+  absl::StrAppend(&signature, "|", set.scalars.list_value().values_size());
+  return signature;
+}
+
+// The stage-4 sets to warm up in the compile request
+// (MultiInputOptions.warm_variant_sets): one per signature that neither the
+// tiny set nor the task's own inputs share, with what the sandbox needs to
+// make inputs of those shapes and dtypes; never their values.
+google::protobuf::Value WarmList(const ReferenceEpoch& epoch, const ReferenceSet& tiny) {
+  google::protobuf::Value list;
+  list.mutable_list_value();
+  std::set<std::string> seen = {Signature(tiny)};
+  if (auto own = epoch.sets.find("task_inputs"); own != epoch.sets.end() && own->second.ok) {
+    seen.insert(Signature(own->second));
+  }
+  for (const InputSetSpec& spec : epoch.plan.sets) {
+    auto it = epoch.sets.find(spec.name);
+    if (it == epoch.sets.end() || !it->second.ok) continue;
+    const ReferenceSet& set = it->second;
+    if (!seen.insert(Signature(set)).second) continue;
+    google::protobuf::Value entry;
+    auto& f = *entry.mutable_struct_value()->mutable_fields();
+    f["set"].set_string_value(set.spec.name);
+    f["init_inputs"] = set.init_inputs;
+    f["dtype"].set_string_value(set.spec.dtype);
+    f["scalars"] = set.scalars;
+    auto& tensors = *f["tensors"].mutable_list_value();
+    for (size_t i = 0; i < set.inputs.size(); ++i) {
+      google::protobuf::Value tensor;
+      auto& t = *tensor.mutable_struct_value()->mutable_fields();
+      t["position"].set_number_value(set.input_positions[i]);
+      t["dtype"].set_string_value(set.inputs[i].dtype);
+      auto& shape = *t["shape"].mutable_list_value();
+      for (int64_t d : set.inputs[i].shape) shape.add_values()->set_number_value(d);
+      *tensors.add_values() = std::move(tensor);
+    }
+    *list.mutable_list_value()->add_values() = std::move(entry);
+  }
+  return list;
 }
 
 }  // namespace
@@ -123,6 +177,10 @@ bool Funnel::Run::CompileAndTinyRun() {
       .Set("set", tiny.spec.name)
       .Set("dtype", tiny.spec.dtype)
       .Set("attribute", attribution_.has_value());
+  if (cuda() && options_.multi_input().warm_variant_sets() &&
+      options_.last_stage() >= v1::STAGE_MULTI_INPUT) {
+    compile.Set("warm", WarmList(*epoch_, tiny));
+  }
   AttachInputs(tiny, epoch_->prepared, compile);
   OfferReplyBuffer(compile, ReplyBytes(tiny, 1, /*with_inputs=*/true));
   const absl::Time sent = absl::Now();
@@ -130,6 +188,16 @@ bool Funnel::Run::CompileAndTinyRun() {
   const absl::Duration round_trip = absl::Now() - sent;
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "");
+  if (const google::protobuf::Value* warm = reply->Get("warm_error"); warm != nullptr) {
+    const auto& f = warm->struct_value().fields();
+    auto text = [&f](const char* key) {
+      auto it = f.find(key);
+      return it == f.end() ? std::string() : it->second.string_value();
+    };
+    warm_error_ = absl::StrCat(text("set"), " inputs: ", text("message"),
+                               " (raised while its shapes compiled, on inputs of the same shapes; "
+                               "the GPU was unusable after it)");
+  }
   End(stage, v1::OUTCOME_PASSED);
   if (options_.last_stage() < v1::STAGE_TINY_RUN) return false;
 
@@ -160,6 +228,7 @@ void Funnel::Run::RecordSet(const v1::InputSetResult& result, absl::Duration rou
 bool Funnel::Run::MultiInput() {
   v1::StageResult* stage = Begin(v1::STAGE_MULTI_INPUT);
   const absl::Duration timeout = absl::Seconds(limits_.correctness_timeout_s());
+  if (!warm_error_.empty()) return End(stage, v1::OUTCOME_FAILED, warm_error_);
   const std::vector<const ReferenceSet*> order = MultiInputOrder(*epoch_);
   int passed = 0;
   bool task_inputs_passed = false;

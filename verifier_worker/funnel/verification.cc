@@ -136,7 +136,9 @@ v1::Verdict Funnel::Run::Execute() {
     {
       // Correctness runs share the GPU (each request a reader, see
       // AskSharingDevice); timing takes it alone.
+      const absl::Time queued = absl::Now();
       SlotGuard slot(f_.slots_mu_, f_.slot_freed_, f_.free_slots_);
+      verdict_.set_queue_seconds(absl::ToDoubleSeconds(absl::Now() - queued));
       correct = CompileAndTinyRun() && options_.last_stage() >= v1::STAGE_MULTI_INPUT &&
                 MultiInput();
     }

@@ -116,6 +116,9 @@ class Funnel::Run {
   std::unique_ptr<CandidateSandbox> sandbox_;    // from the compile stage on
   bool internal_error_ = false;
   absl::Duration last_device_wait_;  // of the last AskSharingDevice
+  // Set when the compile request's warm-up of a variant set's shapes left
+  // the GPU unusable: "<set>: <error>"; the multi-input stage fails with it.
+  std::string warm_error_;
   // The task's reference server, held through the timing stage.
   ReferenceClient::Held* reference_held_ = nullptr;
 };

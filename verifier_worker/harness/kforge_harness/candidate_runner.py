@@ -4,21 +4,25 @@ The C++ verifier drives it over a private socket (protocol.py), one request
 at a time:
   compile  {source, init_inputs, init_seed, device} + tiny inputs: executes
            the module, builds ModelNew as the reference was built (same init
-           inputs, same seed), and launches it on the tiny inputs so Triton
-           kernels compile (and autotune); with `attribute` a second call
-           runs under the profiler (launch_record) and its outputs and
-           launches come back for stage 3
+           inputs, same seed), and calls it once on the tiny inputs, the
+           first call it ever gets: Triton kernels compile (and autotune)
+           in it, and with `attribute` it runs under the profiler
+           (launch_record) and its launches come back with the outputs for
+           stage 3. With `warm` (shapes and dtypes of later sets, no
+           values), forward then runs once per entry, in threads, on random
+           inputs made here, so those sets' compiles overlap; nothing of it
+           is recorded or returned but an error that left the GPU unusable
   run      {set, init_inputs} + inputs: poisons free memory, runs the model
-           (a first, unrecorded call when `attribute` is set, so compilation
-           and autotuning for a new shape stay out of the record; then the
-           recorded one; then more when asked) and returns the outputs,
-           the launches and, when asked, the inputs as they are afterwards
-           (the verifier checks they are unchanged)
+           (the first call on these inputs recorded when `attribute` is
+           set; then more when asked) and returns the outputs, the launches
+           and, when asked, the inputs as they are afterwards (the verifier
+           checks they are unchanged)
   time     {sets, budget}: timed trials over input sets already sent, by
            budget (timing.Budget); returns per-trial times and the last
            output for a re-check
-  probe    {sets} + inputs of sets the candidate has never seen: one timed
-           call on each, outputs returned for a check
+  probe    {sets, warm_sets} + inputs of sets the candidate has never seen:
+           a warm-up on the seen warm_sets, then one timed call on each
+           fresh set, outputs returned for a check
   attribute {set}: one recorded call on a set already sent (after timing)
   ping     -> pong: a spare process, kept ready before its candidate
            arrives, is checked alive before it is used
@@ -64,13 +68,10 @@ class Runner:
 
     # -- helpers --------------------------------------------------------
 
-    def _build(self, init_inputs, dtype=""):
-        """Builds ModelNew as the reference server built Model: same init
-        inputs, same seed, same device, same dtype."""
+    def _make_model(self, init_inputs, dtype):
+        """ModelNew as the reference server built Model: same init inputs,
+        same seed, same device, same dtype."""
         import torch
-        key = repr((init_inputs, dtype))
-        if self.model is not None and key == self.model_init:
-            return
         torch.manual_seed(self.init_seed)
         model = self.module.ModelNew(*task_inputs.decode_init_inputs(init_inputs))
         if not isinstance(model, torch.nn.Module):
@@ -78,8 +79,80 @@ class Runner:
         model = model.to(self.device)
         if dtype:
             model = model.to(getattr(torch, dtype))
-        self.model = model.eval()
+        return model.eval()
+
+    def _build(self, init_inputs, dtype=""):
+        key = repr((init_inputs, dtype))
+        if self.model is not None and key == self.model_init:
+            return
+        self.model = self._make_model(init_inputs, dtype)
         self.model_init = key
+
+    def _warm_inputs(self, entry, generator):
+        """Inputs of the entry's shapes and dtypes with values of our own:
+        normal floats, zeros elsewhere (an index of 0 is always in range)."""
+        import torch
+        scalars = {int(s[0]): task_inputs.decode_scalar(s[1:]) for s in entry.get("scalars", [])}
+        tensors = {}
+        for t in entry.get("tensors", []):
+            dtype = getattr(torch, t["dtype"])
+            shape = [int(d) for d in t["shape"]]
+            if dtype.is_floating_point:
+                x = torch.randn(shape, generator=generator, device=self.device, dtype=dtype)
+            else:
+                x = torch.zeros(shape, device=self.device, dtype=dtype)
+            tensors[int(t["position"])] = x
+        count = len(scalars) + len(tensors)
+        return [scalars[i] if i in scalars else tensors[i] for i in range(count)]
+
+    def _warm(self, entries):
+        """One forward call per entry, in threads, on inputs made here, so
+        Triton compiles for those shapes and dtypes overlap instead of each
+        set's first (recorded) call compiling in turn. Errors are the set's
+        own run's to report, with its real inputs; None, or {set, message}
+        when the GPU is unusable afterwards (an illegal address on those
+        shapes), which every later call would meet."""
+        import threading
+        import torch
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        jobs = []
+        for entry in entries:
+            try:
+                key = repr((entry["init_inputs"], entry.get("dtype", "")))
+                model = (self.model if key == self.model_init
+                         else self._make_model(entry["init_inputs"], entry.get("dtype", "")))
+                jobs.append((entry["set"], model, self._warm_inputs(entry, generator)))
+            except Exception:  # noqa: BLE001 - the set's own run raises it again
+                continue
+        errors = {}
+
+        def one(name, model, inputs):
+            try:
+                # The current CUDA device and grad mode are per thread, and
+                # Triton launches on the current device.
+                make_current(self.device)
+                with torch.no_grad():
+                    model(*inputs)
+            except Exception as e:  # noqa: BLE001 - see the docstring
+                errors[name] = e
+
+        threads = [threading.Thread(target=one, args=job, name=f"kf-warm-{job[0]}")
+                   for job in jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        del jobs
+        if self.device.startswith("cuda"):
+            try:
+                torch.cuda.synchronize()
+                torch.zeros(1, device=self.device).add_(1).item()
+            except Exception as e:  # noqa: BLE001 - the context is gone
+                name = next(iter(errors), entries[0]["set"] if entries else "")
+                return {"set": name, "message": _short_traceback(errors.get(name, e))}
+        self._check_guards()
+        return None
 
     def _poison(self, nbytes):
         """Fills free allocator memory with NaN so an output element the
@@ -189,8 +262,17 @@ class Runner:
             outputs, record = self._call(inputs), None
         call_s = time.perf_counter() - started
         self._check_guards()
-        return self._reply_outputs({"type": "compiled", "call_s": call_s}, [outputs], inputs,
-                                   record)
+        # Packed (copied off the device) before any warm-up runs: an
+        # unrecorded call must not be able to change what this one returned.
+        header, parts = self._reply_outputs({"type": "compiled", "call_s": call_s}, [outputs],
+                                            inputs, record)
+        if request.get("warm"):
+            started = time.perf_counter()
+            warm_error = self._warm(request["warm"])
+            header["warm_s"] = time.perf_counter() - started
+            if warm_error is not None:
+                header["warm_error"] = warm_error
+        return header, parts
 
     def run(self, request, payload):
         self._build(request["init_inputs"], request.get("dtype", ""))
@@ -255,7 +337,14 @@ class Runner:
         timer = timing.Timer(self.device)
         named = []
         event_ms, host_ms = [], []
+        warm_pool = [self.pool[name] for name in request.get("warm_sets", []) if name in self.pool]
         with torch.no_grad():
+            if warm_pool:
+                # The trials' conditions (a GPU busy for warmup_ms), on sets
+                # already seen: see TimingProtocol.fresh_input_probes.
+                timer.warm_up(self.model, warm_pool,
+                              timing.Budget({"warmup_ms": request.get("warmup_ms", 0.0)}),
+                              check=self._checked_outputs)
             for name in request["sets"]:
                 inputs = self._inputs(request, payload, name)
                 ev, host, result = timer.one(self.model, inputs, request.get("flush_l2", False),

@@ -41,6 +41,7 @@ ScoredGroup Group(const std::string& id, int size) {
     stage->set_seconds(12.5);
     verdict->set_total_seconds(13);
     verdict->set_device_wait_seconds(4);
+    verdict->set_queue_seconds(1.5);
     verdict->set_reference_reused(true);
     stage->set_message("NameError: name 'tl' is not defined (line 4)");
     verdict->add_hack_flags(v1::HACK_TORCH_FALLBACK);
@@ -86,6 +87,7 @@ TEST(SampleLogTest, ALineNamesTheStepTaskRewardStageAndWhyItFailed) {
   // Where the verification's time went.
   EXPECT_DOUBLE_EQ(f.at("verify_seconds").number_value(), 13);
   EXPECT_DOUBLE_EQ(f.at("device_wait_seconds").number_value(), 4);
+  EXPECT_DOUBLE_EQ(f.at("queue_seconds").number_value(), 1.5);
   const auto& stages = f.at("stage_seconds").struct_value().fields();
   ASSERT_EQ(stages.size(), 2u);
   EXPECT_DOUBLE_EQ(stages.at("STAGE_STATIC").number_value(), 0.25);

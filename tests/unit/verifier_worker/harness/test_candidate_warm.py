@@ -1,0 +1,146 @@
+"""Tests of the harness's warm-ups. The compile request's
+(MultiInputOptions.warm_variant_sets): forward runs once per listed
+signature, in its own thread, on inputs of those shapes and dtypes made by
+the harness; the compile reply is what the recorded call returned, whatever
+a warm-up call does afterwards; a warm-up that raises is left for the set's
+own run to report. The fresh-input probe's: calls on sets already seen come
+before the first call on a fresh set."""
+import os
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..",
+                                "verifier_worker", "harness"))
+import torch  # noqa: E402
+
+from kforge_harness import candidate_runner, guards, protocol  # noqa: E402
+
+CANDIDATE = """
+import threading
+import torch
+import torch.nn as nn
+
+CALLS = []
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+        self.last = None
+
+    def forward(self, x, k):
+        CALLS.append((threading.current_thread().name, tuple(x.shape), x.dtype, k, self.scale))
+        if x.shape[0] == 3:
+            raise RuntimeError("three rows are not supported")
+        if self.last is not None:
+            self.last.fill_(7.0)  # an unrecorded call rewriting what an earlier one returned
+        self.last = x * k
+        return self.last
+"""
+
+
+def _runner():
+    runner = candidate_runner.Runner(None, {"device": "cpu"})
+    runner.init_seed = 1
+    runner.guarded = guards.capture()
+    return runner
+
+
+def _entry(name, shape, dtype="float32", scale=2, k=3):
+    return {"set": name, "init_inputs": [scale], "dtype": "",
+            "scalars": [[1, k, "int"]],
+            "tensors": [{"position": 0, "dtype": dtype, "shape": list(shape)}]}
+
+
+class CompileWarmUpTest(unittest.TestCase):
+    def _compile(self, runner, warm):
+        packer = protocol.TensorPacker()
+        x = torch.arange(8, dtype=torch.float32).reshape(2, 4)
+        packer.add("tiny/in0", x)
+        payload = b"".join(bytes(p) for p in packer.payload())
+        request = {"type": "compile", "source": CANDIDATE, "init_inputs": [2], "init_seed": 1,
+                   "set": "tiny", "tensors": packer.entries,
+                   "scalars": {"tiny": [[1, 3, "int"]]}, "warm": warm}
+        runner.request = request
+        cwd = os.getcwd()
+        os.chdir(self.tmp)
+        try:
+            return runner.compile(request, payload), x
+        finally:
+            os.chdir(cwd)
+
+    def setUp(self):
+        import tempfile
+        self.tmp = tempfile.mkdtemp(prefix="kf-warm-test-")
+
+    def test_each_signature_runs_once_in_a_thread_of_its_own_on_inputs_made_here(self):
+        runner = _runner()
+        (header, _), _ = self._compile(runner, [_entry("ragged_shape", (5, 7)),
+                                                _entry("bfloat16", (2, 4), "bfloat16"),
+                                                _entry("larger", (4, 8), scale=5)])
+        self.assertEqual(header["type"], "compiled")
+        self.assertNotIn("warm_error", header)
+        self.assertGreaterEqual(header["warm_s"], 0)
+        calls = runner.module.CALLS
+        self.assertEqual(calls[0][0], threading.current_thread().name, "the recorded call first")
+        warm = sorted(calls[1:], key=lambda c: c[0])
+        self.assertEqual([(c[0], c[1], c[2], c[3], c[4]) for c in warm],
+                         [("kf-warm-bfloat16", (2, 4), torch.bfloat16, 3, 2),
+                          ("kf-warm-larger", (4, 8), torch.float32, 3, 5),
+                          ("kf-warm-ragged_shape", (5, 7), torch.float32, 3, 2)])
+        self.assertEqual(runner.model.scale, 2, "the compiled model is still the tiny set's")
+
+    def test_the_reply_is_what_the_recorded_call_returned(self):
+        runner = _runner()
+        (header, parts), x = self._compile(runner, [_entry("ragged_shape", (5, 7))])
+        out = protocol.unpack_tensors(header["tensors"], b"".join(bytes(p) for p in parts))
+        self.assertTrue(torch.equal(out["run0/out0"], x * 3),
+                        "a warm-up call rewrote the returned tensor after it was packed")
+
+    def test_a_warm_up_that_raises_is_left_to_the_sets_own_run(self):
+        runner = _runner()
+        (header, _), _ = self._compile(runner, [_entry("batch_3", (3, 4)),
+                                                _entry("ragged_shape", (5, 7))])
+        self.assertEqual(header["type"], "compiled")
+        self.assertNotIn("warm_error", header, "the CPU has no context to lose")
+        self.assertIn(("kf-warm-ragged_shape", (5, 7)),
+                      [(c[0], c[1]) for c in runner.module.CALLS], "the others still ran")
+
+    def test_integer_inputs_are_zeros_and_floats_are_not_the_sets_values(self):
+        runner = _runner()
+        runner.module = type(sys)("candidate")
+        generator = torch.Generator()
+        generator.manual_seed(5)
+        ints = runner._warm_inputs(_entry("idx", (6,), "int64"), generator)
+        self.assertTrue(torch.equal(ints[0], torch.zeros(6, dtype=torch.int64)))
+        self.assertEqual(ints[1], 3)
+        floats = runner._warm_inputs(_entry("f", (1000,)), generator)
+        self.assertAlmostEqual(floats[0].std().item(), 1.0, delta=0.15)
+
+
+class ProbeWarmUpTest(unittest.TestCase):
+    def test_seen_sets_warm_the_device_before_the_first_fresh_call(self):
+        runner = _runner()
+        runner.module = type(sys)("candidate")
+        exec(CANDIDATE, runner.module.__dict__)
+        runner._build([2])
+        runner.pool["task_inputs"] = [torch.ones(4, 4), 3]
+        packer = protocol.TensorPacker()
+        packer.add("fresh_1/in0", torch.ones(6, 4))
+        payload = b"".join(bytes(p) for p in packer.payload())
+        request = {"type": "probe", "sets": ["fresh_1"], "tensors": packer.entries,
+                   "scalars": {"fresh_1": [[1, 3, "int"]]}, "warm_sets": ["task_inputs"],
+                   "warmup_ms": 5}
+        runner.request = request
+        header, _ = runner.probe(request, payload)
+        self.assertEqual(header["type"], "probed")
+        shapes = [c[1] for c in runner.module.CALLS]
+        self.assertGreaterEqual(len(shapes), 2)
+        self.assertEqual(shapes[-1], (6, 4), "the fresh set is called last, once")
+        self.assertEqual(set(shapes[:-1]), {(4, 4)}, "only seen inputs before it")
+
+
+if __name__ == "__main__":
+    unittest.main()
