@@ -4,8 +4,12 @@
 
 namespace kforge {
 
-GpuArbiter::Shared::Shared(GpuArbiter& arbiter, int pgid, absl::Duration* waited)
-    : arbiter_(arbiter), pgid_(pgid), stopped_since_(absl::InfinitePast()) {
+GpuArbiter::Shared::Shared(GpuArbiter& arbiter, int pgid, absl::Duration* waited,
+                           bool preemptible)
+    : arbiter_(arbiter),
+      pgid_(pgid),
+      preemptible_(preemptible && pgid > 0),
+      stopped_since_(absl::InfinitePast()) {
   const absl::Time asked = absl::Now();
   absl::MutexLock lock(&arbiter_.mu_);
   arbiter_.mu_.Await(absl::Condition(
@@ -16,6 +20,7 @@ GpuArbiter::Shared::Shared(GpuArbiter& arbiter, int pgid, absl::Duration* waited
   if (waited != nullptr) *waited += absl::Now() - asked;
   if (pgid_ > 0) {
     arbiter_.stoppable_.insert(this);
+    if (!preemptible_) ++arbiter_.drained_;
     ::kill(-pgid_, SIGCONT);
   } else {
     ++arbiter_.unstoppable_;
@@ -26,6 +31,7 @@ GpuArbiter::Shared::~Shared() {
   absl::MutexLock lock(&arbiter_.mu_);
   if (pgid_ > 0) {
     arbiter_.stoppable_.erase(this);
+    if (!preemptible_) --arbiter_.drained_;
     // Stopped whether or not a timing resumed it in the meantime.
     ::kill(-pgid_, SIGSTOP);
   } else {
@@ -47,7 +53,7 @@ GpuArbiter::Exclusive::Exclusive(GpuArbiter& arbiter, absl::Duration* waited)
   arbiter_.mu_.Await(absl::Condition(
       +[](GpuArbiter* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
         return !a->exclusive_ && a->unstoppable_ == 0 &&
-               (a->stop_requests_ || a->stoppable_.empty());
+               (a->stop_requests_ || a->drained_ == 0);
       },
       &arbiter_));
   --arbiter_.exclusive_waiting_;

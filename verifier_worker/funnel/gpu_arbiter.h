@@ -5,8 +5,9 @@
 // groups (SIGSTOP) while it holds the GPU and resumes them after, and the
 // stopped time does not count against their deadlines. Work that must not
 // be stopped (the trusted reference server computing reference outputs, a
-// spare sandbox warming up) is always waited for. No new work starts while
-// a timing waits or runs.
+// spare sandbox warming up) is always waited for; preemptible requests (a
+// warm-up of later sets' compiles) are always stopped. No new work starts
+// while a timing waits or runs.
 //
 //   GpuArbiter gpu(/*stop_requests=*/false);
 //   { GpuArbiter::Shared use(gpu, session.pid(), &waited);   // resumes the pid
@@ -33,10 +34,14 @@ class GpuArbiter {
   // a timing may stop; it is resumed now and stopped again at the end of
   // the scope (a candidate runs only while it is asked something). `pgid`
   // <= 0: work a timing waits for. `waited` (optional) gets the time spent
-  // waiting for a timing to end before the use could start.
+  // waiting for a timing to end before the use could start. `preemptible`
+  // (with `pgid` > 0): a timing stops this use at once even when it waits
+  // for the other requests to end (work that is mostly host compiles, whose
+  // length would hold every timing back).
   class Shared {
    public:
-    Shared(GpuArbiter& arbiter, int pgid, absl::Duration* waited = nullptr);
+    Shared(GpuArbiter& arbiter, int pgid, absl::Duration* waited = nullptr,
+           bool preemptible = false);
     Shared(const Shared&) = delete;
     Shared& operator=(const Shared&) = delete;
     ~Shared();
@@ -47,6 +52,7 @@ class GpuArbiter {
     friend class GpuArbiter;
     GpuArbiter& arbiter_;
     const int pgid_;
+    const bool preemptible_;
     absl::Duration stopped_;       // guarded by arbiter_.mu_
     absl::Time stopped_since_;     // InfinitePast() while running
   };
@@ -68,7 +74,8 @@ class GpuArbiter {
   };
 
   // `stop_requests` false: a timing waits for the stoppable requests in
-  // flight to end instead of stopping them (no new one starts meanwhile).
+  // flight to end instead of stopping them (no new one starts meanwhile),
+  // except the preemptible ones, which it stops.
   explicit GpuArbiter(bool stop_requests) : stop_requests_(stop_requests) {}
   GpuArbiter(const GpuArbiter&) = delete;
   GpuArbiter& operator=(const GpuArbiter&) = delete;
@@ -80,6 +87,7 @@ class GpuArbiter {
   int exclusive_waiting_ ABSL_GUARDED_BY(mu_) = 0;
   int unstoppable_ ABSL_GUARDED_BY(mu_) = 0;  // shared uses a timing waits for
   std::set<Shared*> stoppable_ ABSL_GUARDED_BY(mu_);
+  int drained_ ABSL_GUARDED_BY(mu_) = 0;  // stoppable, not preemptible
 };
 
 }  // namespace kforge

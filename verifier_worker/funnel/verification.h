@@ -67,7 +67,12 @@ class Funnel::Run {
   bool CompileAndTinyRun();  // correctness_stages.cc
   // A correctness request to the candidate: it shares the GPU with other
   // candidates' correctness runs, never with a timing.
-  absl::StatusOr<Frame> AskSharingDevice(const Frame& request, absl::Duration timeout);
+  // `preemptible`: a timing stops it at once (GpuArbiter::Shared).
+  absl::StatusOr<Frame> AskSharingDevice(const Frame& request, absl::Duration timeout,
+                                         bool preemptible = false);
+  // The warm request (MultiInputOptions.warm_variant_sets), at the start of
+  // stage 4; false when it ended the stage.
+  bool WarmVariantSets(v1::StageResult* stage, absl::Duration timeout);
   // Adds to the verdict's device_wait_seconds.
   void AddDeviceWait(absl::Duration wait);
   bool MultiInput();
@@ -116,9 +121,6 @@ class Funnel::Run {
   std::unique_ptr<CandidateSandbox> sandbox_;    // from the compile stage on
   bool internal_error_ = false;
   absl::Duration last_device_wait_;  // of the last AskSharingDevice
-  // Set when the compile request's warm-up of a variant set's shapes left
-  // the GPU unusable: "<set>: <error>"; the multi-input stage fails with it.
-  std::string warm_error_;
   // The task's reference server, held through the timing stage.
   ReferenceClient::Held* reference_held_ = nullptr;
 };

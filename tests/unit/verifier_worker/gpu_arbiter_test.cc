@@ -124,5 +124,38 @@ TEST(GpuArbiterTest, WhenNotStoppingRequestsATimingWaitsForThemToEnd) {
   EXPECT_TRUE(timing_started);
 }
 
+TEST(GpuArbiterTest, WhenNotStoppingRequestsATimingStillStopsPreemptibleOnesAtOnce) {
+  GpuArbiter gpu(/*stop_requests=*/false);
+  SleepingGroup warming;
+  {
+    GpuArbiter::Shared use(gpu, warming.pid(), nullptr, /*preemptible=*/true);
+    EXPECT_TRUE(warming.Reaches('S'));
+    {
+      GpuArbiter::Exclusive alone(gpu);  // does not wait for it
+      EXPECT_EQ(alone.stopped_requests(), 1);
+      EXPECT_TRUE(warming.Reaches('T')) << "the preemptible request was not stopped";
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    EXPECT_TRUE(warming.Reaches('S')) << "and resumed after the timing";
+    EXPECT_GE(use.stopped(), absl::Milliseconds(50));
+  }
+  // A request that is not preemptible is still waited for beside one that is.
+  SleepingGroup running;
+  std::atomic<bool> timing_started{false};
+  std::thread timing;
+  {
+    GpuArbiter::Shared drained(gpu, running.pid());
+    GpuArbiter::Shared preempted(gpu, warming.pid(), nullptr, /*preemptible=*/true);
+    timing = std::thread([&] {
+      GpuArbiter::Exclusive alone(gpu);
+      timing_started = true;
+    });
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_FALSE(timing_started) << "the timing did not wait for the other request";
+  }
+  timing.join();
+  EXPECT_TRUE(timing_started);
+}
+
 }  // namespace
 }  // namespace kforge

@@ -8,10 +8,11 @@ at a time:
            first call it ever gets: Triton kernels compile (and autotune)
            in it, and with `attribute` it runs under the profiler
            (launch_record) and its launches come back with the outputs for
-           stage 3. With `warm` (shapes and dtypes of later sets, no
-           values), forward then runs once per entry, in threads, on random
-           inputs made here, so those sets' compiles overlap; nothing of it
-           is recorded or returned but an error that left the GPU unusable
+           stage 3
+  warm     {sets: shapes and dtypes of later sets, no values}: forward runs
+           once per entry, in threads, on random inputs made here, so those
+           sets' compiles overlap; nothing of it is recorded or returned but
+           an error that left the GPU unusable
   run      {set, init_inputs} + inputs: poisons free memory, runs the model
            (the first call on these inputs recorded when `attribute` is
            set; then more when asked) and returns the outputs, the launches
@@ -262,17 +263,17 @@ class Runner:
             outputs, record = self._call(inputs), None
         call_s = time.perf_counter() - started
         self._check_guards()
-        # Packed (copied off the device) before any warm-up runs: an
-        # unrecorded call must not be able to change what this one returned.
-        header, parts = self._reply_outputs({"type": "compiled", "call_s": call_s}, [outputs],
-                                            inputs, record)
-        if request.get("warm"):
-            started = time.perf_counter()
-            warm_error = self._warm(request["warm"])
-            header["warm_s"] = time.perf_counter() - started
-            if warm_error is not None:
-                header["warm_error"] = warm_error
-        return header, parts
+        return self._reply_outputs({"type": "compiled", "call_s": call_s}, [outputs], inputs,
+                                   record)
+
+    def warm(self, request, payload):
+        """See _warm; after compile, before the first run."""
+        started = time.perf_counter()
+        warm_error = self._warm(request.get("sets", []))
+        header = {"type": "warmed", "warm_s": time.perf_counter() - started}
+        if warm_error is not None:
+            header["warm_error"] = warm_error
+        return header, b""
 
     def run(self, request, payload):
         self._build(request["init_inputs"], request.get("dtype", ""))
@@ -365,7 +366,8 @@ class Runner:
         return {"type": "attributed", "launches": record["launches"]}, b""
 
     def serve(self):
-        handlers = {"compile": self.compile, "run": self.run, "time": self.time,
+        handlers = {"compile": self.compile, "warm": self.warm, "run": self.run,
+                    "time": self.time,
                     "probe": self.probe, "attribute": self.attribute,
                     "ping": lambda request, payload: ({"type": "pong"}, b"")}
         while True:

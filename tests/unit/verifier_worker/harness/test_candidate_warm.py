@@ -1,4 +1,4 @@
-"""Tests of the harness's warm-ups. The compile request's
+"""Tests of the harness's warm-ups. The warm request's
 (MultiInputOptions.warm_variant_sets): forward runs once per listed
 signature, in its own thread, on inputs of those shapes and dtypes made by
 the harness; the compile reply is what the recorded call returned, whatever
@@ -56,18 +56,22 @@ def _entry(name, shape, dtype="float32", scale=2, k=3):
 
 class CompileWarmUpTest(unittest.TestCase):
     def _compile(self, runner, warm):
+        """compile, then warm: (warm's header, compile's (header, parts)), x."""
         packer = protocol.TensorPacker()
         x = torch.arange(8, dtype=torch.float32).reshape(2, 4)
         packer.add("tiny/in0", x)
         payload = b"".join(bytes(p) for p in packer.payload())
         request = {"type": "compile", "source": CANDIDATE, "init_inputs": [2], "init_seed": 1,
                    "set": "tiny", "tensors": packer.entries,
-                   "scalars": {"tiny": [[1, 3, "int"]]}, "warm": warm}
+                   "scalars": {"tiny": [[1, 3, "int"]]}}
         runner.request = request
         cwd = os.getcwd()
         os.chdir(self.tmp)
         try:
-            return runner.compile(request, payload), x
+            compiled = runner.compile(request, payload)
+            runner.request = {"type": "warm", "sets": warm}
+            warmed, _ = runner.warm(runner.request, b"")
+            return warmed, compiled, x
         finally:
             os.chdir(cwd)
 
@@ -77,10 +81,10 @@ class CompileWarmUpTest(unittest.TestCase):
 
     def test_each_signature_runs_once_in_a_thread_of_its_own_on_inputs_made_here(self):
         runner = _runner()
-        (header, _), _ = self._compile(runner, [_entry("ragged_shape", (5, 7)),
-                                                _entry("bfloat16", (2, 4), "bfloat16"),
-                                                _entry("larger", (4, 8), scale=5)])
-        self.assertEqual(header["type"], "compiled")
+        header, _, _ = self._compile(runner, [_entry("ragged_shape", (5, 7)),
+                                              _entry("bfloat16", (2, 4), "bfloat16"),
+                                              _entry("larger", (4, 8), scale=5)])
+        self.assertEqual(header["type"], "warmed")
         self.assertNotIn("warm_error", header)
         self.assertGreaterEqual(header["warm_s"], 0)
         calls = runner.module.CALLS
@@ -94,16 +98,16 @@ class CompileWarmUpTest(unittest.TestCase):
 
     def test_the_reply_is_what_the_recorded_call_returned(self):
         runner = _runner()
-        (header, parts), x = self._compile(runner, [_entry("ragged_shape", (5, 7))])
+        _, (header, parts), x = self._compile(runner, [_entry("ragged_shape", (5, 7))])
         out = protocol.unpack_tensors(header["tensors"], b"".join(bytes(p) for p in parts))
         self.assertTrue(torch.equal(out["run0/out0"], x * 3),
                         "a warm-up call rewrote the returned tensor after it was packed")
 
     def test_a_warm_up_that_raises_is_left_to_the_sets_own_run(self):
         runner = _runner()
-        (header, _), _ = self._compile(runner, [_entry("batch_3", (3, 4)),
-                                                _entry("ragged_shape", (5, 7))])
-        self.assertEqual(header["type"], "compiled")
+        header, _, _ = self._compile(runner, [_entry("batch_3", (3, 4)),
+                                              _entry("ragged_shape", (5, 7))])
+        self.assertEqual(header["type"], "warmed")
         self.assertNotIn("warm_error", header, "the CPU has no context to lose")
         self.assertIn(("kf-warm-ragged_shape", (5, 7)),
                       [(c[0], c[1]) for c in runner.module.CALLS], "the others still ran")
