@@ -140,6 +140,12 @@ TEST_P(CorpusSolutionTest, IsAcceptedOnItsTaskWithoutFlags) {
     o.mutable_timing()->set_min_timed_ms(100);
     o.mutable_timing()->set_max_trials(5000);
     o.mutable_timing()->set_baseline_compile(compile);
+    // The plausible bound judges the faster baseline; with eager alone it
+    // would flag LayerNorm, whose corpus solution is a real 38x over eager
+    // (eager normalises a 4M-element row in few blocks) and under the bound
+    // over torch.compile (the GRPO-shaped batch, which times it, does not
+    // flag it).
+    if (!compile) o.mutable_timing()->set_max_plausible_speedup(100);
   });
   std::string stages;
   for (const v1::StageResult& stage : verdict.stages()) {

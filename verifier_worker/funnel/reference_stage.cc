@@ -144,7 +144,7 @@ bool Funnel::Run::PrepareReference() {
         EpochTimings timings;
         auto made = MakeEpoch(f_.reference_.For(HexHash(request_.task().reference_source())),
                               request_, f_.config_.harness.device,
-                              absl::Seconds(limits_.correctness_timeout_s()), f_.gpu_,
+                              absl::Seconds(limits_.reference_timeout_s()), f_.gpu_,
                               waited, timings);
         AddDeviceWait(waited);
         if (made.ok()) {

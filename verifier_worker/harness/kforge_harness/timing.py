@@ -150,6 +150,13 @@ class Timer:
                 self._flush()
             cover = None
             if launch_cover_ms > 0 and _cuda_sleep is not None:
+                if flush_l2:
+                    # The flush ends first, so the host clock below starts
+                    # with the sleep and leaves exactly the sleep out; with
+                    # the flush still running at t0 its remainder (about
+                    # 0.07 ms on an H100) counted as host time, and a 0.06 ms
+                    # kernel looked like side-stream work.
+                    _cuda_synchronize(self.device)
                 # The sleep's own length is measured, not assumed: below the
                 # peak clock it runs longer than asked.
                 cover = _Event(enable_timing=True)
