@@ -7,8 +7,9 @@ namespace {
 
 bool Unusable(const v1::Verdict& verdict) {
   if (verdict.stages_size() == 0) return true;
-  return std::any_of(verdict.stages().begin(), verdict.stages().end(),
-                     [](const v1::StageResult& s) { return s.outcome() == v1::OUTCOME_INTERNAL_ERROR; });
+  return std::any_of(
+      verdict.stages().begin(), verdict.stages().end(),
+      [](const v1::StageResult& s) { return s.outcome() == v1::OUTCOME_INTERNAL_ERROR; });
 }
 
 }  // namespace

@@ -7,6 +7,10 @@
 //    reward); groups without reward variance are skipped when the job says;
 //  * best-of-N sequences: the top_k samples of each group whose reward
 //    exceeds the threshold, trained on with the supervised loss;
+//  * multi-turn groups (WorkItem.multi_turn.max_turns > 1): GRPO trains one
+//    sequence per turn, with turn-level advantages (discounted returns
+//    against the job's per-turn baseline, learner/rewards/turn_credit.h);
+//    best-of-N takes each trajectory's best turn as its candidate;
 //  * the step's figures for JobProgress and the metrics.
 //
 //   std::vector<ScoredGroup> groups = ScoreGroups(std::move(completed), spec);

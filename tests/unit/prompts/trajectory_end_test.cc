@@ -43,7 +43,8 @@ TEST(TrajectoryEndTest, AFailedTurnContinuesUntilTheLastTurn) {
 
 TEST(TrajectoryEndTest, AnUnusableVerdictEndsTheTrajectory) {
   EXPECT_TRUE(TrajectoryEnds(Spec(4), v1::Verdict(), 0));  // no stages
-  EXPECT_TRUE(TrajectoryEnds(Spec(4), Verdict(v1::STAGE_TINY_RUN, v1::OUTCOME_INTERNAL_ERROR, false), 1));
+  EXPECT_TRUE(TrajectoryEnds(
+      Spec(4), Verdict(v1::STAGE_TINY_RUN, v1::OUTCOME_INTERNAL_ERROR, false), 1));
 }
 
 TEST(TrajectoryEndTest, ACorrectTurnEndsOnceFastEnoughOrUntimed) {

@@ -73,7 +73,9 @@ TEST(TurnLoopTest, SingleTurnItemsAreNotTracked) {
 
 TEST(TurnLoopTest, AFailedTurnBecomesTheNextTurnWithTheFeedbackAndWithoutTheReasoning) {
   TurnLoop turns;
-  turns.Sampled(Sample(2, 0, "<think>my private plan</think><answer>```python\nclass ModelNew: pass\n```</answer>"),
+  turns.Sampled(Sample(2, 0,
+                       "<think>my private plan</think>"
+                       "<answer>```python\nclass ModelNew: pass\n```</answer>"),
                 Item(3));
   std::optional<TurnLoop::FollowUp> next = turns.Answered("job-1/g/2", CompileError());
   ASSERT_TRUE(next.has_value());
