@@ -127,6 +127,35 @@ void AppendTurnSequences(const ScoredGroup& group, bool skip_zero_variance,
   }
 }
 
+// JobProgress.solved_by_turn over the step's multi-turn groups.
+void SummariseTurns(const std::vector<ScoredGroup>& groups, v1::JobProgress* progress) {
+  progress->clear_solved_by_turn();
+  int32_t max_turns = 0;
+  for (const ScoredGroup& group : groups) {
+    max_turns = std::max(max_turns, group.item.multi_turn().max_turns());
+  }
+  if (max_turns <= 1) return;
+  std::vector<double> solved(static_cast<size_t>(max_turns), 0);
+  double trajectories = 0;
+  for (const ScoredGroup& group : groups) {
+    if (!IsMultiTurn(group.item.multi_turn())) continue;
+    // By index: the first solved turn, or max_turns when none was.
+    std::map<int32_t, int32_t> first_solved;
+    for (size_t i = 0; i < group.samples.size(); ++i) {
+      const v1::SampleKey& key = group.samples[i].sample().key();
+      auto [it, fresh] = first_solved.emplace(key.index_in_group(), max_turns);
+      const bool correct = group.samples[i].verdict().correct() && group.rewards[i].usable &&
+                           !group.rewards[i].hacked;
+      if (correct) it->second = std::min(it->second, key.turn());
+    }
+    for (const auto& [index, turn] : first_solved) {
+      trajectories += 1;
+      for (int32_t k = turn; k < max_turns; ++k) solved[static_cast<size_t>(k)] += 1;
+    }
+  }
+  for (double count : solved) progress->add_solved_by_turn(count / std::max(1.0, trajectories));
+}
+
 }  // namespace
 
 std::vector<ScoredGroup> ScoreGroups(std::vector<CompletedGroup> completed,
@@ -296,6 +325,7 @@ void SummariseStep(const std::vector<ScoredGroup>& groups, int64_t policy_versio
       figures->staleness.push_back(policy_version - group.samples[i].sample().policy_version());
     }
   }
+  SummariseTurns(groups, progress);
   const double n = std::max(1.0, counted);
   progress->set_mean_reward(reward / n);
   v1::StagePassRates* rates = progress->mutable_pass_rates();

@@ -70,7 +70,9 @@ std::vector<TrainSequence> BestOfNSequences(const std::vector<ScoredGroup>& grou
                                             GroupSelection* selection);
 
 // Reward, pass rates per stage and level, speedups and staleness of the
-// step's samples into `progress` and `figures`.
+// step's samples (every turn of a multi-turn trajectory counts as a sample)
+// into `progress` and `figures`, and for multi-turn groups the share of
+// trajectories solved by each turn (JobProgress.solved_by_turn).
 void SummariseStep(const std::vector<ScoredGroup>& groups, int64_t policy_version,
                    v1::JobProgress* progress, LearnerMetrics::StepFigures* figures);
 

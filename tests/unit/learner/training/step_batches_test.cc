@@ -261,6 +261,19 @@ TEST_F(StepBatchesTest, TheStepSummaryCountsPassRatesPerStageAndLevel) {
   EXPECT_DOUBLE_EQ(progress.correct_by_level().at(2), 0.5);
   EXPECT_DOUBLE_EQ(progress.mean_reward(), 0.5);  // 1 and 0, no format term
   EXPECT_THAT(figures.staleness, ::testing::ElementsAre(3, 3));
+  EXPECT_EQ(progress.solved_by_turn_size(), 0);  // single-turn
+}
+
+TEST_F(StepBatchesTest, TheStepSummaryGivesTheShareOfTrajectoriesSolvedByEachTurn) {
+  auto make = [this](const std::string& text, bool correct, int index) {
+    return Sample(text, correct, index);
+  };
+  // Trajectory 0 is solved at turn 1, trajectory 1 at turn 0.
+  auto groups = TurnGroup(v1::MultiTurnSpec::BASELINE_LEAVE_ONE_OUT, *tokenizer_, make);
+  v1::JobProgress progress;
+  LearnerMetrics::StepFigures figures;
+  SummariseStep(groups, /*policy_version=*/0, &progress, &figures);
+  EXPECT_THAT(progress.solved_by_turn(), ::testing::ElementsAre(0.5, 1.0));
 }
 
 }  // namespace
