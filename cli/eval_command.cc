@@ -23,7 +23,7 @@
 #include "common/server/work_pool.h"
 #include "eval/eval_metrics.h"
 #include "eval/eval_plots.h"
-#include "learner/prompts/task_prompt.h"
+#include "prompts/task_prompt.h"
 #include "learner/tasks/task_set.h"
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
 #include "model/policy_loader.h"

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -42,8 +43,9 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
                  p->DeliverLocally(request, response);
                }},
           // The verifier forwards the scored sample to the learner; here
-          // the verdict only closes the sample's account.
-          [](const v1::VerifyResponse&) {}));
+          // the verdict closes the sample's account, and for a multi-turn
+          // trajectory decides its next turn.
+          [p](const v1::VerifyResponse& response) { p->OnVerdict(response); }));
   if (TakesPartInBroadcast(config)) {
     // Before the engine plans its KV cache from the memory left and
     // captures graphs over the parameters' addresses.
@@ -74,6 +76,7 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
             p->metrics_->groups_dropped.Increment();
             p->log_.Warning("group dropped", {{"group", item.group_id()},
                                               {"error", status.message()}});
+            p->turns_.DropGroup(item.group_id());
             p->Release(item.group_id(), absl::StrCat("sampling failed: ", status.message()));
           }));
   p->weight_sync_ = std::make_unique<WeightSync>(p->learner_.get(), policy->model.get(),
@@ -130,6 +133,10 @@ RolloutPipeline::~RolloutPipeline() {
   // The sampler thread may be blocked handing a sample to a full
   // dispatcher: release it before joining it.
   if (dispatcher_ != nullptr) dispatcher_->Shutdown();
+  {
+    absl::MutexLock lock(&follow_up_mu_);
+    follow_ups_open_ = false;
+  }
   engine_.reset();
   dispatcher_.reset();
   local_deliveries_.reset();  // delivers what is queued, then joins
@@ -146,6 +153,7 @@ void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
       metrics_->RecordLocalDelivery("failed");
       log_.Error("a sample no verifier took could not reach the learner; its group is released",
                  {{"sample", sample.key().sample_id()}, {"error", ack.status().message()}});
+      turns_.DropGroup(sample.key().group_id());
       Release(sample.key().group_id(),
               absl::StrCat("a sample no verifier took could not be delivered: ",
                            ack.status().message()));
@@ -154,6 +162,7 @@ void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
     metrics_->RecordLocalDelivery(AckLabel(ack->status()));
     if (ack->status() == v1::SampleAck::REJECTED) {
       // Refused, its group cannot complete either: give it back at once.
+      turns_.DropGroup(sample.key().group_id());
       Release(sample.key().group_id(),
               absl::StrCat("the learner rejected a sample no verifier took: ", ack->reason()));
     }
@@ -181,11 +190,31 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
                                item.verifier().multi_input().seed_rotation_versions()));
   *request.mutable_sample() = std::move(sample);
   request.set_deliver_to_learner(true);
+  turns_.Sampled(request.sample(), item);
   const std::string id = request.request_id();
   // Blocks while max_unacked_samples await verdicts: sampling waits too.
   if (absl::Status s = dispatcher_->Submit(std::move(request)); !s.ok() && !stop_.HasBeenNotified()) {
     log_.Error("sample not dispatched", {{"sample", id}, {"error", s.message()}});
   }
+}
+
+void RolloutPipeline::OnVerdict(const v1::VerifyResponse& response) {
+  std::optional<TurnLoop::FollowUp> next =
+      turns_.Answered(response.request_id(), response.verdict());
+  if (!next.has_value()) return;  // single-turn, or the trajectory ended
+  absl::Status status = next->item.status();
+  if (status.ok()) {
+    status = absl::CancelledError("the rollout worker is stopping");
+    absl::MutexLock lock(&follow_up_mu_);
+    if (follow_ups_open_) status = engine_->Submit(*std::move(next->item));
+  }
+  if (status.ok() || stop_.HasBeenNotified()) return;
+  // The trajectory cannot go on, so its group cannot complete: give it back.
+  metrics_->work_items_rejected.Increment();
+  log_.Warning("next turn not sampled; its group is released",
+               {{"sample", response.request_id()}, {"error", status.message()}});
+  turns_.DropGroup(next->group_id);
+  Release(next->group_id, absl::StrCat("next turn not sampled: ", status.message()));
 }
 
 void RolloutPipeline::TakeWorkLoop() {

@@ -22,6 +22,14 @@
 // releases the learner could not take yet are sent again before the next
 // TakeWork.
 //
+// MULTI-TURN. For a multi-turn item (WorkItem.multi_turn) the worker owns
+// each trajectory's turns (TurnLoop): a verdict either ends the trajectory
+// or becomes the next turn's prompt, submitted to the engine from the
+// dispatcher's thread that brought the verdict (Submit only queues, so the
+// dispatcher is never held up). The next turn runs under whatever weights
+// the engine holds then. A turn the engine drops gives its group back like
+// any other group.
+//
 // A learner without work answers the long poll empty; one too old to hand
 // out work (TakeWork UNIMPLEMENTED) is said once in the log and polled at
 // the back-off ceiling.
@@ -49,6 +57,7 @@
 #include "rollout_worker/rollout_metrics.h"
 #include "model/policy_loader.h"
 #include "rollout_worker/sampler/rollout_engine.h"
+#include "rollout_worker/turns/turn_loop.h"
 #include "model/weights/flat_parameters.h"
 #include "rollout_worker/weights/broadcast_receiver.h"
 #include "rollout_worker/weights/weight_sync.h"
@@ -87,6 +96,9 @@ class RolloutPipeline {
   void Release(const std::string& group_id, absl::string_view reason);
   void SendReleases(const std::string& worker_id);
   void OnSample(v1::Sample sample, const v1::WorkItem& item, absl::Duration ttft);
+  // Each verdict (a dispatcher thread): the next turn of a multi-turn
+  // trajectory, if it goes on.
+  void OnVerdict(const v1::VerifyResponse& response);
   // A sample no verifier took (refused, or unanswered after every attempt):
   // delivered to the learner here, with the dispatcher's verdict, so its
   // group completes now instead of waiting out group_timeout_s.
@@ -108,6 +120,12 @@ class RolloutPipeline {
   std::unique_ptr<BroadcastReceiver> broadcast_receiver_;
   std::unique_ptr<PeriodicThread> metrics_thread_;
   absl::Notification stop_;
+  TurnLoop turns_;
+  // Follow-up turns reach the engine under this lock, and not once the
+  // destructor has closed it: verdicts may still arrive while the engine
+  // goes away.
+  absl::Mutex follow_up_mu_;
+  bool follow_ups_open_ ABSL_GUARDED_BY(follow_up_mu_) = true;
   absl::Mutex release_mu_;
   // (group id, reason), oldest first.
   std::vector<std::pair<std::string, std::string>> releases_ ABSL_GUARDED_BY(release_mu_);

@@ -1,5 +1,5 @@
 // AnalyzeCompletionFormat: how well a completion follows the answer format
-// the prompt asked for (learner/prompts/task_prompt.cc), for the format
+// the prompt asked for (prompts/task_prompt.cc), for the format
 // reward term, and where its reasoning and code parts lie, for hierarchical
 // rewards (the learner maps the byte ranges onto tokens).
 //

@@ -5,8 +5,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "prompts/trajectory_end.h"
 
 namespace kforge {
+namespace {
+
+// Turns per trajectory: 1 for a single-turn item (multi_turn unset).
+int32_t MaxTurns(const v1::WorkItem& item) { return std::max(1, item.multi_turn().max_turns()); }
+
+}  // namespace
 
 absl::Status GroupTracker::Offer(v1::WorkItem item) {
   if (item.job_id().empty() || item.group_id().empty()) {
@@ -24,7 +31,9 @@ absl::Status GroupTracker::Offer(v1::WorkItem item) {
   const std::string id = item.group_id();
   Group group;
   group.base_id = id;
-  group.samples.resize(static_cast<size_t>(item.group_size()));
+  group.turns.assign(static_cast<size_t>(item.group_size()),
+                     std::vector<v1::ScoredSample>(static_cast<size_t>(MaxTurns(item))));
+  group.ended_at.assign(static_cast<size_t>(item.group_size()), -1);
   group.item = std::move(item);
   groups_.emplace(id, std::move(group));
   pending_.push_back(id);
@@ -74,8 +83,13 @@ std::string GroupTracker::CheckSample(const v1::ScoredSample& scored, const Grou
     return absl::StrCat("sample.key.index_in_group: ", key.index_in_group(), " outside [0, ",
                         size, ")");
   }
+  if (key.turn() < 0 || key.turn() >= MaxTurns(group.item)) {
+    return absl::StrCat("sample.key.turn: ", key.turn(), " outside [0, ", MaxTurns(group.item),
+                        ")");
+  }
   const std::string expected =
-      absl::StrCat(group.item.job_id(), "/", key.group_id(), "/", key.index_in_group());
+      absl::StrCat(group.item.job_id(), "/", key.group_id(), "/", key.index_in_group(),
+                   key.turn() > 0 ? absl::StrCat("/t", key.turn()) : "");
   if (key.sample_id() != expected || key.job_id() != group.item.job_id()) {
     return absl::StrCat("sample.key: sample_id \"", key.sample_id(), "\" and job_id \"",
                         key.job_id(), "\" do not match \"", expected, "\"");
@@ -126,21 +140,72 @@ absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scor
         absl::StrCat("the experience buffer holds ", completed_samples_,
                      " samples of complete groups (max_buffered_samples); retry"));
   }
-  group.samples[static_cast<size_t>(key.index_in_group())] = scored;
+  const int32_t index = key.index_in_group();
+  const int32_t ended_at = group.ended_at[static_cast<size_t>(index)];
+  if (ended_at >= 0 && key.turn() > ended_at) {
+    return Ack(scored, v1::SampleAck::ORPHANED,
+               absl::StrCat("trajectory ", index, " of group ", key.group_id(), " ended at turn ",
+                            ended_at));
+  }
+  group.turns[static_cast<size_t>(index)][static_cast<size_t>(key.turn())] = scored;
   ++group.received;
   ++buffered_;
   accepted_ids_.insert(key.sample_id());
   v1::SampleAck ack = Ack(scored, v1::SampleAck::ACCEPTED, "");
-  if (group.received == group.item.group_size()) {
+  AdvanceTrajectory(group, index);
+  if (group.ended == group.item.group_size()) {
     pace_.push_back(absl::Now() - group.issued);
     if (pace_.size() > kPaceWindow) pace_.pop_front();
     stats_.samples_completed += static_cast<uint64_t>(group.received);
     completed_samples_ += group.received;
-    completed_.push_back({std::move(group.item), std::move(group.samples)});
+    CompletedGroup done{std::move(group.item), {}};
+    done.samples.reserve(static_cast<size_t>(group.received));
+    for (size_t i = 0; i < group.turns.size(); ++i) {
+      for (int32_t t = 0; t <= group.ended_at[i]; ++t) {
+        done.samples.push_back(std::move(group.turns[i][static_cast<size_t>(t)]));
+      }
+    }
+    completed_.push_back(std::move(done));
     groups_.erase(it);
     ++stats_.groups_completed;
   }
   return ack;
+}
+
+void GroupTracker::AdvanceTrajectory(Group& group, int32_t index) {
+  const size_t i = static_cast<size_t>(index);
+  if (group.ended_at[i] >= 0) return;
+  std::vector<v1::ScoredSample>& turns = group.turns[i];
+  for (size_t t = 0; t < turns.size() && !turns[t].sample().key().sample_id().empty(); ++t) {
+    if (!TrajectoryEnds(group.item.multi_turn(), turns[t].verdict(), static_cast<int32_t>(t))) {
+      continue;
+    }
+    group.ended_at[i] = static_cast<int32_t>(t);
+    ++group.ended;
+    // Turns held past the end came from a worker that saw another verdict
+    // for turn t (a re-verification): they leave the books as discarded,
+    // and a re-send of them is ORPHANED.
+    for (size_t later = t + 1; later < turns.size(); ++later) {
+      if (turns[later].sample().key().sample_id().empty()) continue;
+      accepted_ids_.erase(turns[later].sample().key().sample_id());
+      turns[later].Clear();
+      --group.received;
+      --buffered_;
+      ++stats_.samples_discarded;
+    }
+    return;
+  }
+}
+
+void GroupTracker::DiscardHeld(const Group& group, bool forget_ids) {
+  for (const std::vector<v1::ScoredSample>& turns : group.turns) {
+    for (const v1::ScoredSample& s : turns) {
+      if (s.sample().key().sample_id().empty()) continue;
+      if (forget_ids) accepted_ids_.erase(s.sample().key().sample_id());
+      --buffered_;
+      ++stats_.samples_discarded;
+    }
+  }
 }
 
 void GroupTracker::Retire(const std::string& group_id, const std::string& why) {
@@ -148,12 +213,7 @@ void GroupTracker::Retire(const std::string& group_id, const std::string& why) {
   if (it == groups_.end()) return;
   Group old = std::move(it->second);
   groups_.erase(it);
-  for (const v1::ScoredSample& s : old.samples) {
-    if (s.sample().key().sample_id().empty()) continue;
-    accepted_ids_.erase(s.sample().key().sample_id());
-    --buffered_;
-    ++stats_.samples_discarded;
-  }
+  DiscardHeld(old, /*forget_ids=*/true);
   const int32_t attempt = old.item.attempt() + 1;
   if (attempt > options_.max_reissues) {
     ++stats_.groups_dropped;
@@ -165,7 +225,9 @@ void GroupTracker::Retire(const std::string& group_id, const std::string& why) {
   next.item = std::move(old.item);
   next.item.set_attempt(attempt);
   next.item.set_group_id(absl::StrCat(old.base_id, "~r", attempt));
-  next.samples.resize(static_cast<size_t>(next.item.group_size()));
+  next.turns.assign(static_cast<size_t>(next.item.group_size()),
+                    std::vector<v1::ScoredSample>(static_cast<size_t>(MaxTurns(next.item))));
+  next.ended_at.assign(static_cast<size_t>(next.item.group_size()), -1);
   const std::string id = next.item.group_id();
   used_group_ids_.insert(id);
   groups_.emplace(id, std::move(next));
@@ -231,13 +293,13 @@ std::string GroupTracker::DescribeWaiting(const std::string& job_id, int limit) 
   for (const Group* group : issued) {
     if (static_cast<int>(parts.size()) >= limit) break;
     std::vector<std::string> missing;
-    for (size_t i = 0; i < group->samples.size(); ++i) {
-      if (group->samples[i].sample().key().sample_id().empty()) missing.push_back(absl::StrCat(i));
+    for (size_t i = 0; i < group->ended_at.size(); ++i) {
+      if (group->ended_at[i] < 0) missing.push_back(absl::StrCat(i));
     }
     parts.push_back(absl::StrCat("group ", group->item.group_id(), " on worker ", group->worker_id,
                                  " for ", absl::ToInt64Seconds(now - group->issued),
                                  "s: samples ", absl::StrJoin(missing, ","), " of ",
-                                 group->samples.size(), " missing"));
+                                 group->ended_at.size(), " missing"));
   }
   if (issued.size() > parts.size()) {
     parts.push_back(absl::StrCat(issued.size() - parts.size(), " more issued"));
@@ -331,11 +393,7 @@ void GroupTracker::DropJob(const std::string& job_id) {
       ++it;
       continue;
     }
-    for (const v1::ScoredSample& s : it->second.samples) {
-      if (s.sample().key().sample_id().empty()) continue;
-      --buffered_;
-      ++stats_.samples_discarded;
-    }
+    DiscardHeld(it->second, /*forget_ids=*/false);
     groups_.erase(it++);
   }
   for (auto it = completed_.begin(); it != completed_.end();) {

@@ -17,6 +17,17 @@
 // when it is malformed (ids that do not match its key, an index outside the
 // group, log-probs that do not pair with the tokens, no verdict).
 //
+// TURNS. A multi-turn item (WorkItem.multi_turn.max_turns > 1) is G
+// trajectories, each a run of turns 0, 1, ... that the rollout worker
+// samples one after the other (ids "<job>/<group>/<index>/t<turn>" from
+// turn 1 on). A trajectory is complete once it holds every turn from 0 up to
+// one that TrajectoryEnds (prompts/trajectory_end.h) ends, the same rule the
+// worker follows; turns may arrive in any order. A turn past the one that
+// ended its trajectory is ORPHANED (one accepted before the earlier turn
+// arrived is discarded then, counted). A group is complete when all its
+// trajectories are; its samples come out index by index, each trajectory's
+// turns in order. Single-turn items are trajectories of one turn each.
+//
 // GROUPS. A group is complete when all its G samples are accepted; complete
 // groups wait in order for TakeCompleted. A group not complete within the
 // wait bound after it was issued, or whose worker is gone, or that
@@ -64,7 +75,9 @@ namespace kforge {
 
 struct CompletedGroup {
   v1::WorkItem item;
-  std::vector<v1::ScoredSample> samples;  // by index in the group
+  // By index in the group; with turns, each trajectory's turns in order
+  // (key.turn 0, 1, ... up to the one that ended it).
+  std::vector<v1::ScoredSample> samples;
 };
 
 class GroupTracker {
@@ -156,13 +169,22 @@ class GroupTracker {
     std::string base_id;  // the id of its first attempt
     std::string worker_id;
     absl::Time issued = absl::InfinitePast();
-    std::vector<v1::ScoredSample> samples;  // by index; empty key = not yet
-    int32_t received = 0;
+    // By index, then turn; an empty key = not yet.
+    std::vector<std::vector<v1::ScoredSample>> turns;
+    // By index: the turn that ended the trajectory, -1 while it is open.
+    std::vector<int32_t> ended_at;
+    int32_t ended = 0;     // trajectories ended
+    int32_t received = 0;  // turns accepted and held
   };
 
   v1::SampleAck Ack(const v1::ScoredSample& scored, v1::SampleAck::Status status,
                     std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string CheckSample(const v1::ScoredSample& scored, const Group& group) const;
+  // Ends trajectory `index` if its turns from 0 now run up to one the end
+  // rule ends, discarding any turn held past that one.
+  void AdvanceTrajectory(Group& group, int32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every held sample of `group`, for the ledger when it goes unfinished.
+  void DiscardHeld(const Group& group, bool forget_ids) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the group out of flight and re-issues it as a new attempt, or
   // drops it when its attempts are spent.
   void Retire(const std::string& group_id, const std::string& why)

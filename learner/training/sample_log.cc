@@ -22,6 +22,15 @@ std::string Head(const std::string& text, int32_t max_chars) {
   return absl::StrCat(text.substr(0, cut), "\n[... ", text.size() - cut, " more bytes]");
 }
 
+// The last max_chars bytes of `text`, from a UTF-8 character's start, the
+// cut marked: a follow-up prompt's feedback sits at its end.
+std::string Tail(const std::string& text, int32_t max_chars) {
+  if (text.size() <= static_cast<size_t>(max_chars)) return text;
+  size_t cut = text.size() - static_cast<size_t>(max_chars);
+  while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;
+  return absl::StrCat("[", cut, " bytes before ...]\n", text.substr(cut));
+}
+
 // A line's fields in the order they are written (people read the file),
 // each value already JSON text.
 using Fields = std::vector<std::pair<std::string, std::string>>;
@@ -81,6 +90,10 @@ std::string SampleLogLine(int64_t step, const ScoredGroup& group, size_t index, 
   Put(line, "group", group.item.group_id());
   Put(line, "index", static_cast<double>(sample.key().index_in_group()));
   Put(line, "policy_version", static_cast<double>(sample.policy_version()));
+  // Multi-turn jobs only, so single-turn lines read as before.
+  if (group.item.multi_turn().max_turns() > 1) {
+    Put(line, "turn", static_cast<double>(sample.key().turn()));
+  }
   if (index < group.rewards.size()) {
     const RewardBreakdown& reward = group.rewards[index];
     Put(line, "reward", reward.total);
@@ -120,6 +133,8 @@ std::string SampleLogLine(int64_t step, const ScoredGroup& group, size_t index, 
   Put(line, "finish_reason", sample.finish_reason());
   Put(line, "completion_tokens", static_cast<double>(sample.completion_tokens_size()));
   Put(line, "completion", Head(sample.completion_text(), max_chars));
+  // A follow-up turn's prompt ends with the feedback it was shown.
+  if (sample.key().turn() > 0) Put(line, "prompt", Tail(sample.prompt_text(), max_chars));
   return ToJson(line);
 }
 

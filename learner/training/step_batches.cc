@@ -6,8 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config/proto_defaults.h"
-#include "learner/prompts/task_prompt.h"
+#include "prompts/task_prompt.h"
 #include "learner/rewards/completion_format.h"
+#include "learner/rewards/turn_credit.h"
+#include "prompts/trajectory_end.h"
 #include "learner/training/policy_loss.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 
@@ -47,6 +49,111 @@ TrainSequence FromSample(const v1::Sample& sample) {
   seq.completion.assign(sample.completion_tokens().begin(), sample.completion_tokens().end());
   seq.old_logprobs.assign(sample.completion_logprobs().begin(), sample.completion_logprobs().end());
   return seq;
+}
+
+// A multi-turn group's trajectories: per index in the group, the positions
+// of its turns in group.samples, in turn order, up to (not including) the
+// first unusable one (a verifier fault ends a trajectory, and has no reward
+// to credit); those are counted in `unusable`.
+std::vector<std::vector<size_t>> UsableTrajectories(const ScoredGroup& group, int64_t* unusable) {
+  std::map<int32_t, std::map<int32_t, size_t>> by_index;  // index -> turn -> position
+  for (size_t i = 0; i < group.samples.size(); ++i) {
+    const v1::SampleKey& key = group.samples[i].sample().key();
+    by_index[key.index_in_group()][key.turn()] = i;
+  }
+  std::vector<std::vector<size_t>> trajectories;
+  for (const auto& [index, turns] : by_index) {
+    std::vector<size_t> usable;
+    for (const auto& [turn, position] : turns) {
+      if (!group.rewards[position].usable) {
+        ++*unusable;
+        break;
+      }
+      usable.push_back(position);
+    }
+    if (!usable.empty()) trajectories.push_back(std::move(usable));
+  }
+  return trajectories;
+}
+
+TurnCreditOptions CreditOptions(const v1::MultiTurnSpec& spec) {
+  return {.gamma = spec.gamma(),
+          .baseline = spec.baseline() == v1::MultiTurnSpec::BASELINE_GROUP_MEAN
+                          ? TurnBaseline::kGroupMean
+                          : TurnBaseline::kLeaveOneOut};
+}
+
+// One sequence per turn of a multi-turn group, each turn's tokens with its
+// turn-level advantage (TurnAdvantages: discounted returns against the
+// job's per-turn baseline), over each turn's own prompt (the follow-up with
+// the feedback) and behaviour log-probs. Total rewards only (hierarchical
+// rewards and scale_by_std are single-turn). A turn without tokens is
+// credited, and passes its credit to earlier turns, but is not trained on.
+void AppendTurnSequences(const ScoredGroup& group, bool skip_zero_variance,
+                         const BpeTokenizer& tokenizer, GroupSelection* selection,
+                         std::vector<TrainSequence>* batch) {
+  const std::vector<std::vector<size_t>> trajectories =
+      UsableTrajectories(group, &selection->unusable_samples);
+  std::vector<std::vector<double>> rewards;
+  for (const std::vector<size_t>& turns : trajectories) {
+    std::vector<double>& r = rewards.emplace_back();
+    for (size_t position : turns) r.push_back(group.rewards[position].total);
+  }
+  absl::StatusOr<std::vector<std::vector<double>>> advantages =
+      TurnAdvantages(rewards, CreditOptions(group.item.multi_turn()));
+  bool signal = false;
+  if (advantages.ok()) {
+    for (size_t i = 0; i < trajectories.size(); ++i) {
+      for (size_t t = 0; t < trajectories[i].size(); ++t) {
+        const v1::Sample& sample = group.samples[trajectories[i][t]].sample();
+        signal = signal || (sample.completion_tokens_size() > 0 && (*advantages)[i][t] != 0);
+      }
+    }
+  }
+  // Not ok: a reward that is not finite (the reward spec's terms are
+  // bounded, so only a broken verdict gets here); the group teaches nothing.
+  if (trajectories.empty() || !advantages.ok() || (!signal && skip_zero_variance)) {
+    ++selection->skipped_groups;
+    return;
+  }
+  for (size_t i = 0; i < trajectories.size(); ++i) {
+    for (size_t t = 0; t < trajectories[i].size(); ++t) {
+      const v1::Sample& sample = group.samples[trajectories[i][t]].sample();
+      if (sample.completion_tokens_size() == 0) continue;
+      TrainSequence seq = FromSample(sample);
+      seq.advantages = TokenAdvantages(sample, 0, (*advantages)[i][t], false, tokenizer);
+      batch->push_back(std::move(seq));
+    }
+  }
+}
+
+// JobProgress.solved_by_turn over the step's multi-turn groups.
+void SummariseTurns(const std::vector<ScoredGroup>& groups, v1::JobProgress* progress) {
+  progress->clear_solved_by_turn();
+  int32_t max_turns = 0;
+  for (const ScoredGroup& group : groups) {
+    max_turns = std::max(max_turns, group.item.multi_turn().max_turns());
+  }
+  if (max_turns <= 1) return;
+  std::vector<double> solved(static_cast<size_t>(max_turns), 0);
+  double trajectories = 0;
+  for (const ScoredGroup& group : groups) {
+    if (!IsMultiTurn(group.item.multi_turn())) continue;
+    // By index: the first solved turn, or max_turns when none was.
+    std::map<int32_t, int32_t> first_solved;
+    for (size_t i = 0; i < group.samples.size(); ++i) {
+      const v1::SampleKey& key = group.samples[i].sample().key();
+      auto [it, fresh] = first_solved.emplace(key.index_in_group(), max_turns);
+      const bool correct = group.samples[i].verdict().correct() && group.rewards[i].usable &&
+                           !group.rewards[i].hacked;
+      if (correct) it->second = std::min(it->second, key.turn());
+    }
+    for (const auto& [index, turn] : first_solved) {
+      trajectories += 1;
+      for (int32_t k = turn; k < max_turns; ++k) solved[static_cast<size_t>(k)] += 1;
+    }
+  }
+  for (double count : solved) progress->add_solved_by_turn(count / std::max(1.0, trajectories));
 }
 
 }  // namespace
@@ -111,6 +218,10 @@ std::vector<TrainSequence> GrpoSequences(const std::vector<ScoredGroup>& groups,
                                          const BpeTokenizer& tokenizer, GroupSelection* selection) {
   std::vector<TrainSequence> batch;
   for (const ScoredGroup& group : groups) {
+    if (IsMultiTurn(group.item.multi_turn())) {
+      AppendTurnSequences(group, grpo.skip_zero_variance_groups(), tokenizer, selection, &batch);
+      continue;
+    }
     std::vector<size_t> usable;
     std::vector<double> total, reasoning, code;
     for (size_t i = 0; i < group.samples.size(); ++i) {
@@ -152,8 +263,21 @@ std::vector<TrainSequence> BestOfNSequences(const std::vector<ScoredGroup>& grou
                                             GroupSelection* selection) {
   std::vector<TrainSequence> batch;
   for (const ScoredGroup& group : groups) {
+    // The candidates: every sample, or (multi-turn) each trajectory's best
+    // turn.
+    std::vector<size_t> candidates;
+    if (IsMultiTurn(group.item.multi_turn())) {
+      for (const std::vector<size_t>& turns :
+           UsableTrajectories(group, &selection->unusable_samples)) {
+        std::vector<double> rewards;
+        for (size_t position : turns) rewards.push_back(group.rewards[position].total);
+        candidates.push_back(turns[static_cast<size_t>(BestTurn(rewards))]);
+      }
+    } else {
+      for (size_t i = 0; i < group.samples.size(); ++i) candidates.push_back(i);
+    }
     std::vector<size_t> order;
-    for (size_t i = 0; i < group.samples.size(); ++i) {
+    for (size_t i : candidates) {
       if (!group.rewards[i].usable) {
         ++selection->unusable_samples;
         continue;
@@ -201,6 +325,7 @@ void SummariseStep(const std::vector<ScoredGroup>& groups, int64_t policy_versio
       figures->staleness.push_back(policy_version - group.samples[i].sample().policy_version());
     }
   }
+  SummariseTurns(groups, progress);
   const double n = std::max(1.0, counted);
   progress->set_mean_reward(reward / n);
   v1::StagePassRates* rates = progress->mutable_pass_rates();

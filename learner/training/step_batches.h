@@ -7,6 +7,10 @@
 //    reward); groups without reward variance are skipped when the job says;
 //  * best-of-N sequences: the top_k samples of each group whose reward
 //    exceeds the threshold, trained on with the supervised loss;
+//  * multi-turn groups (WorkItem.multi_turn.max_turns > 1): GRPO trains one
+//    sequence per turn, with turn-level advantages (discounted returns
+//    against the job's per-turn baseline, learner/rewards/turn_credit.h);
+//    best-of-N takes each trajectory's best turn as its candidate;
 //  * the step's figures for JobProgress and the metrics.
 //
 //   std::vector<ScoredGroup> groups = ScoreGroups(std::move(completed), spec);
@@ -66,7 +70,9 @@ std::vector<TrainSequence> BestOfNSequences(const std::vector<ScoredGroup>& grou
                                             GroupSelection* selection);
 
 // Reward, pass rates per stage and level, speedups and staleness of the
-// step's samples into `progress` and `figures`.
+// step's samples (every turn of a multi-turn trajectory counts as a sample)
+// into `progress` and `figures`, and for multi-turn groups the share of
+// trajectories solved by each turn (JobProgress.solved_by_turn).
 void SummariseStep(const std::vector<ScoredGroup>& groups, int64_t policy_version,
                    v1::JobProgress* progress, LearnerMetrics::StepFigures* figures);
 

@@ -15,7 +15,8 @@
 #include "eval/eval_metrics.h"
 #include "learner/checkpoint/training_checkpoint.h"
 #include "learner/curriculum/curriculum.h"
-#include "learner/prompts/task_prompt.h"
+#include "prompts/task_prompt.h"
+#include "prompts/trajectory_end.h"
 #include "learner/training/curves_files.h"
 #include "learner/tasks/task_set.h"
 #include "learner/training/policy_trainer.h"
@@ -303,6 +304,12 @@ absl::StatusOr<v1::WorkItem> TrainingRun::MakeWorkItem(const v1::Task& task, std
   *item.mutable_sampling() = spec_.sampling();
   *item.mutable_verifier() = spec_.verifier();
   item.set_min_policy_version(state_.policy_version());
+  // The worker renders follow-up turns from these; evaluation groups
+  // (MaybeStartEval) clear them again and stay single-turn.
+  if (IsMultiTurn(spec_.multi_turn())) {
+    *item.mutable_multi_turn() = spec_.multi_turn();
+    *item.mutable_prompt() = spec_.prompt();
+  }
   return item;
 }
 
@@ -528,6 +535,8 @@ absl::Status TrainingRun::MaybeStartEval() {
         v1::WorkItem item,
         MakeWorkItem(heldout_tasks_[i], EvalRound::GroupId(trainer_->step(), i, nonce_), samples));
     item.set_eval(true);
+    item.clear_multi_turn();
+    item.clear_prompt();
     // One sample per task is the greedy answer, as KernelBench reports pass@1.
     if (samples == 1) item.mutable_sampling()->set_temperature(0);
     KF_RETURN_IF_ERROR(deps_.groups->Offer(std::move(item)));

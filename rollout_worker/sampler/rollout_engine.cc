@@ -15,12 +15,27 @@
 #include "model/sampling/stop_matcher.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/transformer/decoder_model.h"
+#include "rollout_worker/turns/turn_loop.h"
 
 namespace kforge {
 namespace {
 
+// A follow-up turn (WorkItem.turn > 0) is one sequence continuing
+// trajectory trajectory_index of its group.
+int32_t IndexInGroup(const v1::WorkItem& item, int index) {
+  return item.turn() > 0 ? item.trajectory_index() : index;
+}
+
 std::string SampleId(const v1::WorkItem& item, int index) {
-  return absl::StrCat(item.job_id(), "/", item.group_id(), "/", index);
+  return TurnSampleId(item.job_id(), item.group_id(), IndexInGroup(item, index), item.turn());
+}
+
+// The generator's name for the item: its group id, and for a follow-up turn
+// the trajectory and turn too, as other turns of the group run beside it.
+std::string EngineKey(const v1::WorkItem& item) {
+  return item.turn() > 0
+             ? absl::StrCat(item.group_id(), "/", item.trajectory_index(), "/t", item.turn())
+             : item.group_id();
 }
 
 absl::flat_hash_set<int32_t> EosIds(const ModelConfig& config, const BpeTokenizer& tokenizer) {
@@ -94,10 +109,11 @@ absl::Status RolloutEngine::Submit(v1::WorkItem item) {
   if (!sampling.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", sampling.message()));
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::CancelledError("the rollout engine is stopping");
-  if (groups_.contains(item.group_id())) {
+  const std::string key = EngineKey(item);
+  if (groups_.contains(key)) {
     return absl::AlreadyExistsError(absl::StrCat(name, ": already in flight"));
   }
-  groups_[item.group_id()] = Group{item, 0, item.group_size()};
+  groups_[key] = Group{item, 0, item.group_size()};
   inbox_.push_back(std::move(item));
   return absl::OkStatus();
 }
@@ -129,7 +145,7 @@ int64_t RolloutEngine::groups_in_flight() const {
 
 absl::StatusOr<GroupRequest> RolloutEngine::ToRequest(const v1::WorkItem& item) const {
   GroupRequest request;
-  request.group_id = item.group_id();
+  request.group_id = EngineKey(item);
   if (item.prompt_tokens().empty()) {
     request.prompt_tokens = tokenizer_->Encode(item.prompt_text());
   } else {
@@ -185,12 +201,12 @@ void RolloutEngine::Loop() {
       absl::Status queued = request.ok() ? generator_->Enqueue(*std::move(request)) : request.status();
       absl::MutexLock lock(&mu_);
       if (queued.ok()) {
-        Group& group = groups_[item.group_id()];
+        Group& group = groups_[EngineKey(item)];
         group.enqueued = enqueued;
         group.policy_version = policy_version_;
         group.prompt_tokens = std::move(prompt);
       } else {
-        groups_.erase(item.group_id());
+        groups_.erase(EngineKey(item));
         dropped.emplace_back(std::move(item), std::move(queued));
       }
     }
@@ -234,7 +250,7 @@ void RolloutEngine::DropAll(const absl::Status& why) {
   {
     absl::MutexLock lock(&mu_);
     queued.swap(inbox_);
-    for (const v1::WorkItem& item : queued) groups_.erase(item.group_id());
+    for (const v1::WorkItem& item : queued) groups_.erase(EngineKey(item));
   }
   for (const v1::WorkItem& item : queued) on_dropped_(item, why);
 }
@@ -265,7 +281,8 @@ void RolloutEngine::Emit(GeneratedSample generated) {
   key->set_sample_id(SampleId(item, generated.index));
   key->set_job_id(item.job_id());
   key->set_group_id(item.group_id());
-  key->set_index_in_group(generated.index);
+  key->set_index_in_group(IndexInGroup(item, generated.index));
+  key->set_turn(item.turn());
   sample.set_task_id(item.task().id());
   sample.set_policy_version(version);
   sample.mutable_prompt_tokens()->Add(prompt.begin(), prompt.end());

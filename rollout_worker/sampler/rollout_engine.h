@@ -8,7 +8,9 @@
 //   KF_RETURN_IF_ERROR(engine->Submit(std::move(item)));
 //   engine->RunBetweenSteps([&] { ApplyNewWeights(); engine_version = 7; });
 //
-// A sample's id is "<job_id>/<group_id>/<index>"; its seed is derived from
+// A sample's id is "<job_id>/<group_id>/<index>" (a follow-up turn's, an
+// item with turn > 0 and one sequence: "<job_id>/<group_id>/<trajectory
+// index>/t<turn>", see rollout_worker/turns/turn_loop.h); its seed is derived from
 // the job's base seed and that id (sampling_params.h), so a re-issued group
 // sampled under the same weights reproduces its completions. The prompt is
 // the item's prompt_tokens, or its prompt_text encoded with the model's

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <string>
 
@@ -294,6 +295,60 @@ TEST(KforgeLocalTest, AWarmStartEndsEarlyOnceTheLossIsBelowTheThreshold) {
   EXPECT_EQ(state.warm_start_ended_at(), 2);
   EXPECT_EQ(state.step(), 4);
   EXPECT_EQ(state.loss_history_size(), 4);
+}
+
+// Multi-turn refinement (JobSpec.multi_turn): the tiny policy's first
+// answers fail the verifier, so every trajectory takes its second turn,
+// sampled by the rollout worker under the policy version it holds then, over
+// a prompt that ends with the verifier's feedback; the learner completes
+// groups of whole trajectories.
+TEST(KforgeLocalTest, AMultiTurnJobSamplesASecondTurnWithTheVerifiersFeedback) {
+  testing::TempDir dir;
+  const std::string job = R"({
+    "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
+    "total_steps": 2, "prompts_per_step": 2,
+    "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 16},
+    "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
+    "verifier": {"require_triton": false, "timing": {"enabled": false}},
+    "checkpoint": {"every_steps": 100}, "max_staleness": 1,
+    "multi_turn": {"max_turns": 2}
+  })";
+  std::string output;
+  ASSERT_NO_FATAL_FAILURE(RunJobToTheEnd(dir, job, &output));
+  EXPECT_THAT(output, HasSubstr("JOB_SUCCEEDED"));
+  auto samples = ReadFileToString(dir.Sub("run/state/jobs/job-000001/samples.jsonl"));
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  int first_turns = 0, second_turns = 0;
+  // Policy version of each trajectory's first turn, by "group/index".
+  std::map<std::string, double> first_versions;
+  const std::vector<std::string> lines = absl::StrSplit(*samples, '\n', absl::SkipEmpty());
+  for (const std::string& line : lines) {
+    google::protobuf::Struct sample;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &sample).ok()) << line;
+    const auto& fields = sample.fields();
+    ASSERT_TRUE(fields.count("turn")) << line;
+    EXPECT_TRUE(fields.count("policy_version")) << line;
+    const std::string trajectory = absl::StrCat(fields.at("group").string_value(), "/",
+                                                fields.at("index").number_value());
+    if (fields.at("turn").number_value() == 0) {
+      ++first_turns;
+      first_versions[trajectory] = fields.at("policy_version").number_value();
+      EXPECT_FALSE(fields.count("prompt")) << line;
+      continue;
+    }
+    ++second_turns;
+    EXPECT_EQ(fields.at("turn").number_value(), 1) << line;
+    // Sampled after the first turn's verdict, under the same or a newer policy.
+    ASSERT_TRUE(first_versions.count(trajectory)) << line;
+    EXPECT_GE(fields.at("policy_version").number_value(), first_versions[trajectory]) << line;
+    ASSERT_TRUE(fields.count("prompt")) << line;
+    EXPECT_THAT(fields.at("prompt").string_value(), HasSubstr("The verifier's feedback on your answer"))
+        << line;
+  }
+  // Two steps of two groups of two trajectories; a trajectory whose first
+  // turn passed (or whose verdict was a verifier fault) has no second.
+  EXPECT_EQ(first_turns, 8) << *samples;
+  EXPECT_GT(second_turns, 0) << *samples;
 }
 
 TEST(KforgeLocalTest, ShortAndJobExcludeEachOther) {

@@ -159,14 +159,17 @@ class MeshFaultTest : public ::testing::Test {
     const double accepted = ScrapeMetric(metrics_port, kAccepted);
     const double completed = ScrapeMetric(metrics_port, kCompleted);
     const int g = spec.grpo().group_size();
+    // A multi-turn group holds g trajectories of 1 to max_turns turns each.
+    const int turns = std::max(1, spec.multi_turn().max_turns());
     EXPECT_GE(completed, spec.total_steps() * spec.prompts_per_step());
-    if (ScrapeMetric(metrics_port, kReissued) == 0 && ScrapeMetric(metrics_port, kDropped) == 0) {
+    if (ScrapeMetric(metrics_port, kReissued) == 0 && ScrapeMetric(metrics_port, kDropped) == 0 &&
+        turns == 1) {
       EXPECT_EQ(accepted, completed * g) << "a sample was counted twice or lost";
     } else {
       // Samples of a group retired half-full were accepted too; no more than
       // the issued groups hold.
       EXPECT_GE(accepted, completed * g);
-      EXPECT_LE(accepted, ScrapeMetric(metrics_port, kIssued) * g);
+      EXPECT_LE(accepted, ScrapeMetric(metrics_port, kIssued) * g * turns);
     }
     ExpectLedgerBalances(metrics_port);
   }
@@ -303,6 +306,39 @@ TEST_F(MeshFaultTest, ARolloutWorkerKilledMidJobHasItsGroupsReissuedAndTheJobFin
   EXPECT_GE(final_job.progress().groups_reissued(), issued);
   ExpectExactlyOnceAccounting(metrics, spec);
   for (int pid : helpers) EXPECT_FALSE(testing::ProcessAlive(pid)) << "rollout helper " << pid;
+}
+
+// Multi-turn trajectories (JobSpec.multi_turn): a rollout worker killed
+// while it holds trajectories between turns takes their state with it; the
+// learner re-issues their groups whole, and no turn is counted twice.
+TEST_F(MeshFaultTest, ARolloutWorkerKilledMidTrajectoryHasItsGroupsReissuedWhole) {
+  auto learner = StartLearner();
+  ASSERT_TRUE(learner.ok()) << learner.status();
+  auto verifier = StartVerifier("verifier", learner->address());
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  auto doomed = StartRollout("doomed", learner->address(), verifier->address());
+  ASSERT_TRUE(doomed.ok()) << doomed.status();
+  Connect(*learner);
+  v1::JobSpec spec = testing::FastJobSpec(ModelDir());
+  spec.mutable_multi_turn()->set_max_turns(3);
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const int metrics = learner->ports.metrics_port();
+  // Second turns are being sampled: trajectories are open on the worker.
+  ASSERT_TRUE(Eventually([&] { return ScrapeMetric(metrics, kAccepted) > spec.grpo().group_size(); },
+                         absl::Seconds(90)))
+      << learner->Log();
+  doomed->process->Signal(SIGKILL);
+  ASSERT_TRUE(doomed->process->WaitFor(absl::Seconds(10)).ok());
+  auto healthy = StartRollout("healthy", learner->address(), verifier->address());
+  ASSERT_TRUE(healthy.ok()) << healthy.status();
+
+  const v1::Job final_job = WaitForJob(job->id(), Ended, absl::Seconds(180));
+  ASSERT_EQ(final_job.state(), v1::JOB_SUCCEEDED)
+      << final_job.message() << learner->Log() << healthy->Log() << verifier->Log();
+  SettleGroupCounters(metrics, spec);
+  EXPECT_GE(ScrapeMetric(metrics, kReissued), 1);
+  ExpectExactlyOnceAccounting(metrics, spec);
 }
 
 TEST_F(MeshFaultTest, AGroupTheWorkerCannotSampleIsGivenBackAndReissuedWithoutWaitingForTimeout) {

@@ -409,5 +409,156 @@ TEST(GroupTrackerTest, TheWaitingLineNamesMissingSamplesAndTheirWorker) {
   EXPECT_EQ(tracker.DescribeWaiting("other-job"), "nothing in flight");
 }
 
+// Multi-turn groups (MultiTurnSpec): trajectories of turns, complete once
+// each has a run of turns from 0 to one the end rule ends.
+v1::WorkItem TurnItem(const std::string& group, int size, int max_turns) {
+  v1::WorkItem item = Item(group, size);
+  item.mutable_multi_turn()->set_max_turns(max_turns);
+  item.mutable_multi_turn()->set_stop_speedup(1.0);
+  return item;
+}
+
+// Turn `turn` of trajectory `index`: correct (which ends it: not timed) or
+// failed at compile (which asks for another turn).
+v1::ScoredSample Turn(const std::string& group, int index, int turn, bool correct,
+                      int64_t version = 0) {
+  v1::ScoredSample scored = Scored(group, index, version);
+  v1::SampleKey* key = scored.mutable_sample()->mutable_key();
+  key->set_turn(turn);
+  if (turn > 0) key->set_sample_id(absl::StrCat(key->sample_id(), "/t", turn));
+  v1::Verdict* verdict = scored.mutable_verdict();
+  verdict->set_correct(correct);
+  v1::StageResult* stage = verdict->add_stages();
+  stage->set_stage(v1::STAGE_COMPILE);
+  stage->set_outcome(correct ? v1::OUTCOME_PASSED : v1::OUTCOME_FAILED);
+  return scored;
+}
+
+void ExpectLedgerBalances(const GroupTracker& tracker) {
+  const GroupTracker::Stats s = tracker.stats();
+  EXPECT_EQ(static_cast<int64_t>(s.accepted),
+            static_cast<int64_t>(s.samples_completed + s.samples_discarded) + s.samples_held);
+}
+
+TEST(GroupTrackerTurnsTest, AGroupCompletesOnceEveryTrajectoryReachesATurnThatEndsIt) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(TurnItem("g", 2, 3)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 0, false)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Turn("g", 1, 0, true)), v1::SampleAck::ACCEPTED);
+  EXPECT_TRUE(tracker.TakeCompleted().empty());  // trajectory 0 goes on
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 1, true, /*version=*/1)), v1::SampleAck::ACCEPTED);
+  std::vector<CompletedGroup> done = tracker.TakeCompleted();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].samples.size(), 3u);
+  EXPECT_EQ(done[0].samples[0].sample().key().sample_id(), "job-1/g/0");
+  EXPECT_EQ(done[0].samples[1].sample().key().sample_id(), "job-1/g/0/t1");
+  EXPECT_EQ(done[0].samples[1].sample().policy_version(), 1);
+  EXPECT_EQ(done[0].samples[2].sample().key().sample_id(), "job-1/g/1");
+  EXPECT_EQ(tracker.stats().samples_completed, 3u);
+  ExpectLedgerBalances(tracker);
+}
+
+TEST(GroupTrackerTurnsTest, ATrajectoryEndsAtItsLastAllowedTurn) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(TurnItem("g", 1, 2)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 0, false)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 1, false)), v1::SampleAck::ACCEPTED);
+  ASSERT_EQ(tracker.TakeCompleted().size(), 1u);
+}
+
+TEST(GroupTrackerTurnsTest, ATurnAfterItsTrajectoryEndedIsOrphaned) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(TurnItem("g", 2, 3)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 0, true)), v1::SampleAck::ACCEPTED);
+  absl::StatusOr<v1::SampleAck> late = tracker.Deliver(Turn("g", 0, 1, true));
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->status(), v1::SampleAck::ORPHANED);
+  EXPECT_THAT(late->reason(), HasSubstr("ended at turn 0"));
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 0, true)), v1::SampleAck::DUPLICATE);
+  EXPECT_EQ(Status(tracker, Turn("g", 1, 0, true)), v1::SampleAck::ACCEPTED);
+  ASSERT_EQ(tracker.TakeCompleted().size(), 1u);
+  EXPECT_EQ(tracker.stats().accepted, 2u);
+  ExpectLedgerBalances(tracker);
+}
+
+TEST(GroupTrackerTurnsTest, TurnsMayArriveOutOfOrder) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(TurnItem("g", 1, 3)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 2, true)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 0, false)), v1::SampleAck::ACCEPTED);
+  EXPECT_TRUE(tracker.TakeCompleted().empty());  // turn 1 is missing
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 1, false)), v1::SampleAck::ACCEPTED);
+  std::vector<CompletedGroup> done = tracker.TakeCompleted();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].samples.size(), 3u);
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(done[0].samples[t].sample().key().turn(), t);
+  ExpectLedgerBalances(tracker);
+}
+
+TEST(GroupTrackerTurnsTest, ATurnHeldPastWhereAnEarlierTurnEndedItIsDiscarded) {
+  // A worker that saw another verdict for turn 0 (a re-verification) went
+  // on; the learner's verdict for turn 0 ends the trajectory there.
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(TurnItem("g", 1, 3)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 1, true)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 0, true)), v1::SampleAck::ACCEPTED);
+  std::vector<CompletedGroup> done = tracker.TakeCompleted();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].samples.size(), 1u);
+  const GroupTracker::Stats stats = tracker.stats();
+  EXPECT_EQ(stats.samples_completed, 1u);
+  EXPECT_EQ(stats.samples_discarded, 1u);
+  EXPECT_EQ(stats.samples_buffered, 0);
+  ExpectLedgerBalances(tracker);
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 1, true)), v1::SampleAck::ORPHANED);
+}
+
+TEST(GroupTrackerTurnsTest, ARetiredGroupDiscardsEveryTurnItHeld) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(TurnItem("g", 2, 3)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 0, false)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 1, false)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Turn("g", 1, 0, false)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(tracker.stats().samples_held, 3);
+  ASSERT_TRUE(tracker.Release("w1", "g").ok());
+  GroupTracker::Stats stats = tracker.stats();
+  EXPECT_EQ(stats.samples_discarded, 3u);
+  EXPECT_EQ(stats.samples_held, 0);
+  EXPECT_EQ(stats.samples_buffered, 0);
+  ExpectLedgerBalances(tracker);
+  // The old attempt's turns are orphaned; the re-issue starts afresh.
+  EXPECT_EQ(Status(tracker, Turn("g", 0, 2, true)), v1::SampleAck::ORPHANED);
+  std::vector<v1::WorkItem> again = tracker.Take("w2", 1, absl::ZeroDuration());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].multi_turn().max_turns(), 3);
+  EXPECT_EQ(Status(tracker, Turn("g~r1", 0, 0, true)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(Status(tracker, Turn("g~r1", 1, 0, true)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(tracker.TakeCompleted().size(), 1u);
+  ExpectLedgerBalances(tracker);
+}
+
+TEST(GroupTrackerTurnsTest, ATurnOutsideTheSpecOrWithTheWrongIdIsRejected) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(TurnItem("g", 1, 2)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  absl::StatusOr<v1::SampleAck> beyond = tracker.Deliver(Turn("g", 0, 2, false));
+  ASSERT_TRUE(beyond.ok());
+  EXPECT_EQ(beyond->status(), v1::SampleAck::REJECTED);
+  EXPECT_THAT(beyond->reason(), HasSubstr("sample.key.turn: 2 outside [0, 2)"));
+  v1::ScoredSample unsuffixed = Turn("g", 0, 1, false);
+  unsuffixed.mutable_sample()->mutable_key()->set_sample_id("job-1/g/0");
+  EXPECT_EQ(Status(tracker, unsuffixed), v1::SampleAck::REJECTED);
+  // A single-turn group takes no later turn.
+  ASSERT_TRUE(tracker.Offer(Item("s", 1)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  EXPECT_EQ(Status(tracker, Turn("s", 0, 1, false)), v1::SampleAck::REJECTED);
+}
+
 }  // namespace
 }  // namespace kforge

@@ -105,6 +105,39 @@ TEST_F(RolloutEngineTest, WorkItemsBecomeSamplesStampedWithIdsAndVersions) {
   EXPECT_EQ(engine->groups_in_flight(), 0);
 }
 
+// A follow-up turn (TurnLoop): one sequence continuing a trajectory of a
+// group whose first turn still runs beside it, stamped with the trajectory's
+// index, its turn and the version the engine holds when it starts.
+TEST_F(RolloutEngineTest, AFollowUpTurnIsSampledBesideItsGroupUnderTheCurrentVersion) {
+  std::unique_ptr<RolloutEngine> engine = NewEngine();
+  ASSERT_TRUE(engine->Submit(Item("g", 2)).ok());
+  ASSERT_TRUE(WaitForSamples(2));
+  engine->RunBetweenSteps([&] { engine->set_policy_version(3); });
+  v1::WorkItem next = Item("g", 1);
+  next.set_prompt_text(next.prompt_text() + "an answer<|im_end|>\n<|im_start|>user\nfeedback"
+                       "<|im_end|>\n<|im_start|>assistant\n");
+  next.set_turn(1);
+  next.set_trajectory_index(1);
+  ASSERT_TRUE(engine->Submit(next).ok());
+  EXPECT_EQ(engine->Submit(next).code(), absl::StatusCode::kAlreadyExists);
+  v1::WorkItem other = next;
+  other.set_trajectory_index(0);
+  ASSERT_TRUE(engine->Submit(other).ok());  // another trajectory's turn beside it
+  ASSERT_TRUE(WaitForSamples(4));
+  const std::map<std::string, v1::Sample> samples = Samples();
+  ASSERT_TRUE(samples.count("job-1/g/1/t1"));
+  const v1::Sample& turn = samples.at("job-1/g/1/t1");
+  EXPECT_EQ(turn.key().group_id(), "g");
+  EXPECT_EQ(turn.key().index_in_group(), 1);
+  EXPECT_EQ(turn.key().turn(), 1);
+  EXPECT_EQ(turn.policy_version(), 3);
+  EXPECT_EQ(turn.prompt_text(), next.prompt_text());
+  EXPECT_EQ(std::vector<int32_t>(turn.prompt_tokens().begin(), turn.prompt_tokens().end()),
+            tokenizer_->Encode(next.prompt_text()));
+  EXPECT_EQ(samples.at("job-1/g/1").key().turn(), 0);
+  EXPECT_TRUE(samples.count("job-1/g/0/t1"));
+}
+
 TEST_F(RolloutEngineTest, AReissuedGroupReproducesItsCompletions) {
   std::unique_ptr<RolloutEngine> engine = NewEngine();
   ASSERT_TRUE(engine->Submit(Item("g", 2)).ok());

@@ -104,6 +104,24 @@ TEST(SampleLogTest, LongTextsKeepTheirHeadAndSayHowMuchWasCut) {
   EXPECT_EQ(line.fields().at("completion").string_value(), "abc\n[... 102 more bytes]");
 }
 
+TEST(SampleLogTest, AMultiTurnLineNamesItsTurnAndAFollowUpTheEndOfItsPrompt) {
+  ScoredGroup single = Group("g1", 1);
+  EXPECT_FALSE(Parse(SampleLogLine(1, single, 0, 4000)).fields().count("turn"));
+  ScoredGroup group = Group("g1", 2);
+  group.item.mutable_multi_turn()->set_max_turns(2);
+  group.samples[1].mutable_sample()->mutable_key()->set_turn(1);
+  // "é" is two bytes: a cut inside it moves on to the next character.
+  group.samples[1].mutable_sample()->set_prompt_text("task " + std::string(50, 'x') +
+                                                     "é feedback: NameError");
+  const google::protobuf::Struct first = Parse(SampleLogLine(1, group, 0, 4000));
+  EXPECT_EQ(first.fields().at("turn").number_value(), 0);
+  EXPECT_FALSE(first.fields().count("prompt"));
+  const google::protobuf::Struct second = Parse(SampleLogLine(1, group, 1, 21));
+  EXPECT_EQ(second.fields().at("turn").number_value(), 1);
+  EXPECT_EQ(second.fields().at("prompt").string_value(),
+            "[57 bytes before ...]\n feedback: NameError");
+}
+
 TEST(SampleLogTest, QuotesControlCharactersAndBytesThatAreNotUtf8StayValidJson) {
   ScoredGroup group = Group("g1", 1);
   // "\xe2\x82" is a euro sign without its end, "\xed\xa0\x80" a UTF-16

@@ -3,6 +3,8 @@
 // sequences from reference solutions, and the step's figures.
 #include "learner/training/step_batches.h"
 
+#include <functional>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -147,6 +149,82 @@ TEST_F(StepBatchesTest, BestOfNTakesTheTopKAboveTheThreshold) {
   EXPECT_EQ(BestOfNSequences(groups, params, &selection).size(), 2u);
 }
 
+// A multi-turn group of two trajectories (max_turns 2, gamma 0.4): the first
+// fails (reward 0) then succeeds (1), the second succeeds at once (1).
+// Returns: G(0,t0) = 0 + 0.4 * 1 = 0.4, G(0,t1) = 1, G(1,t0) = 1.
+using MakeSample = std::function<v1::ScoredSample(const std::string&, bool, int)>;
+
+std::vector<ScoredGroup> TurnGroup(v1::MultiTurnSpec::Baseline baseline,
+                                   const BpeTokenizer& tokenizer, const MakeSample& make) {
+  v1::JobSpec spec;
+  EXPECT_TRUE(ApplyProtoDefaults(&spec).ok());
+  spec.mutable_reward()->set_format_weight(0);
+  CompletedGroup completed;
+  *completed.item.mutable_multi_turn() = spec.multi_turn();
+  completed.item.mutable_multi_turn()->set_max_turns(2);
+  completed.item.mutable_multi_turn()->set_baseline(baseline);
+  v1::ScoredSample first = make("a", false, 0);
+  v1::ScoredSample second = make("b", true, 0);
+  second.mutable_sample()->mutable_key()->set_turn(1);
+  second.mutable_sample()->clear_prompt_tokens();
+  for (int32_t id : tokenizer.Encode("prompt with feedback")) {
+    second.mutable_sample()->add_prompt_tokens(id);
+  }
+  completed.samples = {first, second, make("c", true, 1)};
+  std::vector<CompletedGroup> all;
+  all.push_back(std::move(completed));
+  return ScoreGroups(std::move(all), spec);
+}
+
+TEST_F(StepBatchesTest, MultiTurnGrpoTrainsEveryTurnWithLeaveOneOutTurnAdvantages) {
+  auto make = [this](const std::string& text, bool correct, int index) {
+    return Sample(text, correct, index);
+  };
+  auto groups = TurnGroup(v1::MultiTurnSpec::BASELINE_LEAVE_ONE_OUT, *tokenizer_, make);
+  ASSERT_DOUBLE_EQ(groups[0].rewards[0].total, 0.0);
+  ASSERT_DOUBLE_EQ(groups[0].rewards[1].total, 1.0);
+  GroupSelection selection;
+  std::vector<TrainSequence> batch = GrpoSequences(groups, Grpo(), false, *tokenizer_, &selection);
+  ASSERT_EQ(batch.size(), 3u);
+  // Turn 0: each against the other's return; turn 1: reached by one alone.
+  EXPECT_NEAR(batch[0].advantages[0], 0.4 - 1.0, 1e-6);
+  EXPECT_NEAR(batch[1].advantages[0], 0.0, 1e-6);
+  EXPECT_NEAR(batch[2].advantages[0], 1.0 - 0.4, 1e-6);
+  // Each turn over its own prompt and completion.
+  EXPECT_EQ(batch[1].prompt, tokenizer_->Encode("prompt with feedback"));
+  EXPECT_EQ(batch[1].completion, tokenizer_->Encode("b"));
+  EXPECT_EQ(batch[0].prompt, tokenizer_->Encode("prompt"));
+}
+
+TEST_F(StepBatchesTest, MultiTurnGrpoWithTheGroupMeanBaseline) {
+  auto make = [this](const std::string& text, bool correct, int index) {
+    return Sample(text, correct, index);
+  };
+  auto groups = TurnGroup(v1::MultiTurnSpec::BASELINE_GROUP_MEAN, *tokenizer_, make);
+  GroupSelection selection;
+  std::vector<TrainSequence> batch = GrpoSequences(groups, Grpo(), false, *tokenizer_, &selection);
+  ASSERT_EQ(batch.size(), 3u);
+  // Turn 0's mean return is 0.7.
+  EXPECT_NEAR(batch[0].advantages[0], 0.4 - 0.7, 1e-6);
+  EXPECT_NEAR(batch[1].advantages[0], 0.0, 1e-6);
+  EXPECT_NEAR(batch[2].advantages[0], 1.0 - 0.7, 1e-6);
+}
+
+TEST_F(StepBatchesTest, MultiTurnBestOfNTakesEachTrajectorysBestTurn) {
+  auto make = [this](const std::string& text, bool correct, int index) {
+    return Sample(text, correct, index);
+  };
+  auto groups = TurnGroup(v1::MultiTurnSpec::BASELINE_LEAVE_ONE_OUT, *tokenizer_, make);
+  v1::BestOfNParams params;
+  params.set_top_k(5);
+  params.set_reward_threshold(0.7);
+  GroupSelection selection;
+  std::vector<TrainSequence> batch = BestOfNSequences(groups, params, &selection);
+  ASSERT_EQ(batch.size(), 2u);  // one per trajectory, never its failed turn
+  EXPECT_EQ(batch[0].completion, tokenizer_->Encode("b"));
+  EXPECT_EQ(batch[1].completion, tokenizer_->Encode("c"));
+}
+
 TEST_F(StepBatchesTest, SupervisedSequencesCycleThroughSolvedTasksInTheAskedFormat) {
   std::vector<v1::Task> tasks(3);
   for (int i = 0; i < 3; ++i) {
@@ -183,6 +261,19 @@ TEST_F(StepBatchesTest, TheStepSummaryCountsPassRatesPerStageAndLevel) {
   EXPECT_DOUBLE_EQ(progress.correct_by_level().at(2), 0.5);
   EXPECT_DOUBLE_EQ(progress.mean_reward(), 0.5);  // 1 and 0, no format term
   EXPECT_THAT(figures.staleness, ::testing::ElementsAre(3, 3));
+  EXPECT_EQ(progress.solved_by_turn_size(), 0);  // single-turn
+}
+
+TEST_F(StepBatchesTest, TheStepSummaryGivesTheShareOfTrajectoriesSolvedByEachTurn) {
+  auto make = [this](const std::string& text, bool correct, int index) {
+    return Sample(text, correct, index);
+  };
+  // Trajectory 0 is solved at turn 1, trajectory 1 at turn 0.
+  auto groups = TurnGroup(v1::MultiTurnSpec::BASELINE_LEAVE_ONE_OUT, *tokenizer_, make);
+  v1::JobProgress progress;
+  LearnerMetrics::StepFigures figures;
+  SummariseStep(groups, /*policy_version=*/0, &progress, &figures);
+  EXPECT_THAT(progress.solved_by_turn(), ::testing::ElementsAre(0.5, 1.0));
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Turn feedback: what the policy is told about its last attempt names the
 // stage, the error and the measured times, and never the verifier's
 // secrets (reference values, seeds, sandbox paths, ids).
-#include "learner/prompts/turn_feedback.h"
+#include "prompts/turn_feedback.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

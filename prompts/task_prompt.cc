@@ -1,4 +1,4 @@
-#include "learner/prompts/task_prompt.h"
+#include "prompts/task_prompt.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/config/proto_defaults.h"

@@ -8,8 +8,8 @@
 // Unset template fields take their annotated defaults. The learner (jobs)
 // and `kforge eval --model` use the same text, so a model is evaluated on
 // the prompts it was trained on.
-#ifndef KFORGE_LEARNER_PROMPTS_TASK_PROMPT_H_
-#define KFORGE_LEARNER_PROMPTS_TASK_PROMPT_H_
+#ifndef KFORGE_PROMPTS_TASK_PROMPT_H_
+#define KFORGE_PROMPTS_TASK_PROMPT_H_
 
 #include <string>
 #include <vector>
@@ -29,7 +29,7 @@ absl::StatusOr<std::string> RenderTaskPrompt(const v1::PromptTemplate& prompt, c
 
 // One earlier turn of a multi-turn trajectory (issue 24): what the policy
 // answered and what it was told about that answer (RenderTurnFeedback in
-// learner/prompts/turn_feedback.h).
+// prompts/turn_feedback.h).
 struct PastTurn {
   std::string completion;
   std::string feedback;
@@ -49,4 +49,4 @@ absl::StatusOr<std::string> RenderFollowUpPrompt(const v1::PromptTemplate& promp
 
 }  // namespace kforge
 
-#endif  // KFORGE_LEARNER_PROMPTS_TASK_PROMPT_H_
+#endif  // KFORGE_PROMPTS_TASK_PROMPT_H_

@@ -1,5 +1,5 @@
 // Task prompts: the template's parts around the reference, in the chat format.
-#include "learner/prompts/task_prompt.h"
+#include "prompts/task_prompt.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "learner/prompts/turn_feedback.h"
+#include "prompts/turn_feedback.h"
 
 #include <algorithm>
 #include <regex>

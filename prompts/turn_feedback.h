@@ -16,8 +16,8 @@
 // long hex ids. What stays: the stage, the error, the input set's kind,
 // shapes, mismatch counts, max abs and rel l2 error, and the tolerance (the
 // job's spec, which its owner sets and sees).
-#ifndef KFORGE_LEARNER_PROMPTS_TURN_FEEDBACK_H_
-#define KFORGE_LEARNER_PROMPTS_TURN_FEEDBACK_H_
+#ifndef KFORGE_PROMPTS_TURN_FEEDBACK_H_
+#define KFORGE_PROMPTS_TURN_FEEDBACK_H_
 
 #include <cstddef>
 #include <string>
@@ -37,4 +37,4 @@ std::string ScrubVerifierMessage(std::string_view message);
 
 }  // namespace kforge
 
-#endif  // KFORGE_LEARNER_PROMPTS_TURN_FEEDBACK_H_
+#endif  // KFORGE_PROMPTS_TURN_FEEDBACK_H_

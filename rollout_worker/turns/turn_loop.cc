@@ -1,0 +1,92 @@
+#include "rollout_worker/turns/turn_loop.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "prompts/trajectory_end.h"
+#include "prompts/turn_feedback.h"
+
+namespace kforge {
+
+std::string TurnSampleId(const std::string& job_id, const std::string& group_id, int32_t index,
+                         int32_t turn) {
+  return turn > 0 ? absl::StrCat(job_id, "/", group_id, "/", index, "/t", turn)
+                  : absl::StrCat(job_id, "/", group_id, "/", index);
+}
+
+void TurnLoop::Sampled(const v1::Sample& sample, const v1::WorkItem& item) {
+  if (!IsMultiTurn(item.multi_turn()) || item.eval()) return;
+  const v1::SampleKey& key = sample.key();
+  absl::MutexLock lock(&mu_);
+  if (key.turn() == 0) {
+    Trajectory trajectory;
+    trajectory.item = item;
+    // The follow-ups render their own prompts; the first one's tokens
+    // would only take room.
+    trajectory.item.clear_prompt_tokens();
+    trajectory.item.clear_prompt_text();
+    trajectory.index = key.index_in_group();
+    trajectory.completion = sample.completion_text();
+    open_.insert_or_assign(key.sample_id(), std::move(trajectory));
+    return;
+  }
+  // A follow-up: Answered filed its trajectory under this sample's id.
+  if (auto it = open_.find(key.sample_id()); it != open_.end()) {
+    it->second.completion = sample.completion_text();
+  }
+}
+
+std::optional<TurnLoop::FollowUp> TurnLoop::Answered(const std::string& sample_id,
+                                                     const v1::Verdict& verdict) {
+  Trajectory trajectory;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = open_.find(sample_id);
+    if (it == open_.end()) return std::nullopt;
+    trajectory = std::move(it->second);
+    open_.erase(it);
+  }
+  const v1::MultiTurnSpec& spec = trajectory.item.multi_turn();
+  if (TrajectoryEnds(spec, verdict, trajectory.turn)) return std::nullopt;
+  trajectory.past.push_back(
+      {std::move(trajectory.completion),
+       RenderTurnFeedback(verdict, static_cast<size_t>(spec.feedback_max_chars()))});
+  absl::StatusOr<std::string> prompt =
+      RenderFollowUpPrompt(trajectory.item.prompt(), trajectory.item.task(), trajectory.past);
+  if (!prompt.ok()) {
+    return FollowUp{trajectory.item.group_id(),
+                    absl::InvalidArgumentError(absl::StrCat("sample ", sample_id,
+                                                            ": no follow-up prompt: ",
+                                                            prompt.status().message()))};
+  }
+  ++trajectory.turn;
+  v1::WorkItem next = trajectory.item;
+  next.set_prompt_text(*std::move(prompt));
+  next.set_group_size(1);
+  next.set_turn(trajectory.turn);
+  next.set_trajectory_index(trajectory.index);
+  const std::string next_id = TurnSampleId(next.job_id(), next.group_id(), trajectory.index,
+                                           trajectory.turn);
+  std::string group_id = next.group_id();
+  absl::MutexLock lock(&mu_);
+  open_.insert_or_assign(next_id, std::move(trajectory));
+  return FollowUp{std::move(group_id), std::move(next)};
+}
+
+void TurnLoop::DropGroup(const std::string& group_id) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = open_.begin(); it != open_.end();) {
+    if (it->second.item.group_id() == group_id) {
+      open_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+size_t TurnLoop::open_trajectories() const {
+  absl::MutexLock lock(&mu_);
+  return open_.size();
+}
+
+}  // namespace kforge
