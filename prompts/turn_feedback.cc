@@ -53,6 +53,19 @@ std::string FlagWords(v1::HackFlag flag) {
   }
 }
 
+// Flags raised by the timing stage's integrity checks.
+bool IsTimingCheck(v1::HackFlag flag) {
+  switch (flag) {
+    case v1::HACK_RESULT_CACHING:
+    case v1::HACK_SPEEDUP_IMPLAUSIBLE:
+    case v1::HACK_SIDE_STREAM:
+    case v1::HACK_CONCURRENCY:
+      return true;
+    default:
+      return false;
+  }
+}
+
 constexpr char kCut[] = "[...]\n";
 constexpr size_t kCutSize = sizeof(kCut) - 1;
 
@@ -123,10 +136,18 @@ std::string RenderTurnFeedback(const v1::Verdict& verdict, size_t max_chars) {
     std::vector<std::string> why;
     for (int flag : verdict.hack_flags()) why.push_back(FlagWords(static_cast<v1::HackFlag>(flag)));
     lines.push_back(absl::StrCat("Your answer earned no credit: ", absl::StrJoin(why, "; "), "."));
-    for (const std::string& detail : verdict.hack_details()) {
+    // The verifier adds a detail with each flag (hack_details[i] is
+    // hack_flags[i]'s). Details that name what to fix (the PyTorch ops that
+    // ran, the set it failed on) are shown; those of the timing checks are
+    // not: they are the measurements and bounds a policy would learn to
+    // stay under, not something an honest kernel needs to change.
+    for (int i = 0; i < verdict.hack_details_size(); ++i) {
+      const auto flag = static_cast<v1::HackFlag>(
+          i < verdict.hack_flags_size() ? verdict.hack_flags(i) : v1::HACK_UNSPECIFIED);
+      if (IsTimingCheck(flag)) continue;
       const size_t room = Room(lines, max_chars);
       if (room < 16) break;
-      lines.push_back(ScrubbedTail(detail, room));
+      lines.push_back(ScrubbedTail(verdict.hack_details(i), room));
     }
   } else if (verdict.correct()) {
     lines.push_back("Your ModelNew passed every correctness check.");

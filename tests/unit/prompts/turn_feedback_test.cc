@@ -126,5 +126,18 @@ TEST(TurnFeedbackTest, TimeoutsFlagsAndMissingVerdictsReadDifferently) {
   EXPECT_THAT(RenderTurnFeedback(v1::Verdict(), 500), HasSubstr("could not be verified"));
 }
 
+TEST(TurnFeedbackTest, ATimingChecksMeasurementsAreNotShownButWhatToFixIs) {
+  v1::Verdict flagged = Failed(v1::STAGE_TIMING, v1::OUTCOME_FAILED, "");
+  flagged.set_correct(true);
+  flagged.add_hack_flags(v1::HACK_RESULT_CACHING);
+  flagged.add_hack_details("4.4088 ms on inputs it had never seen against 1.8947 ms on inputs seen before");
+  flagged.add_hack_flags(v1::HACK_TORCH_FALLBACK);
+  flagged.add_hack_details("aten::mm ran on a timed call");
+  const std::string text = RenderTurnFeedback(flagged, 500);
+  EXPECT_THAT(text, HasSubstr("it was fast only on inputs it had seen before"));
+  EXPECT_THAT(text, Not(HasSubstr("1.8947"))) << "the timing check's measurement was shown";
+  EXPECT_THAT(text, HasSubstr("aten::mm ran on a timed call"));
+}
+
 }  // namespace
 }  // namespace kforge
