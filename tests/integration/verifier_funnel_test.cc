@@ -281,6 +281,23 @@ TEST_F(VerifierFunnelTest, ATimeoutIsServedFromTheCacheOnlyOnceItHappenedTwice) 
   EXPECT_GE(LastStage(third).seconds(), 1.5) << Describe(third);
 }
 
+TEST_F(VerifierFunnelTest, AReferenceSlowerThanTheCandidatesLimitStillServesIt) {
+  // The reference epoch is the task's, shared by all its candidates: its
+  // limit is SandboxLimits.reference_timeout_s, not the correctness limit of
+  // the candidate that happened to ask first. Here building the reference
+  // Model alone outlasts that candidate's 2 s.
+  std::string task = BuiltinTask("level1/1_ReLU.py");
+  const std::string init = "        super().__init__()\n";
+  ASSERT_NE(task.find(init), std::string::npos);
+  task.replace(task.find(init), init.size(),
+               init + "        import time\n        time.sleep(2.5)\n");
+  const v1::Verdict verdict = VerifyFile(task, "relu_clamp.py", [](v1::VerifierOptions& o) {
+    o.mutable_limits()->set_correctness_timeout_s(2);
+  });
+  EXPECT_TRUE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.stage_reached(), v1::STAGE_TIMING) << Describe(verdict);
+}
+
 // ---------------------------------------------------------------------------
 // Attacks caught by the static check (stage 1): the candidate never runs.
 // ---------------------------------------------------------------------------
