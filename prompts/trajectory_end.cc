@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace kforge {
 namespace {
 
@@ -22,6 +24,12 @@ bool TrajectoryEnds(const v1::MultiTurnSpec& spec, const v1::Verdict& verdict, i
   if (!verdict.correct() || verdict.hack_flags_size() > 0) return false;
   const double speedup = verdict.speedup_vs_eager();
   return !(speedup > 0) || speedup >= spec.stop_speedup();
+}
+
+std::string TurnSampleId(const std::string& job_id, const std::string& group_id, int32_t index,
+                         int32_t turn) {
+  return turn > 0 ? absl::StrCat(job_id, "/", group_id, "/", index, "/t", turn)
+                  : absl::StrCat(job_id, "/", group_id, "/", index);
 }
 
 }  // namespace kforge

@@ -1,7 +1,9 @@
-// When a multi-turn trajectory ends (issue 24): the one rule the rollout
-// worker (whether to sample another turn) and the learner (whether a
-// group's trajectory is complete) both apply to a turn's verdict, so the
-// two never disagree about where a trajectory stops.
+// A multi-turn trajectory's turns (issue 24), as the rollout worker and the
+// learner must both see them: the sample id each turn carries (the worker
+// stamps it, the learner checks it), and the one rule both apply to a
+// turn's verdict to decide when the trajectory ends (the worker: whether to
+// sample another turn; the learner: whether a group's trajectory is
+// complete), so the two never disagree about where a trajectory stops.
 //
 //   if (TrajectoryEnds(item.multi_turn(), verdict, turn)) CloseTrajectory();
 //   else SubmitNextTurn(RenderTurnFeedback(verdict, spec.feedback_max_chars()));
@@ -20,6 +22,7 @@
 #define KFORGE_PROMPTS_TRAJECTORY_END_H_
 
 #include <cstdint>
+#include <string>
 
 #include "kforge/v1/job.pb.h"
 #include "kforge/v1/verdict.pb.h"
@@ -27,6 +30,11 @@
 namespace kforge {
 
 bool TrajectoryEnds(const v1::MultiTurnSpec& spec, const v1::Verdict& verdict, int32_t turn);
+
+// The sample id of turn `turn` of trajectory `index`: "<job>/<group>/<index>",
+// with "/t<turn>" from turn 1 on (so single-turn ids are as they always were).
+std::string TurnSampleId(const std::string& job_id, const std::string& group_id, int32_t index,
+                         int32_t turn);
 
 // Whether `spec` asks for more than one turn.
 inline bool IsMultiTurn(const v1::MultiTurnSpec& spec) { return spec.max_turns() > 1; }

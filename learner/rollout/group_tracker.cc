@@ -88,8 +88,7 @@ std::string GroupTracker::CheckSample(const v1::ScoredSample& scored, const Grou
                         ")");
   }
   const std::string expected =
-      absl::StrCat(group.item.job_id(), "/", key.group_id(), "/", key.index_in_group(),
-                   key.turn() > 0 ? absl::StrCat("/t", key.turn()) : "");
+      TurnSampleId(group.item.job_id(), key.group_id(), key.index_in_group(), key.turn());
   if (key.sample_id() != expected || key.job_id() != group.item.job_id()) {
     return absl::StrCat("sample.key: sample_id \"", key.sample_id(), "\" and job_id \"",
                         key.job_id(), "\" do not match \"", expected, "\"");

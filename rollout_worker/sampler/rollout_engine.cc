@@ -15,7 +15,7 @@
 #include "model/sampling/stop_matcher.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/transformer/decoder_model.h"
-#include "rollout_worker/turns/turn_loop.h"
+#include "prompts/trajectory_end.h"
 
 namespace kforge {
 namespace {

@@ -8,12 +8,6 @@
 
 namespace kforge {
 
-std::string TurnSampleId(const std::string& job_id, const std::string& group_id, int32_t index,
-                         int32_t turn) {
-  return turn > 0 ? absl::StrCat(job_id, "/", group_id, "/", index, "/t", turn)
-                  : absl::StrCat(job_id, "/", group_id, "/", index);
-}
-
 void TurnLoop::Sampled(const v1::Sample& sample, const v1::WorkItem& item) {
   if (!IsMultiTurn(item.multi_turn()) || item.eval()) return;
   const v1::SampleKey& key = sample.key();

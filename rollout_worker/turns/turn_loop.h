@@ -46,11 +46,6 @@
 
 namespace kforge {
 
-// The sample id of turn `turn` of trajectory `index`: "<job>/<group>/<index>",
-// with "/t<turn>" from turn 1 on.
-std::string TurnSampleId(const std::string& job_id, const std::string& group_id, int32_t index,
-                         int32_t turn);
-
 class TurnLoop {
  public:
   // Records the completion of a multi-turn item's sample, whose verdict

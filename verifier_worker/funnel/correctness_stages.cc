@@ -1,10 +1,10 @@
 // Stages 2-4 in the candidate's sandbox: compile (the module runs, the model
 // builds, kernels compile), the tiny run, and the multi-input comparison
 // against the epoch's reference outputs (on a GPU, the variant sets' shapes
-// warmed up first so their recompiles overlap). Every
-// compared run is also a recorded one (harness launch_record.py): what
-// forward launched is attributed here, and library compute standing in for
-// the candidate's own kernels fails the stage when attribution is enforced.
+// warmed up first so their recompiles overlap). Every compared run is also
+// a recorded one (harness launch_record.py): what forward launched is
+// attributed here, and library compute standing in for the candidate's own
+// kernels fails the stage when attribution is enforced.
 #include <algorithm>
 #include <set>
 
@@ -152,6 +152,11 @@ absl::StatusOr<Frame> Funnel::Run::AskSharingDevice(const Frame& request, absl::
   return reply;
 }
 
+const ReferenceSet& Funnel::Run::TinySet() const {
+  // Tiny inputs if the reference supports them, else the task's own.
+  return SetNamed("tiny").ok ? SetNamed("tiny") : SetNamed("task_inputs");
+}
+
 bool Funnel::Run::CompileAndTinyRun() {
   v1::StageResult* stage = Begin(v1::STAGE_COMPILE);
   absl::StatusOr<std::unique_ptr<CandidateSandbox>> sandbox = f_.sandboxes_->Take(limits_);
@@ -167,8 +172,7 @@ bool Funnel::Run::CompileAndTinyRun() {
                                                   request_.task().allowed_library_ops().end()));
   }
   const absl::Duration timeout = absl::Seconds(limits_.correctness_timeout_s());
-  // Tiny inputs if the reference supports them, else the task's own.
-  const ReferenceSet& tiny = SetNamed("tiny").ok ? SetNamed("tiny") : SetNamed("task_inputs");
+  const ReferenceSet& tiny = TinySet();
   Frame compile = Frame::Of("compile");
   compile.Set("poison_bytes", static_cast<int64_t>(Bytes(tiny.outputs)));
   compile.Set("source", code_)
@@ -213,8 +217,7 @@ void Funnel::Run::RecordSet(const v1::InputSetResult& result, absl::Duration rou
 
 bool Funnel::Run::WarmVariantSets(v1::StageResult* stage, absl::Duration timeout) {
   if (!cuda() || !options_.multi_input().warm_variant_sets()) return true;
-  const ReferenceSet& tiny = SetNamed("tiny").ok ? SetNamed("tiny") : SetNamed("task_inputs");
-  google::protobuf::Value sets = WarmList(*epoch_, tiny);
+  google::protobuf::Value sets = WarmList(*epoch_, TinySet());
   if (sets.list_value().values_size() == 0) return true;
   Frame warm = Frame::Of("warm");
   warm.Set("sets", std::move(sets));

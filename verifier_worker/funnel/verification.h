@@ -65,6 +65,9 @@ class Funnel::Run {
   bool Static();            // static_stage.cc
   bool PrepareReference();  // reference_stage.cc
   bool CompileAndTinyRun();  // correctness_stages.cc
+  // The set the compile stage runs: the tiny one, or the task's own inputs
+  // where the reference has no tiny set.
+  const ReferenceSet& TinySet() const;
   // A correctness request to the candidate: it shares the GPU with other
   // candidates' correctness runs, never with a timing.
   // `preemptible`: a timing stops it at once (GpuArbiter::Shared).

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "prompts/trajectory_end.h"
+
 namespace kforge {
 namespace {
 

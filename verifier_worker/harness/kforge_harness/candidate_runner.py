@@ -82,8 +82,13 @@ class Runner:
             model = model.to(getattr(torch, dtype))
         return model.eval()
 
+    @staticmethod
+    def _model_key(init_inputs, dtype):
+        """What decides a model's build: its init inputs and dtype."""
+        return repr((init_inputs, dtype))
+
     def _build(self, init_inputs, dtype=""):
-        key = repr((init_inputs, dtype))
+        key = self._model_key(init_inputs, dtype)
         if self.model is not None and key == self.model_init:
             return
         self.model = self._make_model(init_inputs, dtype)
@@ -120,7 +125,7 @@ class Runner:
         jobs = []
         for entry in entries:
             try:
-                key = repr((entry["init_inputs"], entry.get("dtype", "")))
+                key = self._model_key(entry["init_inputs"], entry.get("dtype", ""))
                 model = (self.model if key == self.model_init
                          else self._make_model(entry["init_inputs"], entry.get("dtype", "")))
                 jobs.append((entry["set"], model, self._warm_inputs(entry, generator)))
@@ -144,7 +149,6 @@ class Runner:
             t.start()
         for t in threads:
             t.join()
-        del jobs
         if self.device.startswith("cuda"):
             try:
                 torch.cuda.synchronize()
