@@ -5,8 +5,14 @@
 // a recorded one (harness launch_record.py): what forward launched is
 // attributed here, and library compute standing in for the candidate's own
 // kernels fails the stage when attribution is enforced.
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -91,7 +97,45 @@ google::protobuf::Value WarmList(const ReferenceEpoch& epoch, const ReferenceSet
   return list;
 }
 
+// One set's run request, sent from a thread of its own so the previous
+// set's outputs are compared while the candidate runs this one
+// (Funnel::Run::MultiInput). Its result is taken with Wait(); dropped
+// without it (the stage ended on an earlier set), the candidate's process
+// group is killed, so a candidate that hangs on this set costs nothing,
+// and the thread joined. The sandbox is not used again after that.
+class SetRequestInFlight {
+ public:
+  SetRequestInFlight(int pgid, std::function<DeviceReply()> ask)
+      : pgid_(pgid), thread_([this, ask = std::move(ask)] {
+          pthread_setname_np(pthread_self(), "kf-set-request");
+          result_ = ask();
+        }) {}
+  SetRequestInFlight(const SetRequestInFlight&) = delete;
+  SetRequestInFlight& operator=(const SetRequestInFlight&) = delete;
+  ~SetRequestInFlight() {
+    if (!thread_.joinable()) return;
+    ::kill(-pgid_, SIGKILL);
+    thread_.join();
+  }
+  DeviceReply Wait() {
+    thread_.join();
+    return std::move(result_);
+  }
+
+ private:
+  const int pgid_;
+  DeviceReply result_;
+  std::thread thread_;  // last: it starts once the fields above exist
+};
+
 }  // namespace
+
+int Funnel::Run::RepeatOf(const ReferenceSet& set) const {
+  // Self-consistency and input mutation are checked on the task's own
+  // inputs: twice the outputs and the inputs back for every set would
+  // double what crosses between the processes for little more evidence.
+  return options_.check_self_consistency() && set.spec.name == "task_inputs" ? 2 : 1;
+}
 
 bool Funnel::Run::AttributionEnforced() const {
   switch (options_.attribution()) {
@@ -133,23 +177,31 @@ bool Funnel::Run::Attribute(v1::StageResult* stage, const google::protobuf::Valu
   return End(stage, v1::OUTCOME_FAILED, detail);
 }
 
-absl::StatusOr<Frame> Funnel::Run::AskSharingDevice(const Frame& request, absl::Duration timeout,
-                                                    bool preemptible) {
+DeviceReply Funnel::Run::AskSharingDeviceFromAnyThread(const Frame& request,
+                                                       absl::Duration timeout,
+                                                       bool preemptible) const {
   // Held for the request only, not for the comparison here nor across a
   // candidate's sets: a candidate waiting to be timed waits for one
   // request of each candidate in flight, not for their whole stages.
   // A timing may stop the candidate in the middle of it: the stopped time
   // is waiting for the GPU too, and does not count against the deadline.
-  absl::Duration waited;
-  absl::StatusOr<Frame> reply;
+  DeviceReply done;
+  const absl::Time sent = absl::Now();
   {
-    GpuArbiter::Shared use(f_.gpu_, sandbox_->session->pid(), &waited, preemptible);
-    reply = sandbox_->session->Request(request, timeout, [&use] { return use.stopped(); });
-    waited += use.stopped();
+    GpuArbiter::Shared use(f_.gpu_, sandbox_->session->pid(), &done.waited, preemptible);
+    done.reply = sandbox_->session->Request(request, timeout, [&use] { return use.stopped(); });
+    done.waited += use.stopped();
   }
-  last_device_wait_ = waited;
-  AddDeviceWait(waited);
-  return reply;
+  done.round_trip = absl::Now() - sent;
+  return done;
+}
+
+absl::StatusOr<Frame> Funnel::Run::AskSharingDevice(const Frame& request, absl::Duration timeout,
+                                                    bool preemptible) {
+  DeviceReply done = AskSharingDeviceFromAnyThread(request, timeout, preemptible);
+  last_device_wait_ = done.waited;
+  AddDeviceWait(done.waited);
+  return std::move(done.reply);
 }
 
 const ReferenceSet& Funnel::Run::TinySet() const {
@@ -159,7 +211,9 @@ const ReferenceSet& Funnel::Run::TinySet() const {
 
 bool Funnel::Run::CompileAndTinyRun() {
   v1::StageResult* stage = Begin(v1::STAGE_COMPILE);
+  const absl::Time asked = absl::Now();
   absl::StatusOr<std::unique_ptr<CandidateSandbox>> sandbox = f_.sandboxes_->Take(limits_);
+  AddPart(stage, "sandbox", absl::Now() - asked);
   if (!sandbox.ok()) {
     internal_error_ = true;
     return End(stage, v1::OUTCOME_INTERNAL_ERROR, std::string(sandbox.status().message()));
@@ -186,6 +240,7 @@ bool Funnel::Run::CompileAndTinyRun() {
   const absl::Time sent = absl::Now();
   absl::StatusOr<Frame> reply = AskSharingDevice(compile, timeout);
   const absl::Duration round_trip = absl::Now() - sent;
+  AddPart(stage, "compile_request", round_trip - last_device_wait_);
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "");
   End(stage, v1::OUTCOME_PASSED);
@@ -198,7 +253,8 @@ bool Funnel::Run::CompileAndTinyRun() {
       CheckCandidateOutputs(tiny, epoch_->prepared, *reply, 1, /*check_inputs=*/true,
                             options_.tolerances());
   for (const auto& [flag, detail] : check.flags) Flag(flag, detail);
-  RecordSet(check.result, round_trip, absl::Now() - compared, *reply);
+  AddPart(stage, "compare", absl::Now() - compared);
+  RecordSet(check.result, round_trip - last_device_wait_, absl::Now() - compared, *reply);
   if (!check.result.passed()) {
     return End(stage, v1::OUTCOME_FAILED,
                absl::StrCat(tiny.spec.name, " inputs: ", check.result.message()));
@@ -210,7 +266,7 @@ void Funnel::Run::RecordSet(const v1::InputSetResult& result, absl::Duration rou
                             absl::Duration compare, const Frame& reply) {
   v1::InputSetResult* recorded = verdict_.add_input_sets();
   *recorded = result;
-  recorded->set_seconds(absl::ToDoubleSeconds(round_trip - last_device_wait_));
+  recorded->set_seconds(absl::ToDoubleSeconds(round_trip));
   recorded->set_compare_seconds(absl::ToDoubleSeconds(compare));
   recorded->set_call_seconds(reply.GetNumber("call_s"));
 }
@@ -221,10 +277,12 @@ bool Funnel::Run::WarmVariantSets(v1::StageResult* stage, absl::Duration timeout
   if (sets.list_value().values_size() == 0) return true;
   Frame warm = Frame::Of("warm");
   warm.Set("sets", std::move(sets));
+  const absl::Time sent = absl::Now();
   // Preemptible: it is mostly host compiles, and a timing waiting for it to
   // end would hold the GPU idle for them (a GRPO-shaped batch took 20%
   // longer on one H100 when it did).
   absl::StatusOr<Frame> reply = AskSharingDevice(warm, timeout, /*preemptible=*/true);
+  AddPart(stage, "warm", absl::Now() - sent - last_device_wait_);
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "warm-up: ");
   if (const google::protobuf::Value* error = reply->Get("warm_error"); error != nullptr) {
@@ -246,35 +304,47 @@ bool Funnel::Run::MultiInput() {
   const absl::Duration timeout = absl::Seconds(limits_.correctness_timeout_s());
   if (!WarmVariantSets(stage, timeout)) return false;
   const std::vector<const ReferenceSet*> order = MultiInputOrder(*epoch_);
+  // The next set's request goes out before this one's outputs are compared
+  // here: the candidate runs it meanwhile. One set more than needed runs
+  // when a set fails; its process is then killed, not waited for.
+  std::optional<SetRequestInFlight> in_flight;
+  auto send = [&](const ReferenceSet& set) {
+    const bool own = set.spec.name == "task_inputs";
+    Frame run = Frame::Of("run");
+    run.Set("set", set.spec.name).Set("init_inputs", set.init_inputs)
+        .Set("repeat", RepeatOf(set)).Set("dtype", set.spec.dtype).Set("return_inputs", own)
+        .Set("attribute", attribution_.has_value())
+        .Set("poison_bytes", static_cast<int64_t>(Bytes(set.outputs)));
+    AttachInputs(set, epoch_->prepared, run);
+    OfferReplyBuffer(run, ReplyBytes(set, RepeatOf(set), /*with_inputs=*/own));
+    in_flight.emplace(sandbox_->session->pid(), [this, run = std::move(run), timeout] {
+      return AskSharingDeviceFromAnyThread(run, timeout, /*preemptible=*/false);
+    });
+  };
+  if (!order.empty()) send(*order.front());
   int passed = 0;
   bool task_inputs_passed = false;
-  for (const ReferenceSet* set : order) {
+  for (size_t i = 0; i < order.size(); ++i) {
+    const ReferenceSet* set = order[i];
     const std::string& name = set->spec.name;
     const bool own = name == "task_inputs";
-    // Self-consistency and input mutation are checked on the task's own
-    // inputs: twice the outputs and the inputs back for every set would
-    // double what crosses between the processes for little more evidence.
-    const int repeat = options_.check_self_consistency() && own ? 2 : 1;
-    Frame run = Frame::Of("run");
-    run.Set("set", name).Set("init_inputs", set->init_inputs).Set("repeat", repeat)
-        .Set("dtype", set->spec.dtype).Set("return_inputs", own)
-        .Set("attribute", attribution_.has_value())
-        .Set("poison_bytes", static_cast<int64_t>(Bytes(set->outputs)));
-    AttachInputs(*set, epoch_->prepared, run);
-    OfferReplyBuffer(run, ReplyBytes(*set, repeat, /*with_inputs=*/own));
-    const absl::Time sent = absl::Now();
-    absl::StatusOr<Frame> reply = AskSharingDevice(run, timeout);
-    const absl::Duration round_trip = absl::Now() - sent;
-    if (!reply.ok()) return EndWithSessionError(stage, reply.status());
-    if (reply->type() == "failed") {
-      return EndWithFailedReply(stage, *reply, absl::StrCat(name, " inputs: "));
+    DeviceReply done = in_flight->Wait();
+    in_flight.reset();
+    AddDeviceWait(done.waited);
+    AddPart(stage, "sets", done.round_trip - done.waited);
+    if (!done.reply.ok()) return EndWithSessionError(stage, done.reply.status());
+    const Frame& reply = *done.reply;
+    if (reply.type() == "failed") {
+      return EndWithFailedReply(stage, reply, absl::StrCat(name, " inputs: "));
     }
-    if (!Attribute(stage, reply->Get("launches"), set->DisplayName())) return false;
+    if (i + 1 < order.size()) send(*order[i + 1]);
+    if (!Attribute(stage, reply.Get("launches"), set->DisplayName())) return false;
     const absl::Time compared = absl::Now();
-    const SetCheck check = CheckCandidateOutputs(*set, epoch_->prepared, *reply, repeat, own,
-                                                 options_.tolerances());
+    const SetCheck check = CheckCandidateOutputs(*set, epoch_->prepared, reply, RepeatOf(*set),
+                                                 own, options_.tolerances());
     for (const auto& [flag, detail] : check.flags) Flag(flag, detail);
-    RecordSet(check.result, round_trip, absl::Now() - compared, *reply);
+    AddPart(stage, "compare", absl::Now() - compared);
+    RecordSet(check.result, done.round_trip - done.waited, absl::Now() - compared, reply);
     if (!check.result.passed()) {
       if (task_inputs_passed && !set->spec.same_shape) {
         Flag(v1::HACK_EXACT_SHAPE_ONLY,

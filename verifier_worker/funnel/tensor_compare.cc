@@ -6,6 +6,10 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <thread>
+#include <vector>
+
+#include <pthread.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -180,6 +184,49 @@ Stats CompareElements(DType dtype, const char* ref, const char* cand, int64_t n,
   return Stats{};
 }
 
+// Large tensors are compared in chunks, one thread each (the verifier
+// compares hundreds of megabytes a candidate); the chunking depends only on
+// the element count, so a result is the same on every machine.
+constexpr int64_t kElementsPerChunk = int64_t{1} << 21;
+constexpr int64_t kMaxChunks = 4;
+
+Stats CompareChunked(DType dtype, const char* ref, const char* cand, int64_t n, Tolerance tol) {
+  const int64_t chunks = std::clamp<int64_t>(n / kElementsPerChunk, 1, kMaxChunks);
+  if (chunks == 1) return CompareElements(dtype, ref, cand, n, tol);
+  const size_t size = DTypeSize(dtype);
+  const int64_t per_chunk = (n + chunks - 1) / chunks;
+  std::vector<Stats> parts(chunks);
+  {
+    std::vector<std::jthread> threads;
+    for (int64_t k = 1; k < chunks; ++k) {
+      threads.emplace_back([&, k] {
+        pthread_setname_np(pthread_self(), "kf-compare");
+        const int64_t begin = k * per_chunk;
+        parts[k] = CompareElements(dtype, ref + begin * size, cand + begin * size,
+                                   std::min(n, begin + per_chunk) - begin, tol);
+      });
+    }
+    parts[0] = CompareElements(dtype, ref, cand, per_chunk, tol);
+  }  // joined
+  Stats total;
+  for (int64_t k = 0; k < chunks; ++k) {
+    const Stats& part = parts[k];
+    if (part.mismatched > 0 && total.mismatched == 0) {  // the first mismatch overall
+      total.first = k * per_chunk + part.first;
+      total.first_kind = part.first_kind;
+      total.first_candidate = part.first_candidate;
+      total.first_reference = part.first_reference;
+      total.first_candidate_int = part.first_candidate_int;
+      total.first_reference_int = part.first_reference_int;
+    }
+    total.max_abs = std::max(total.max_abs, part.max_abs);
+    total.sum_d2 += part.sum_d2;
+    total.sum_r2 += part.sum_r2;
+    total.mismatched += part.mismatched;
+  }
+  return total;
+}
+
 bool IsFloating(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
          dtype == DType::kBFloat16;
@@ -344,7 +391,7 @@ CompareResult CompareTensors(const TensorView& reference, const TensorView& cand
   }
   const DType dtype = reference.dtype;
   const Stats stats =
-      CompareElements(dtype, reference.bytes.data(), candidate.bytes.data(), numel, tol);
+      CompareChunked(dtype, reference.bytes.data(), candidate.bytes.data(), numel, tol);
   result.passed = stats.mismatched == 0;
   result.max_abs_error = stats.max_abs;
   result.rel_l2_error =

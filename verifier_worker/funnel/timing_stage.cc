@@ -1,11 +1,12 @@
-// Stage 5, with the device to itself: the baselines' times (from the
-// baseline cache after a short drift re-check, or measured now), the
-// candidate's time by budget (timing.Budget: warm-up by time, trials until
-// the mean is known to target_rel_stderr or the cap), the fresh-input
-// probes, and on a GPU one more recorded run (what forward launches after
-// its timed runs). Every timed call gets fresh clones of its inputs and
-// runs after an L2 flush; the last timed output and every probe's output
-// are checked against the reference.
+// Stage 5 in two halves. Measured with the device to itself: the
+// baselines' times (from the baseline cache after a short drift re-check,
+// or measured now), the candidate's time by budget (timing.Budget: warm-up
+// by time, trials until the mean is known to target_rel_stderr or the cap),
+// the fresh-input probes, and on a GPU one more recorded run (what forward
+// launches after its timed runs). Judged after the device is free again:
+// the last timed output, every secretly recorded call's and every probe's
+// checked against the reference, the launches attributed, the flags. Every
+// timed call gets fresh clones of its inputs and runs after an L2 flush.
 #include <algorithm>
 #include <set>
 
@@ -189,7 +190,7 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
   return true;
 }
 
-bool Funnel::Run::TimeCandidate(v1::StageResult* stage) {
+bool Funnel::Run::RequestTimedRuns(v1::StageResult* stage) {
   const v1::TimingProtocol& p = options_.timing();
   Frame request =
       BudgetFrame("time", p.trials(), p.min_timed_ms(), p.max_timed_ms(), /*warm_up=*/true);
@@ -215,14 +216,20 @@ bool Funnel::Run::TimeCandidate(v1::StageResult* stage) {
       sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "timed run: ");
+  measured_.timed = *std::move(reply);
+  return true;
+}
+
+bool Funnel::Run::JudgeTimedRuns(v1::StageResult* stage) {
+  const Frame& reply = *measured_.timed;
   std::vector<double> device, host;
-  AppendTimes(*reply, cuda(), device, host);
+  AppendTimes(reply, cuda(), device, host);
   // Timed runs are checked too: a candidate must not answer differently
   // when it is being timed. The last one, and every secretly recorded one.
   std::vector<std::pair<std::string, std::string>> checks = {
-      {reply->GetString("last_set"), "last/out"}};
+      {reply.GetString("last_set"), "last/out"}};
   std::vector<const google::protobuf::Value*> records;
-  if (const google::protobuf::Value* recorded = reply->Get("recorded")) {
+  if (const google::protobuf::Value* recorded = reply.Get("recorded")) {
     for (const auto& r : recorded->list_value().values()) {
       const auto& f = r.struct_value().fields();
       auto set = f.find("set");
@@ -234,7 +241,7 @@ bool Funnel::Run::TimeCandidate(v1::StageResult* stage) {
   }
   for (const auto& [set, prefix] : checks) {
     const SetCheck recheck =
-        CheckOutputsOnly(SetNamed(set), epoch_->prepared, *reply, prefix, options_.tolerances());
+        CheckOutputsOnly(SetNamed(set), epoch_->prepared, reply, prefix, options_.tolerances());
     if (!recheck.result.passed()) {
       Flag(v1::HACK_NONDETERMINISTIC,
            absl::StrCat("timed run on ", recheck.result.name(), ": ", recheck.result.message()));
@@ -249,25 +256,30 @@ bool Funnel::Run::TimeCandidate(v1::StageResult* stage) {
       return false;
     }
   }
-  *verdict_.mutable_candidate_timing() = SummarizeTiming(device, host, p);
+  *verdict_.mutable_candidate_timing() = SummarizeTiming(device, host, options_.timing());
   return true;
 }
 
-bool Funnel::Run::ProbeFreshInputs(v1::StageResult* stage, std::vector<std::string>& problems) {
-  const v1::TimingProtocol& p = options_.timing();
+std::vector<std::string> Funnel::Run::FreshSets() const {
   std::vector<std::string> names;
   for (const InputSetSpec& spec : epoch_->plan.fresh) {
     if (SetNamed(spec.name).ok) names.push_back(spec.name);
   }
+  return names;
+}
+
+bool Funnel::Run::RequestProbe(v1::StageResult* stage) {
+  const v1::TimingProtocol& p = options_.timing();
+  const std::vector<std::string> names = FreshSets();
   if (names.empty()) return true;
   Frame request = Frame::Of("probe");
   // warm_sets: the GPU is brought back to the state the trials ran in (a
   // warm-up of warmup_ms on the timing's own sets) before the first fresh
-  // call: after the trials' re-check here it sat idle, and a first call on
-  // an idle GPU ran a 1.9 ms GEMM at 4.4 ms on an H100 (a correct level-2
-  // candidate flagged HACK_RESULT_CACHING). The candidate has seen those
-  // sets; the fresh ones stay unseen until their timed call.
-  // The CPU's probe times are not judged (below), so it is not warmed.
+  // call: after the trials it sat idle, and a first call on an idle GPU
+  // ran a 1.9 ms GEMM at 4.4 ms on an H100 (a correct level-2 candidate
+  // flagged HACK_RESULT_CACHING). The candidate has seen those sets; the
+  // fresh ones stay unseen until their timed call.
+  // The CPU's probe times are not judged (JudgeProbe), so it is not warmed.
   request.Set("sets", StringList(names)).Set("flush_l2", p.flush_l2())
       .Set("clone_inputs", p.clone_inputs())
       .Set("launch_cover_ms", p.probe_launch_cover_ms());
@@ -282,8 +294,16 @@ bool Funnel::Run::ProbeFreshInputs(v1::StageResult* stage, std::vector<std::stri
       sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "fresh inputs: ");
-  for (const std::string& name : names) {
-    const SetCheck check = CheckOutputsOnly(SetNamed(name), epoch_->prepared, *reply,
+  measured_.probe = *std::move(reply);
+  return true;
+}
+
+bool Funnel::Run::JudgeProbe(v1::StageResult* stage, std::vector<std::string>& problems) {
+  if (!measured_.probe.has_value()) return true;
+  const Frame& reply = *measured_.probe;
+  const v1::TimingProtocol& p = options_.timing();
+  for (const std::string& name : FreshSets()) {
+    const SetCheck check = CheckOutputsOnly(SetNamed(name), epoch_->prepared, reply,
                                             absl::StrCat(name, "/out"), options_.tolerances());
     if (!check.result.passed()) {
       const std::string detail = absl::StrCat(
@@ -295,7 +315,7 @@ bool Funnel::Run::ProbeFreshInputs(v1::StageResult* stage, std::vector<std::stri
     }
   }
   double fastest = 0;
-  if (const google::protobuf::Value* times = reply->Get("event_ms")) {
+  if (const google::protobuf::Value* times = reply.Get("event_ms")) {
     for (const auto& v : times->list_value().values()) {
       verdict_.add_fresh_input_ms(v.number_value());
       fastest = fastest == 0 ? v.number_value() : std::min(fastest, v.number_value());
@@ -317,30 +337,57 @@ bool Funnel::Run::ProbeFreshInputs(v1::StageResult* stage, std::vector<std::stri
   return true;
 }
 
-bool Funnel::Run::AttributeAfterTiming(v1::StageResult* stage) {
+bool Funnel::Run::RequestAttributeAfterTiming(v1::StageResult* stage) {
+  if (!attribution_.has_value() || !AttributionEnforced() || !cuda()) return true;
   Frame request = Frame::Of("attribute");
   request.Set("set", pool_.front());
   absl::StatusOr<Frame> reply =
       sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "recorded run: ");
-  return Attribute(stage, reply->Get("launches"), "a run after timing");
+  measured_.attributed = *std::move(reply);
+  return true;
 }
 
-void Funnel::Run::Timing() {
-  v1::StageResult* stage = Begin(v1::STAGE_TIMING);
-  const v1::TimingProtocol& protocol = options_.timing();
+bool Funnel::Run::MeasureTiming(v1::StageResult* stage) {
   ChooseTimingPool();
   if (pool_.empty()) {
     internal_error_ = true;
-    End(stage, v1::OUTCOME_INTERNAL_ERROR, "no input set of the task's own shapes to time on");
-    return;
+    return End(stage, v1::OUTCOME_INTERNAL_ERROR,
+               "no input set of the task's own shapes to time on");
   }
-  if (!Baselines(stage) || !TimeCandidate(stage)) return;
+  // Each part ends the stage on a reply that did not come back or reports
+  // a failure; the recorded run's also takes the correctness credit (what
+  // forward launches could not be checked).
+  struct Part {
+    const char* name;
+    bool (Funnel::Run::*request)(v1::StageResult*);
+  };
+  for (const Part& part : {Part{"baselines", &Funnel::Run::Baselines},
+                           Part{"timed_runs", &Funnel::Run::RequestTimedRuns},
+                           Part{"probe", &Funnel::Run::RequestProbe},
+                           Part{"attribute", &Funnel::Run::RequestAttributeAfterTiming}}) {
+    const absl::Time start = absl::Now();
+    const bool ok = (this->*part.request)(stage);
+    AddPart(stage, part.name, absl::Now() - start);
+    if (!ok) {
+      if (part.request == &Funnel::Run::RequestAttributeAfterTiming) verdict_.set_correct(false);
+      return false;
+    }
+  }
+  return true;
+}
+
+void Funnel::Run::JudgeTiming(v1::StageResult* stage) {
+  const absl::Time start = absl::Now();
+  const v1::TimingProtocol& protocol = options_.timing();
   std::vector<std::string> problems;
-  if (!ProbeFreshInputs(stage, problems)) return;
-  if (attribution_.has_value() && AttributionEnforced() && cuda() &&
-      !AttributeAfterTiming(stage)) {
+  const bool judged =
+      JudgeTimedRuns(stage) && JudgeProbe(stage, problems) &&
+      (!measured_.attributed.has_value() ||
+       Attribute(stage, measured_.attributed->Get("launches"), "a run after timing"));
+  AddPart(stage, "judge", absl::Now() - start);
+  if (!judged) {
     verdict_.set_correct(false);
     return;
   }

@@ -56,6 +56,10 @@ bool Funnel::Run::End(v1::StageResult* stage, v1::StageOutcome outcome,
   return outcome == v1::OUTCOME_PASSED;
 }
 
+void Funnel::Run::AddPart(v1::StageResult* stage, const char* part, absl::Duration d) {
+  (*stage->mutable_part_seconds())[part] += absl::ToDoubleSeconds(d);
+}
+
 void Funnel::Run::Flag(v1::HackFlag flag, const std::string& detail) {
   verdict_.add_hack_flags(flag);
   verdict_.add_hack_details(detail);
@@ -131,7 +135,13 @@ v1::Verdict Funnel::Run::Execute() {
     }
     if (f_.metrics_ != nullptr) f_.metrics_->RecordCacheLookup(false);
   }
-  if (ran_static && options_.last_stage() >= v1::STAGE_COMPILE && PrepareReference()) {
+  const absl::Time reference_asked = absl::Now();
+  const bool reference_ready =
+      ran_static && options_.last_stage() >= v1::STAGE_COMPILE && PrepareReference();
+  if (ran_static && options_.last_stage() >= v1::STAGE_COMPILE) {
+    verdict_.set_reference_seconds(absl::ToDoubleSeconds(absl::Now() - reference_asked));
+  }
+  if (reference_ready) {
     bool correct = false;
     {
       // Correctness runs share the GPU (each request a reader, see
@@ -151,20 +161,27 @@ v1::Verdict Funnel::Run::Execute() {
     // whose trimmed mean and re-check absorb it.
     if (timed) WarmBaselines();
     if (timed) {
-      // The task's reference server first, then the GPU (the order every
-      // holder of both keeps): the baselines' re-check must not find the
-      // server busy with another task while the GPU waits, held alone.
-      const absl::Time asked = absl::Now();
-      ReferenceClient::Held reference(f_.reference_.For(HexHash(request_.task().reference_source())));
-      GpuArbiter::Exclusive alone(f_.gpu_);
-      // What the stopped requests had queued on the GPU runs out first.
-      if (alone.stopped_requests() > 0) {
-        absl::SleepFor(absl::Milliseconds(options_.timing().settle_ms()));
+      v1::StageResult* stage = nullptr;
+      bool measured = false;
+      {
+        // The task's reference server first, then the GPU (the order every
+        // holder of both keeps): the baselines' re-check must not find the
+        // server busy with another task while the GPU waits, held alone.
+        const absl::Time asked = absl::Now();
+        ReferenceClient::Held reference(
+            f_.reference_.For(HexHash(request_.task().reference_source())));
+        GpuArbiter::Exclusive alone(f_.gpu_);
+        // What the stopped requests had queued on the GPU runs out first.
+        if (alone.stopped_requests() > 0) {
+          absl::SleepFor(absl::Milliseconds(options_.timing().settle_ms()));
+        }
+        AddDeviceWait(absl::Now() - asked);
+        reference_held_ = &reference;
+        stage = Begin(v1::STAGE_TIMING);
+        measured = MeasureTiming(stage);
+        reference_held_ = nullptr;
       }
-      AddDeviceWait(absl::Now() - asked);
-      reference_held_ = &reference;
-      Timing();
-      reference_held_ = nullptr;
+      if (measured) JudgeTiming(stage);
     }
   }
   return Finish();

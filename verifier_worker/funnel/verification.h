@@ -26,6 +26,14 @@
 
 namespace kforge {
 
+// A request to a candidate's sandbox that shares the GPU, as it came back:
+// the reply, its wall time, and of that the wait for the GPU.
+struct DeviceReply {
+  absl::StatusOr<Frame> reply = absl::UnknownError("not asked");
+  absl::Duration round_trip;
+  absl::Duration waited;
+};
+
 // A short hex digest of text (task sources, options) for cache keys.
 std::string HexHash(const std::string& text);
 
@@ -50,6 +58,8 @@ class Funnel::Run {
   // A reply of type "failed" (the candidate raised, or a harness check).
   bool EndWithFailedReply(v1::StageResult* stage, const Frame& reply, const std::string& context);
   bool cuda() const;
+  // Adds `d` to the part `part` of `stage` (StageResult.part_seconds).
+  static void AddPart(v1::StageResult* stage, const char* part, absl::Duration d);
   // The epoch's set of that name (an empty, not-ok set when there is none).
   const ReferenceSet& SetNamed(const std::string& name) const;
   v1::Verdict Finish();
@@ -73,14 +83,23 @@ class Funnel::Run {
   // `preemptible`: a timing stops it at once (GpuArbiter::Shared).
   absl::StatusOr<Frame> AskSharingDevice(const Frame& request, absl::Duration timeout,
                                          bool preemptible = false);
+  // The same without touching the verdict (the caller adds the wait): safe
+  // from another thread while this one works on the verdict, as long as no
+  // other request to the sandbox is in flight.
+  DeviceReply AskSharingDeviceFromAnyThread(const Frame& request, absl::Duration timeout,
+                                            bool preemptible) const;
+  // How many times stage 4 runs the set (twice for the self-consistency
+  // check on the task's own inputs).
+  int RepeatOf(const ReferenceSet& set) const;
   // The warm request (MultiInputOptions.warm_variant_sets), at the start of
   // stage 4; false when it ended the stage.
   bool WarmVariantSets(v1::StageResult* stage, absl::Duration timeout);
   // Adds to the verdict's device_wait_seconds.
   void AddDeviceWait(absl::Duration wait);
   bool MultiInput();
-  // Adds a set's result to the verdict with its round trip, its comparison
-  // and the candidate's call time as its harness reported it.
+  // Adds a set's result to the verdict with its round trip (GPU waits left
+  // out), its comparison and the candidate's call time as its harness
+  // reported it.
   void RecordSet(const v1::InputSetResult& result, absl::Duration round_trip,
                  absl::Duration compare, const Frame& reply);
   // Adds a recorded run's launches; false (stage ended, flagged) when the
@@ -88,7 +107,11 @@ class Funnel::Run {
   bool Attribute(v1::StageResult* stage, const google::protobuf::Value* launches,
                  const std::string& where);
   bool AttributionEnforced() const;
-  void Timing();  // timing_stage.cc
+  // Stage 5 (timing_stage.cc): measured with the GPU alone and the task's
+  // reference server held (false: the stage ended), then judged once both
+  // are free again, so other candidates do not wait for the comparisons.
+  bool MeasureTiming(v1::StageResult* stage);
+  void JudgeTiming(v1::StageResult* stage);
 
   // -- timing helpers (timing_stage.cc) --
   Frame BudgetFrame(const std::string& type, int min_trials, double min_ms, double max_ms,
@@ -103,9 +126,16 @@ class Funnel::Run {
                                           double min_ms, double max_ms, bool* unavailable);
   // Eager and compile times, from the baseline cache or measured now.
   bool Baselines(v1::StageResult* stage);
-  bool TimeCandidate(v1::StageResult* stage);
-  bool ProbeFreshInputs(v1::StageResult* stage, std::vector<std::string>& problems);
-  bool AttributeAfterTiming(v1::StageResult* stage);
+  // The requests of the measuring half (their replies kept in measured_)
+  // and the judging half's checks of them; each false when it ended the
+  // stage.
+  bool RequestTimedRuns(v1::StageResult* stage);
+  bool RequestProbe(v1::StageResult* stage);
+  bool RequestAttributeAfterTiming(v1::StageResult* stage);
+  bool JudgeTimedRuns(v1::StageResult* stage);
+  bool JudgeProbe(v1::StageResult* stage, std::vector<std::string>& problems);
+  // The fresh-input probes' sets of the epoch.
+  std::vector<std::string> FreshSets() const;
   std::string BaselineKey() const;
 
   Funnel& f_;
@@ -126,6 +156,11 @@ class Funnel::Run {
   absl::Duration last_device_wait_;  // of the last AskSharingDevice
   // The task's reference server, held through the timing stage.
   ReferenceClient::Held* reference_held_ = nullptr;
+  // The timing stage's replies, from its measuring half to its judging one.
+  struct MeasuredTiming {
+    std::optional<Frame> timed, probe, attributed;
+  };
+  MeasuredTiming measured_;
 };
 
 }  // namespace kforge

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace kforge {
 namespace {
 
@@ -270,6 +272,36 @@ TEST(TensorCompareTest, NegativeToleranceIsRejected) {
   const CompareResult result = Compare(t, t, {.atol = -1, .rtol = 0});
   EXPECT_FALSE(result.passed);
   EXPECT_THAT(result.message, HasSubstr("must be non-negative"));
+}
+
+// Past 2^22 elements the comparison runs in chunks, one thread each: the
+// result must be the whole tensor's (the first mismatch overall, every
+// mismatch counted, the largest error), as a single pass would give it.
+TEST(TensorCompareTest, ALargeTensorComparedInChunksReportsTheWholeTensor) {
+  const int64_t n = (int64_t{1} << 23) + 7;  // 4 chunks, the last one shorter
+  std::vector<float> reference(n), candidate(n);
+  for (int64_t i = 0; i < n; ++i) reference[i] = candidate[i] = static_cast<float>(i % 1000);
+  const int64_t per_chunk = (n + 3) / 4;
+  // Mismatches in the second and fourth chunks; the largest in the fourth.
+  const std::vector<int64_t> wrong = {per_chunk + 5, per_chunk + 6, 3 * per_chunk + 1, n - 1};
+  for (int64_t i : wrong) candidate[i] = reference[i] + 2;
+  candidate[n - 1] = reference[n - 1] + 9;
+  const CompareResult result =
+      Compare(F32({n}, reference), F32({n}, candidate), {.atol = 0.5, .rtol = 0});
+  EXPECT_FALSE(result.passed);
+  EXPECT_EQ(result.mismatched, 4);
+  EXPECT_EQ(result.first_mismatch_index, per_chunk + 5);
+  EXPECT_DOUBLE_EQ(result.max_abs_error, 9);
+  EXPECT_THAT(result.message, HasSubstr(absl::StrCat("first at index ", per_chunk + 5)));
+  // The error norm counts every chunk: sqrt(3 * 2^2 + 9^2) over the
+  // reference's norm.
+  double ref_norm = 0;
+  for (float r : reference) ref_norm += static_cast<double>(r) * r;
+  EXPECT_NEAR(result.rel_l2_error, std::sqrt(3 * 4.0 + 81.0) / std::sqrt(ref_norm), 1e-12);
+
+  const CompareResult same = Compare(F32({n}, reference), F32({n}, reference));
+  EXPECT_TRUE(same.passed) << same.message;
+  EXPECT_EQ(same.first_mismatch_index, -1);
 }
 
 TEST(TensorCompareTest, ParsesTorchDTypeNames) {
