@@ -57,6 +57,8 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
       .Set("device", device)
       .Set("init_seed", static_cast<int64_t>(epoch->init_seed))
       .Set("max_set_bytes", options.multi_input().max_set_bytes())
+      .Set("max_model_bytes", options.multi_input().max_model_bytes())
+      .Set("device_budget_bytes", options.multi_input().reference_device_bytes())
       .Set("defer_payload", true);
   const std::vector<InputSetSpec> all = epoch->plan.All();
   google::protobuf::Value sets;

@@ -8,6 +8,7 @@ connected Unix socket to the C++ verifier (frames, protocol.py).
 """
 
 import collections
+import gc
 import math
 import os
 import socket
@@ -40,6 +41,19 @@ class LoadedTask:
         self.compiled = {}     # key of init inputs -> torch.compile'd model
         # set name -> (init key, [inputs on device], (init_inputs, init_seed, dtype))
         self.sets = {}
+
+    def keep_models(self, keys):
+        """Drops the models (and compiled ones) whose keys are not in `keys`."""
+        for key in [k for k in self.models if k not in keys]:
+            del self.models[key]
+            self.compiled.pop(key, None)
+
+    def device_bytes(self):
+        """Bytes this task keeps on its device: models and kept input sets."""
+        tensors = [t for m in self.models.values() for t in (*m.parameters(), *m.buffers())]
+        tensors += [x for _, inputs, _ in self.sets.values() for x in inputs
+                    if isinstance(x, torch.Tensor)]
+        return sum(t.numel() * t.element_size() for t in tensors if t.device.type != "cpu")
 
     def model(self, init_inputs, init_seed, dtype):
         key = repr((init_inputs, init_seed, dtype))
@@ -117,6 +131,32 @@ class ReferenceServer:
         through this socket took seconds a reference epoch. A plan whose
         tensors outgrow the buffer is made again into a payload."""
         task = self.task(request["task_key"], request["source"], request["device"])
+        try:
+            return self._prepare(task, request, fds)
+        finally:
+            self._make_room(task, int(request.get("device_budget_bytes", 0)))
+
+    def _make_room(self, current, budget):
+        """After a prepare: the models only its variant sets needed go (a
+        timing uses the models of the sets kept on the device), then whole
+        tasks, least recently used first and never `current`, while what
+        this server keeps on the device is over `budget` bytes
+        (MultiInputOptions.reference_device_bytes; 0: no bound). Dropped
+        models and sets are made again from their seeds when asked for."""
+        current.keep_models({key for key, _, _ in current.sets.values()})
+        if budget > 0:
+            for key in list(self.tasks):
+                if sum(t.device_bytes() for t in self.tasks.values()) <= budget:
+                    break
+                if self.tasks[key] is not current:
+                    del self.tasks[key]
+        if current.device.type == "cuda":
+            # Back to the driver: candidates on this GPU need it more than
+            # this process's allocator cache does.
+            gc.collect()
+            torch.cuda.empty_cache()
+
+    def _prepare(self, task, request, fds):
         writer = None
         if "reply_buffer" in request:
             try:
@@ -157,7 +197,7 @@ class ReferenceServer:
             try:
                 results.append(self._prepare_set(task, spec, request["init_seed"], packer,
                                                  int(request.get("max_set_bytes", 1 << 28)),
-                                                 clock))
+                                                 clock, int(request.get("max_model_bytes", 0))))
             except protocol.BufferFull:
                 raise
             except Exception as e:  # the task's own code failed on this variant
@@ -185,7 +225,17 @@ class ReferenceServer:
         on_device = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in inputs]
         return spec, inputs, init_inputs, changes, model_args, on_device
 
-    def _prepare_set(self, task, spec, init_seed, packer, max_bytes, clock):
+    def _prepare_set(self, task, spec, init_seed, packer, max_bytes, clock, max_model_bytes=0):
+        fitted = task_inputs.fit_to_budget(task.module, spec,
+                                           int(spec.get("max_bytes") or max_bytes))
+        if max_model_bytes > 0:
+            # MultiInputOptions.max_model_bytes: a candidate builds its model
+            # in host memory first, under its sandbox's memory limit.
+            weights = task_inputs.model_bytes(task.module, fitted)
+            if weights > max_model_bytes:
+                raise ValueError(
+                    f"the model at these sizes holds {weights / 2**30:.2f} GiB of parameters, "
+                    f"over max_model_bytes ({max_model_bytes / 2**30:.2f} GiB)")
         spec, inputs, init_inputs, changes, model_args, on_device = self._make_set(
             task, spec, init_seed, max_bytes)
         key, model = task.model(*model_args)

@@ -137,6 +137,26 @@ def _set_bytes(module, spec):
         module.__dict__.update(saved)
 
 
+def model_bytes(module, spec):
+    """Bytes of the parameters and buffers of the task's Model built with
+    `spec`'s size constants, counted on the meta device (nothing is
+    allocated); 0 where torch has no device contexts (1.x) or the build
+    fails there."""
+    if not hasattr(torch, "get_default_device"):
+        return 0
+    changes = overridden_constants(module, spec)
+    saved = {name: module.__dict__[name] for name in changes}
+    module.__dict__.update(changes)
+    try:
+        with torch.device("meta"):
+            model = module.Model(*module.get_init_inputs())
+        return _tensor_bytes(list(model.parameters()) + list(model.buffers()))
+    except Exception:  # noqa: BLE001 - unknown: the build on the device decides
+        return 0
+    finally:
+        module.__dict__.update(saved)
+
+
 def fit_to_budget(module, spec, max_bytes):
     """`spec`, with its size constants scaled down until inputs and (about as
     many bytes of) outputs fit `max_bytes`. Records the factor as fit_scale."""
