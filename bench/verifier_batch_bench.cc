@@ -19,7 +19,11 @@
 // verified --cv_repeats times interleaved with as many correct candidates of
 // other tasks, all sent at once as a batch is, for the spread of its
 // measured time and speedup: once per --cv_launch_cover_ms value, so timing
-// protocols are compared side by side on the same warm funnels.
+// protocols are compared side by side on the same warm funnels. Before that
+// (--one_at_a_time), one correct candidate of each level-1 task is verified
+// alone, one after another, with the batch's reference epochs and baselines
+// cached: what a correct candidate costs with no other candidate competing
+// for the CPU or the GPU, as the "22-54 s" was measured.
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,8 +76,10 @@ ABSL_FLAG(int, affinity_slack, 4, "RolloutWorkerConfig.verifier_affinity_slack")
 ABSL_FLAG(double, launch_cover_ms, -1,
           "TimingProtocol.launch_cover_ms of the batch runs (-1: the proto's default)");
 ABSL_FLAG(bool, warm_variant_sets, true,
-          "MultiInputOptions.warm_variant_sets: variant sets' compiles overlap in the compile "
-          "request");
+          "MultiInputOptions.warm_variant_sets: variant sets' compiles overlap one another");
+ABSL_FLAG(bool, one_at_a_time, true,
+          "after the first run, on its warm funnels: one correct candidate of each level-1 "
+          "task verified alone, one after another (reference and baselines cached)");
 ABSL_FLAG(std::vector<std::string>, cv_launch_cover_ms, std::vector<std::string>({"-1"}),
           "the spread run once per value, in order, side by side (-1: the proto's default)");
 
@@ -200,8 +206,15 @@ void PrintRun(const std::vector<Result>& results, int gpus, double wall_s, doubl
   // slot (the batch arrives at once; Verdict.queue_seconds): what a
   // verification itself costs, which concurrency cannot hide.
   std::vector<double> own_l1_s, own_warm_l1_s, waits_s;
+  // The same, also without the time waiting for the task's reference epoch
+  // while another candidate of the task made it (Verdict.reference_seconds):
+  // reference work a task pays once, whoever waits for it.
+  std::vector<double> own_ready_l1_s;
   std::map<std::string, double> stage_sum;
   std::map<std::string, int> stage_n;
+  // Per stage and part (StageResult.part_seconds) of the correct level-1
+  // candidates whose reference and baselines were cached.
+  std::map<std::string, std::vector<double>> parts;
   // Per input set of correct candidates (its name without a fit suffix):
   // round trip, of it the candidate's calls, and the comparison.
   struct SetSeconds {
@@ -228,6 +241,12 @@ void PrintRun(const std::vector<Result>& results, int gpus, double wall_s, doubl
       if (v.reference_reused() && v.baselines_cached()) {
         warm_l1_s.push_back(v.total_seconds());
         own_warm_l1_s.push_back(own);
+        own_ready_l1_s.push_back(own - v.reference_seconds());
+        for (const v1::StageResult& s : v.stages()) {
+          for (const auto& [part, seconds] : s.part_seconds()) {
+            parts[absl::StrCat(v1::Stage_Name(s.stage()).substr(6), ".", part)].push_back(seconds);
+          }
+        }
       }
     }
     for (const v1::StageResult& s : v.stages()) {
@@ -259,6 +278,13 @@ void PrintRun(const std::vector<Result>& results, int gpus, double wall_s, doubl
   std::printf("  with reference and baselines cached: median %.2f  p90 %.2f  (n=%zu)\n",
               Percentile(own_warm_l1_s, 0.5), Percentile(own_warm_l1_s, 0.9),
               own_warm_l1_s.size());
+  std::printf("    and without waiting for the task's reference epoch: median %.2f  p90 %.2f\n",
+              Percentile(own_ready_l1_s, 0.5), Percentile(own_ready_l1_s, 0.9));
+  std::printf("    their parts, median s (GPU waits included):");
+  for (const auto& [part, seconds] : parts) {
+    std::printf("  %s %.3f", part.c_str(), Percentile(seconds, 0.5));
+  }
+  std::printf("\n");
   std::printf("mean s per stage of correct candidates (GPU waits included):");
   for (const auto& [stage, sum] : stage_sum) std::printf("  %s %.2f", stage.c_str(), sum / stage_n[stage]);
   std::printf("\nper input set of correct candidates, median s: round trip (of it the "
@@ -345,6 +371,58 @@ void CvRun(const std::vector<Item>& items, const std::vector<std::unique_ptr<Fun
               100 * CoefficientOfVariation(speedups));
 }
 
+void OneAtATimeRun(const std::vector<Item>& items,
+                   const std::vector<std::unique_ptr<Funnel>>& funnels,
+                   const std::vector<std::string>& devices, const std::string& batch_id,
+                   double launch_cover_ms) {
+  std::map<std::string, const Item*> by_task;  // the first correct candidate of each L1 task
+  for (const Item& item : items) {
+    if (item.kind == "correct" && absl::StartsWith(item.task, "level1/")) {
+      by_task.emplace(item.task, &item);
+    }
+  }
+  if (by_task.empty()) return;
+  std::printf("\n== one at a time: one correct candidate of each of %zu level-1 tasks, alone ==\n",
+              by_task.size());
+  std::vector<double> totals, own_s;
+  std::map<std::string, std::vector<double>> parts;
+  const std::vector<int> idle(funnels.size(), 0);
+  for (const auto& [task, item] : by_task) {
+    // The funnel the batch gave the task (its epoch and baselines are there).
+    size_t chosen = 0;
+    if (absl::GetFlag(FLAGS_task_affinity)) {
+      chosen = AffinityChoice(task, std::span(devices).first(funnels.size()), idle,
+                              absl::GetFlag(FLAGS_affinity_slack))
+                   .value_or(0);
+    }
+    v1::VerifyRequest request = Request(*item, batch_id, launch_cover_ms);
+    request.set_request_id(absl::StrCat(item->id, "#alone"));
+    const v1::Verdict v = funnels[chosen]->Verify(request);
+    const double own = v.total_seconds() - v.device_wait_seconds() - v.queue_seconds() -
+                       v.reference_seconds();
+    std::string stages;
+    for (const v1::StageResult& s : v.stages()) {
+      absl::StrAppendFormat(&stages, " %s=%.2f", v1::Stage_Name(s.stage()).substr(6), s.seconds());
+      for (const auto& [part, seconds] : s.part_seconds()) {
+        parts[absl::StrCat(v1::Stage_Name(s.stage()).substr(6), ".", part)].push_back(seconds);
+      }
+    }
+    std::printf("  %-60s correct=%d cached=%d/%d total=%.2fs own=%.2fs%s\n", item->id.c_str(),
+                v.correct(), v.reference_reused(), v.baselines_cached(), v.total_seconds(), own,
+                stages.c_str());
+    if (!v.correct()) continue;
+    totals.push_back(v.total_seconds());
+    own_s.push_back(own);
+  }
+  std::printf("s per correct L1 candidate alone: median %.2f  p90 %.2f  (n=%zu); without GPU, "
+              "slot and reference waits: median %.2f  p90 %.2f\n",
+              Percentile(totals, 0.5), Percentile(totals, 0.9), totals.size(),
+              Percentile(own_s, 0.5), Percentile(own_s, 0.9));
+  std::printf("  parts, median s:");
+  for (const auto& [part, seconds] : parts) std::printf("  %s %.3f", part.c_str(), Percentile(seconds, 0.5));
+  std::printf("\n");
+}
+
 int Main() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   absl::StatusOr<std::vector<Item>> items = LoadBatch(absl::GetFlag(FLAGS_batch));
@@ -404,6 +482,10 @@ int Main() {
     // The spread run uses the first run's warm funnels; each run's funnels
     // are gone before the next starts, so no run shares a GPU with another.
     if (runs_json.list_value().values_size() == 1) {
+      if (absl::GetFlag(FLAGS_one_at_a_time)) {
+        OneAtATimeRun(*items, funnels, devices, absl::StrCat("grpo-step-", gpus),
+                      absl::GetFlag(FLAGS_launch_cover_ms));
+      }
       int round = 0;
       for (const std::string& cover_text : absl::GetFlag(FLAGS_cv_launch_cover_ms)) {
         double cover = -1;

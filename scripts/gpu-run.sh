@@ -25,7 +25,9 @@
 # BATCH_LAUNCH_COVER_MS and CV_LAUNCH_COVER_MS (a list: one spread run each)
 # set TimingProtocol.launch_cover_ms; BATCH_TASK_AFFINITY=false hands each
 # candidate to the least busy GPU instead of its task's; BATCH_WARM=false turns
-# MultiInputOptions.warm_variant_sets off; BATCH_TAG suffixes the output files.
+# MultiInputOptions.warm_variant_sets off; ALONE=false skips the run of one
+# correct candidate of each level-1 task alone after the batch; BATCH_SPARES
+# sets the sandboxes kept ready (default 4); BATCH_TAG suffixes the output files.
 # verifier: builds only the verifier, its GPU tests and benchmark, then runs
 # the GPU verifier tests (VERIFIER_TEST_FILTER) and the benchmark
 # (VERIFIER_BENCH_ARGS are appended to the bench mode's flags).
@@ -424,10 +426,11 @@ if [ "$what" = verifier-batch ]; then
   devices=$(seq -s, -f 'cuda:%g' 0 $((ngpu - 1)))
   counts=${BATCH_GPU_COUNTS:-$( [ "$ngpu" -ge 2 ] && echo 1,2 || echo 1 )}
   timeout "${BATCH_SECONDS:-420}" build/bin/kforge_verifier_batch_bench --batch /tmp/batch/batch.json \
-    --devices "$devices" --gpu_counts "$counts" --concurrency "${BATCH_CONCURRENCY:-8}" --spare_sandboxes 4 \
+    --devices "$devices" --gpu_counts "$counts" --concurrency "${BATCH_CONCURRENCY:-8}" --spare_sandboxes "${BATCH_SPARES:-4}" \
     --correctness_timeout_s 30 --cv_repeats "${CV_REPEATS:-20}" --out "$out/kforge_batch${BATCH_TAG:-}.json" \
     --launch_cover_ms "${BATCH_LAUNCH_COVER_MS:--1}" --cv_launch_cover_ms "${CV_LAUNCH_COVER_MS:--1}" \
     --task_affinity="${BATCH_TASK_AFFINITY:-true}" --warm_variant_sets="${BATCH_WARM:-true}" \
+    --one_at_a_time="${ALONE:-true}" \
     > "$out/kforge_batch${BATCH_TAG:-}.txt" 2>&1
   echo "kforge batch: exit $?"; grep -v "^\[" "$out/kforge_batch${BATCH_TAG:-}.txt" | grep -v "^ts=" | tail -45
   if [ -d .gpu-work/kernelbench-repo ] && [ "${PEER_SECONDS:-240}" != 0 ]; then
