@@ -416,7 +416,8 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
     TrainStepParams params{.objective = best_of_n ? Objective::kSupervised : Objective::kGrpo,
                            .grpo = {.clip_low = spec_.grpo().clip_low(),
                                     .clip_high = spec_.grpo().clip_high(),
-                                    .kl_coef = spec_.grpo().kl_coef()},
+                                    .kl_coef = spec_.grpo().kl_coef(),
+                                    .tis_cap = spec_.grpo().tis_cap()},
                            .epochs = best_of_n ? 1 : spec_.grpo().epochs_per_batch(),
                            .recompute_old_logprobs = spec_.grpo().recompute_old_logprobs()};
     const absl::Time train_start = absl::Now();
