@@ -10,6 +10,7 @@
 #include "common/client/backoff.h"
 #include "common/client/rpc_client.h"
 #include "common/status_macros.h"
+#include "model/tokenizer/bpe_tokenizer.h"
 #include "model/weights/nccl_communicator.h"
 
 namespace kforge {
