@@ -39,29 +39,44 @@ namespace fs = std::filesystem;
 struct Job {
   size_t task = 0;         // index into the task list
   int sample = 0;          // within the task
+  int turn = 0;            // multi-turn candidates: the turn of its trajectory (sample)
   std::optional<std::string> completion;  // nullopt: the task has none
   std::string missing_reason;
 };
 
-// The candidate files of a task, in sample order (see eval_command.h).
-std::vector<std::string> FindCandidates(const fs::path& dir, const v1::Task& task) {
-  std::vector<std::string> found;
-  if (fs::exists(dir / (task.id() + ".py"))) found.push_back((dir / (task.id() + ".py")).string());
+// One candidate file: which sample of its task, which turn of that sample.
+struct CandidateFile {
+  int sample = 0;
+  int turn = 0;
+  std::string path;
+};
+
+// The candidate files of a task, in sample then turn order (see
+// eval_command.h).
+std::vector<CandidateFile> FindCandidates(const fs::path& dir, const v1::Task& task) {
+  std::vector<CandidateFile> found;
+  if (fs::exists(dir / (task.id() + ".py"))) {
+    found.push_back({.path = (dir / (task.id() + ".py")).string()});
+  }
   const std::string stem = fs::path(task.id()).filename().string();
   const std::string number = stem.substr(0, stem.find('_'));
   const std::regex pattern(absl::StrCat("level_", task.level(), "_problem_", number,
-                                        "_sample_([0-9]+)_kernel\\.py"));
-  std::map<int, std::string> samples;
+                                        "_sample_([0-9]+)(_turn_([0-9]+))?_kernel\\.py"));
+  std::map<std::pair<int, int>, std::string> samples;
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     std::smatch match;
     const std::string name = entry.path().filename().string();
-    int sample = 0;
-    if (std::regex_match(name, match, pattern) && absl::SimpleAtoi(match[1].str(), &sample)) {
-      samples[sample] = entry.path().string();
+    int sample = 0, turn = 0;
+    if (std::regex_match(name, match, pattern) && absl::SimpleAtoi(match[1].str(), &sample) &&
+        (!match[3].matched || absl::SimpleAtoi(match[3].str(), &turn))) {
+      samples[{sample, turn}] = entry.path().string();
     }
   }
-  for (const auto& [sample, path] : samples) found.push_back(path);
+  const int base = found.empty() ? 0 : 1;  // <task id>.py is sample 0
+  for (const auto& [key, path] : samples) {
+    found.push_back({.sample = base + key.first, .turn = key.second, .path = path});
+  }
   return found;
 }
 
@@ -186,13 +201,14 @@ absl::StatusOr<std::vector<Job>> ReadCandidates(const EvalOptions& options,
                                                 const std::vector<v1::Task>& tasks) {
   std::vector<Job> jobs;
   for (size_t t = 0; t < tasks.size(); ++t) {
-    const std::vector<std::string> files = FindCandidates(options.candidates_dir, tasks[t]);
+    const std::vector<CandidateFile> files = FindCandidates(options.candidates_dir, tasks[t]);
     if (files.empty()) {
       jobs.push_back({.task = t, .missing_reason = "no candidate file for this task"});
     }
-    for (size_t i = 0; i < files.size(); ++i) {
-      KF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(files[i]));
-      jobs.push_back({.task = t, .sample = static_cast<int>(i), .completion = std::move(text)});
+    for (const CandidateFile& file : files) {
+      KF_ASSIGN_OR_RETURN(std::string text, ReadFileToString(file.path));
+      jobs.push_back(
+          {.task = t, .sample = file.sample, .turn = file.turn, .completion = std::move(text)});
     }
   }
   return jobs;
@@ -314,11 +330,25 @@ int RunEval(const EvalOptions& given) {
     by_task[t].task_id = (*tasks)[t].id();
     by_task[t].level = (*tasks)[t].level();
   }
+  std::map<size_t, std::map<int, size_t>> sample_index;  // task -> sample -> trajectory
+  // Multi-turn candidates (a file with a _turn_<T> above 0): each sample's
+  // verdicts by turn, in order (jobs come sorted by sample, then turn).
+  const bool multi_turn =
+      std::any_of(jobs->begin(), jobs->end(), [](const Job& job) { return job.turn > 0; });
   int most_samples = 1;
   for (size_t i = 0; i < jobs->size(); ++i) {
-    const size_t task = (*jobs)[i].task;
-    by_task[task].verdicts.push_back((*verdicts)[i]);
-    most_samples = std::max(most_samples, static_cast<int>(by_task[task].verdicts.size()));
+    const Job& job = (*jobs)[i];
+    TaskVerdicts& task = by_task[job.task];
+    if (!multi_turn) {
+      task.verdicts.push_back((*verdicts)[i]);
+    } else {
+      std::map<int, size_t>& index = sample_index[job.task];
+      auto [it, fresh] = index.emplace(job.sample, task.turns.size());
+      if (fresh) task.turns.emplace_back();
+      task.turns[it->second].push_back((*verdicts)[i]);
+    }
+    most_samples = std::max(
+        most_samples, static_cast<int>(multi_turn ? task.turns.size() : task.verdicts.size()));
   }
   EvalSummaryOptions summary;
   summary.ks.clear();

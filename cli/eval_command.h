@@ -9,7 +9,11 @@
 //   DIR/<task id>.py                       (DIR/level1/19_ReLU.py), or
 //   DIR/level_<L>_problem_<N>_sample_<S>_kernel.py  (KernelBench's run naming;
 //                                           N is the task file's number)
-// so other systems' outputs are scored the same way. A task without a
+// so other systems' outputs are scored the same way. Multi-turn candidates
+// (issue 24) add the turn: level_<L>_problem_<N>_sample_<S>_turn_<T>_kernel.py
+// (T from 0); with any turn above 0 every sample counts with its best
+// answer over its turns, and the report adds pass@k and fast_p by turn
+// (EvalReport.turns; a "By turn" table). A task without a
 // candidate counts as one failed sample. Verification runs in process (a
 // zygote and reference server of its own, `--concurrency` at once) or on a
 // remote verifier (--server, a list or dns:/// name, many at once).

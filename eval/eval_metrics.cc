@@ -115,8 +115,69 @@ double PassAtK(int n, int c, int k) {
   return 1 - fail;
 }
 
-v1::EvalReport SummarizeEval(const std::vector<TaskVerdicts>& tasks,
+v1::Verdict BestByTurn(const std::vector<v1::Verdict>& turns, size_t turn) {
+  if (turns.empty()) return v1::Verdict();
+  const size_t last = std::min(turn, turns.size() - 1);
+  size_t best = last;
+  bool found = false;
+  for (size_t t = 0; t <= last; ++t) {
+    if (!Correct(turns[t])) continue;
+    if (!found || turns[t].speedup_vs_eager() > turns[best].speedup_vs_eager()) best = t;
+    found = true;
+  }
+  return turns[best];
+}
+
+namespace {
+
+// The tasks with each sample's best answer by turn `turn` as its verdict.
+std::vector<TaskVerdicts> ByTurn(const std::vector<TaskVerdicts>& tasks, size_t turn) {
+  std::vector<TaskVerdicts> out;
+  for (const TaskVerdicts& task : tasks) {
+    TaskVerdicts at{.task_id = task.task_id, .level = task.level, .verdicts = task.verdicts};
+    if (!task.turns.empty()) {
+      at.verdicts.clear();
+      for (const std::vector<v1::Verdict>& trajectory : task.turns) {
+        at.verdicts.push_back(BestByTurn(trajectory, turn));
+      }
+    }
+    out.push_back(std::move(at));
+  }
+  return out;
+}
+
+v1::EvalReport SummarizeTurns(const std::vector<TaskVerdicts>& tasks,
+                              const EvalSummaryOptions& options);
+
+}  // namespace
+
+v1::EvalReport SummarizeEval(const std::vector<TaskVerdicts>& given,
                              const EvalSummaryOptions& options) {
+  size_t turns = 0;
+  for (const TaskVerdicts& task : given) {
+    for (const std::vector<v1::Verdict>& trajectory : task.turns) {
+      turns = std::max(turns, trajectory.size());
+    }
+  }
+  // Multi-turn: the headline figures are of the best answer over all turns.
+  const std::vector<TaskVerdicts> tasks =
+      turns > 0 ? ByTurn(given, turns - 1) : std::vector<TaskVerdicts>(given);
+  v1::EvalReport report = SummarizeTurns(tasks, options);
+  if (turns > 1) {
+    for (size_t t = 0; t < turns; ++t) {
+      v1::TurnEval* by_turn = report.add_turns();
+      by_turn->set_turn(static_cast<int32_t>(t));
+      *by_turn->mutable_overall() = SummarizeTurns(ByTurn(given, t), options).overall();
+    }
+  }
+  return report;
+}
+
+namespace {
+
+// SummarizeEval of single-turn verdicts.
+v1::EvalReport SummarizeTurns(const std::vector<TaskVerdicts>& tasks,
+                              const EvalSummaryOptions& options) {
   v1::EvalReport report;
   for (const TaskVerdicts& task : tasks) *report.add_task_results() = EvaluateTask(task);
   std::map<int, std::vector<const v1::TaskEval*>> by_level;
@@ -131,6 +192,8 @@ v1::EvalReport SummarizeEval(const std::vector<TaskVerdicts>& tasks,
   *report.mutable_overall() = Aggregate(0, all, options);
   return report;
 }
+
+}  // namespace
 
 std::string EvalMarkdown(const v1::EvalReport& report) {
   // Columns "n/a": the baseline never ran (timed 0), so there is no figure.
@@ -170,6 +233,16 @@ std::string EvalMarkdown(const v1::EvalReport& report) {
   };
   for (const v1::LevelEval& l : report.levels()) row(l, absl::StrCat(l.level()));
   row(report.overall(), "all");
+  if (report.turns().empty()) return out;
+  // Multi-turn: every task, by turn (the best answer so far of each sample).
+  absl::StrAppend(&out, "\nBy turn (each sample's best answer so far):\n\n",
+                  "| turn | tasks | samples | compiled | correct |");
+  for (int k : ks) absl::StrAppend(&out, " pass@", k, " |");
+  for (const std::string& p : ps) absl::StrAppend(&out, " fast_", p, " |");
+  absl::StrAppend(&out, " geomean vs eager | geomean vs compile | timed |\n|");
+  for (size_t i = 0; i < 8 + ks.size() + ps.size(); ++i) absl::StrAppend(&out, "---|");
+  absl::StrAppend(&out, "\n");
+  for (const v1::TurnEval& t : report.turns()) row(t.overall(), absl::StrCat(t.turn() + 1));
   return out;
 }
 

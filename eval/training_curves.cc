@@ -163,6 +163,32 @@ LineChart StageTimesChart(const v1::TrainerState& state, const Frame& frame) {
   return chart;
 }
 
+// A colour per turn (turn 0 first), enough for MultiTurnSpec's 8.
+constexpr const char* kTurnColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                        "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+
+// Multi-turn jobs: per sampled step, the share of trajectories solved by
+// each turn ("solved by turn k", non-decreasing in k: the gap between two
+// lines is what a round of feedback added).
+LineChart TurnsChart(const v1::TrainerState& state, const TrainingCurvesOptions& options,
+                     const Frame& frame) {
+  LineChart chart{.title = "trajectories solved by each turn", .x_label = "optimiser step",
+                  .y_label = "share of the step's trajectories", .unit_y = true,
+                  .integer_x = true, .x_range = frame.x_range, .band = frame.band,
+                  .empty_note = "no sampled multi-turn step yet"};
+  int turns = 0;
+  for (const v1::TurnPoint& p : state.turn_history()) turns = std::max(turns, p.solved_by_turn_size());
+  for (int k = 0; k < turns && k < static_cast<int>(std::size(kTurnColours)); ++k) {
+    ChartSeries series{.name = absl::StrCat("solved by turn ", k + 1), .colour = kTurnColours[k]};
+    series.points = StepPoints(state.turn_history(), state.step(), options.supervised_steps,
+                               state.step(), [k](const v1::TurnPoint& p) {
+                                 return k < p.solved_by_turn_size() ? p.solved_by_turn(k) : 0.0;
+                               });
+    if (!series.points.empty()) chart.series.push_back(std::move(series));
+  }
+  return chart;
+}
+
 }  // namespace
 
 std::string TrainingCurvesSvg(const v1::TrainerState& state, const TrainingCurvesOptions& options) {
@@ -184,6 +210,8 @@ std::string TrainingCurvesSvg(const v1::TrainerState& state, const TrainingCurve
   charts.push_back(RewardChart(state, options, frame,
                                charts.empty() ? options.title : "mean reward"));
   charts.push_back(RatesChart(state, options, frame, heldout));
+  // Only for a multi-turn job: a single-turn one has no turns to show.
+  if (!state.turn_history().empty()) charts.push_back(TurnsChart(state, options, frame));
   // Only for a job that recorded times: a checkpoint from before they
   // existed gets no empty chart.
   if (!state.step_times_history().empty()) charts.push_back(StageTimesChart(state, frame));

@@ -41,7 +41,9 @@ struct TrainingCurvesOptions {
 //      correct and compile rates of each evaluation round ("held-out
 //      correct", "held-out compile") only when a round ran: no legend entry
 //      without data;
-//   4. "where each step's time went": seconds per step of the step itself
+//   4. multi-turn jobs only (a non-empty turn_history): "trajectories
+//      solved by each turn", a line per turn ("solved by turn 1", ...);
+//   5. "where each step's time went": seconds per step of the step itself
 //      and its stages ("step", "rollout", "verify", "train", "weight sync",
 //      "learner wait"; StepTimes), only when the state has step times.
 // Histories align with state.step() from their newest end (see TrainerState).

@@ -143,6 +143,15 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
       group_generation_(NewGauge(registry, "kforge_learner_broadcast_group_generation",
                                  "Generation of the weight-broadcast group (one more each time "
                                  "it re-forms).")),
+      turn_reward_mean_(NewGaugeFamily(registry, "kforge_learner_turn_reward_mean",
+                                       "Multi-turn jobs: mean reward of the last step's samples "
+                                       "at each turn (turn 0: the first answer).")),
+      solved_by_turn_(NewGaugeFamily(registry, "kforge_learner_solved_by_turn",
+                                     "Multi-turn jobs: share of the last step's trajectories "
+                                     "solved (correct, no hack flag) by each turn.")),
+      turns_per_trajectory_(NewHistogram(registry, "kforge_learner_turns_per_trajectory",
+                                         "Multi-turn jobs: turns each trajectory took.",
+                                         {1, 2, 3, 4, 5, 6, 7, 8})),
       eval_step_(NewGauge(registry, "kforge_learner_eval_step",
                           "Step of the running job's last held-out evaluation.")),
       eval_correct_rate_(
@@ -237,6 +246,15 @@ void LearnerMetrics::ObserveStep(const kforge::v1::JobProgress& p, const StepFig
   wait_share_.Set(t.step_seconds() > 0 ? t.learner_wait_seconds() / t.step_seconds() : 0);
   for (double s : f.speedups) speedup_.Observe(s);
   for (int64_t s : f.staleness) staleness_.Observe(static_cast<double>(s));
+  // Per-turn series appear with the first multi-turn step: a single-turn
+  // job has no turn to label.
+  for (int k = 0; k < p.solved_by_turn_size(); ++k) {
+    solved_by_turn_.Add({{"turn", std::to_string(k)}}).Set(p.solved_by_turn(k));
+  }
+  for (int k = 0; k < p.reward_by_turn_size(); ++k) {
+    turn_reward_mean_.Add({{"turn", std::to_string(k)}}).Set(p.reward_by_turn(k));
+  }
+  for (int32_t turns : f.trajectory_turns) turns_per_trajectory_.Observe(turns);
 }
 
 void LearnerMetrics::ObserveEval(const kforge::v1::EvalReport& report) {

@@ -47,6 +47,8 @@ class LearnerMetrics {
     int64_t tokens = 0;
     std::vector<double> speedups;     // of correct, timed samples
     std::vector<int64_t> staleness;   // policy versions behind, per trained sample
+    // Multi-turn jobs: the turns each of the step's trajectories took.
+    std::vector<int32_t> trajectory_turns;
   };
   // Also records where the step's time went (progress.times).
   void ObserveStep(const kforge::v1::JobProgress& progress, const StepFigures& figures);
@@ -102,6 +104,10 @@ class LearnerMetrics {
   prometheus::Family<prometheus::Counter>& group_forms_;
   prometheus::Gauge& group_members_;
   prometheus::Gauge& group_generation_;
+  // Multi-turn jobs, by `turn` label (0 for the first answer).
+  prometheus::Family<prometheus::Gauge>& turn_reward_mean_;
+  prometheus::Family<prometheus::Gauge>& solved_by_turn_;
+  prometheus::Histogram& turns_per_trajectory_;
   prometheus::Gauge& eval_step_;
   prometheus::Family<prometheus::Gauge>& eval_correct_rate_;
 };

@@ -78,4 +78,21 @@ absl::StatusOr<std::string> RenderFollowUpPrompt(const v1::PromptTemplate& raw, 
   return RenderChat(prompt.chat_format(), messages, /*add_generation_prompt=*/true);
 }
 
+absl::StatusOr<std::string> RenderBoundedFollowUpPrompt(
+    const v1::PromptTemplate& prompt, const v1::Task& task, std::vector<PastTurn> turns,
+    int64_t budget_tokens, const std::function<int64_t(const std::string&)>& count_tokens) {
+  KF_ASSIGN_OR_RETURN(std::string text, RenderFollowUpPrompt(prompt, task, turns));
+  if (!count_tokens || turns.size() < 2) return text;
+  // Oldest answers first, then oldest whole turns; never the last one.
+  for (size_t k = 0; k + 1 < turns.size() && count_tokens(text) > budget_tokens; ++k) {
+    turns[k].completion = kAnswerLeftOut;
+    KF_ASSIGN_OR_RETURN(text, RenderFollowUpPrompt(prompt, task, turns));
+  }
+  while (turns.size() > 1 && count_tokens(text) > budget_tokens) {
+    turns.erase(turns.begin());
+    KF_ASSIGN_OR_RETURN(text, RenderFollowUpPrompt(prompt, task, turns));
+  }
+  return text;
+}
+
 }  // namespace kforge

@@ -11,6 +11,8 @@
 #ifndef KFORGE_PROMPTS_TASK_PROMPT_H_
 #define KFORGE_PROMPTS_TASK_PROMPT_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,23 @@ struct PastTurn {
 absl::StatusOr<std::string> RenderFollowUpPrompt(const v1::PromptTemplate& prompt,
                                                  const v1::Task& task,
                                                  const std::vector<PastTurn>& turns);
+
+// RenderFollowUpPrompt within a token budget (the model's context less the
+// completion's max_new_tokens), as `count_tokens` counts a rendered prompt.
+// Over budget, earlier turns make room oldest first: first their answers
+// are left out (a one-line note stands in, their feedback stays: what went
+// wrong is what the next turn needs most, and an answer is the longest part
+// of a turn), then whole earlier turns go. The last turn's answer and
+// feedback always stay; when they alone are over budget that prompt is
+// returned all the same, and the sampler gives the completion the room that
+// is left (or refuses a prompt that leaves none).
+absl::StatusOr<std::string> RenderBoundedFollowUpPrompt(
+    const v1::PromptTemplate& prompt, const v1::Task& task, std::vector<PastTurn> turns,
+    int64_t budget_tokens, const std::function<int64_t(const std::string&)>& count_tokens);
+
+// What stands in for an answer RenderBoundedFollowUpPrompt left out.
+inline constexpr char kAnswerLeftOut[] =
+    "(this earlier answer is left out to fit the context; the feedback on it follows)";
 
 }  // namespace kforge
 

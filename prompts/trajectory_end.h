@@ -3,7 +3,10 @@
 // stamps it, the learner checks it), and the one rule both apply to a
 // turn's verdict to decide when the trajectory ends (the worker: whether to
 // sample another turn; the learner: whether a group's trajectory is
-// complete), so the two never disagree about where a trajectory stops.
+// complete). Where their verdicts of a turn differ (a re-verification), the
+// learner's counts: its ack says whether it wants the next turn
+// (SampleAck.next_turn) and the worker follows it, so the two never
+// disagree about where a trajectory stops.
 //
 //   if (TrajectoryEnds(item.multi_turn(), verdict, turn)) CloseTrajectory();
 //   else SubmitNextTurn(RenderTurnFeedback(verdict, spec.feedback_max_chars()));

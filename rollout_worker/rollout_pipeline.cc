@@ -10,6 +10,7 @@
 #include "common/client/backoff.h"
 #include "common/client/rpc_client.h"
 #include "common/status_macros.h"
+#include "model/tokenizer/bpe_tokenizer.h"
 #include "model/weights/nccl_communicator.h"
 
 namespace kforge {
@@ -24,7 +25,7 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
     const v1::RolloutWorkerConfig& config, LoadedPolicy* policy, const LearnerLink* link,
     RolloutMetrics* metrics, const ChannelSecurity& security) {
   auto pipeline =
-      std::unique_ptr<RolloutPipeline>(new RolloutPipeline(config, link, metrics, security));
+      std::unique_ptr<RolloutPipeline>(new RolloutPipeline(config, *policy, link, metrics, security));
   RolloutPipeline* p = pipeline.get();
   KF_ASSIGN_OR_RETURN(
       p->dispatcher_,
@@ -111,7 +112,8 @@ bool RolloutPipeline::TakesPartInBroadcast(const v1::RolloutWorkerConfig& config
          config.device().rfind("cuda", 0) == 0;
 }
 
-RolloutPipeline::RolloutPipeline(const v1::RolloutWorkerConfig& config, const LearnerLink* link,
+RolloutPipeline::RolloutPipeline(const v1::RolloutWorkerConfig& config,
+                                 const LoadedPolicy& policy, const LearnerLink* link,
                                  RolloutMetrics* metrics, const ChannelSecurity& security)
     : config_(config),
       link_(link),
@@ -123,7 +125,14 @@ RolloutPipeline::RolloutPipeline(const v1::RolloutWorkerConfig& config, const Le
       // dispatcher thread handing them over waits too, which holds those
       // samples in flight and so stops the sampler (back-pressure, no loss).
       local_deliveries_(std::make_unique<WorkPool>("kf-local-deliver", 1,
-                                                   config.max_unacked_samples())) {}
+                                                   config.max_unacked_samples())),
+      // The engine encodes a follow-up's prompt_text with this tokenizer
+      // into slots of max_sequence_tokens.
+      turns_({.count_tokens =
+                  [tokenizer = policy.tokenizer.get()](const std::string& text) {
+                    return static_cast<int64_t>(tokenizer->Encode(text).size());
+                  },
+              .max_len = config.max_sequence_tokens()}) {}
 
 RolloutPipeline::~RolloutPipeline() {
   stop_.Notify();
@@ -165,6 +174,14 @@ void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
       turns_.DropGroup(sample.key().group_id());
       Release(sample.key().group_id(),
               absl::StrCat("the learner rejected a sample no verifier took: ", ack->reason()));
+    } else if (ack->next_turn() == v1::SampleAck::NEXT_TURN_WANTED) {
+      // The dispatcher's own verdict (a fault) ended the trajectory here,
+      // but the learner holds a verifier's verdict for this turn (one
+      // delivered before its stream broke) that does not: the turn it waits
+      // for will never come, so give the group back now.
+      turns_.DropGroup(sample.key().group_id());
+      Release(sample.key().group_id(),
+              "the learner wants a turn after a sample no verifier answered");
     }
     log_.Warning("delivered a sample no verifier took, with the dispatcher's verdict",
                  {{"sample", sample.key().sample_id()},
@@ -192,15 +209,24 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
   request.set_deliver_to_learner(true);
   turns_.Sampled(request.sample(), item);
   const std::string id = request.request_id();
+  const std::string group = request.sample().key().group_id();
   // Blocks while max_unacked_samples await verdicts: sampling waits too.
   if (absl::Status s = dispatcher_->Submit(std::move(request)); !s.ok() && !stop_.HasBeenNotified()) {
-    log_.Error("sample not dispatched", {{"sample", id}, {"error", s.message()}});
+    // No verdict will come for it, so neither its delivery nor (multi-turn)
+    // its next turn: the group cannot complete. Give it back now rather
+    // than at the learner's wait bound.
+    metrics_->work_items_rejected.Increment();
+    log_.Error("sample not dispatched; its group is released",
+               {{"sample", id}, {"error", s.message()}});
+    turns_.DropGroup(group);
+    Release(group, absl::StrCat("sample ", id, " not dispatched: ", s.message()));
   }
 }
 
 void RolloutPipeline::OnVerdict(const v1::VerifyResponse& response) {
-  std::optional<TurnLoop::FollowUp> next =
-      turns_.Answered(response.request_id(), response.verdict());
+  // The learner's word on the trajectory, when the verifier brought it.
+  std::optional<TurnLoop::FollowUp> next = turns_.Answered(
+      response.request_id(), response.verdict(), response.learner_ack().next_turn());
   if (!next.has_value()) return;  // single-turn, or the trajectory ended
   absl::Status status = next->item.status();
   if (status.ok()) {

@@ -17,7 +17,8 @@
 // otherwise.
 //
 // A group the worker cannot sample (its weights would not load, the engine
-// refused the item, sampling failed) is given back with ReleaseWork, so the
+// refused the item, sampling failed, a sample could not be handed to the
+// dispatcher) is given back with ReleaseWork, so the
 // learner re-issues it at once instead of after the job's group timeout;
 // releases the learner could not take yet are sent again before the next
 // TakeWork.
@@ -88,8 +89,9 @@ class RolloutPipeline {
   RolloutPipeline& operator=(const RolloutPipeline&) = delete;
 
  private:
-  RolloutPipeline(const v1::RolloutWorkerConfig& config, const LearnerLink* link,
-                  RolloutMetrics* metrics, const ChannelSecurity& security);
+  RolloutPipeline(const v1::RolloutWorkerConfig& config, const LoadedPolicy& policy,
+                  const LearnerLink* link, RolloutMetrics* metrics,
+                  const ChannelSecurity& security);
   void TakeWorkLoop();
   // Queues a group to give back (any thread); SendReleases (the take-work
   // thread) tells the learner.
@@ -120,7 +122,7 @@ class RolloutPipeline {
   std::unique_ptr<BroadcastReceiver> broadcast_receiver_;
   std::unique_ptr<PeriodicThread> metrics_thread_;
   absl::Notification stop_;
-  TurnLoop turns_;
+  TurnLoop turns_;  // follow-up prompts bounded by the engine's max_len
   // Follow-up turns reach the engine under this lock, and not once the
   // destructor has closed it: verdicts may still arrive while the engine
   // goes away.

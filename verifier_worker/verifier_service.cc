@@ -34,22 +34,25 @@ VerifierServiceImpl::VerifierServiceImpl(Funnel* funnel, VerifierMetrics* metric
 
 SlotClock::Reading VerifierServiceImpl::busy_time() const { return busy_.Read(absl::Now()); }
 
-v1::Verdict VerifierServiceImpl::VerifyAndDeliver(const v1::VerifyRequest& request) {
+v1::VerifyResponse VerifierServiceImpl::VerifyAndDeliver(const v1::VerifyRequest& request) {
+  v1::VerifyResponse response;
+  response.set_request_id(request.request_id());
+  v1::Verdict& verdict = *response.mutable_verdict();
   const absl::Time started = absl::Now();
   busy_.Begin(started);
-  v1::Verdict verdict = funnel_->Verify(request);
+  verdict = funnel_->Verify(request);
   const absl::Time finished = absl::Now();
   busy_.End(finished);
   // Stamped here, not in the funnel: a verdict the funnel's cache serves
   // keeps the stamps of this verification, not of the first.
   verdict.set_started_at_us(absl::ToUnixMicros(started));
   verdict.set_finished_at_us(absl::ToUnixMicros(finished));
-  if (!request.deliver_to_learner() || !request.has_sample()) return verdict;
+  if (!request.deliver_to_learner() || !request.has_sample()) return response;
   if (delivery_ == nullptr) {
     metrics_->RecordDelivery("no_learner");
     log_.Warning("deliver_to_learner set but no learner_address configured",
                  {{"request", request.request_id()}});
-    return verdict;
+    return response;
   }
   absl::StatusOr<v1::SampleAck> ack = delivery_->Deliver(request.sample(), verdict);
   if (!ack.ok()) {
@@ -57,10 +60,11 @@ v1::Verdict VerifierServiceImpl::VerifyAndDeliver(const v1::VerifyRequest& reque
     metrics_->RecordDelivery("failed");
     log_.Error("sample not delivered to the learner",
                {{"sample", request.sample().key().sample_id()}, {"error", ack.status().message()}});
-    return verdict;
+    return response;
   }
   metrics_->RecordDelivery(AckLabel(ack->status()));
-  return verdict;
+  *response.mutable_learner_ack() = *std::move(ack);
+  return response;
 }
 
 
@@ -80,8 +84,8 @@ grpc::Status VerifierServiceImpl::Verify(grpc::ServerContext* context,
     StreamCredits& credits;
     ~UnaryPlace() { credits.FinishUnary(); }
   } place{credits_};
+  *response = VerifyAndDeliver(prepared);
   response->set_request_id(request->request_id());
-  *response->mutable_verdict() = VerifyAndDeliver(prepared);
   return grpc::Status::OK;
 }
 
@@ -141,8 +145,7 @@ grpc::Status VerifierServiceImpl::VerifyStream(
     metrics_->queue_depth.Set(static_cast<double>(pool_.queued() + 1));
     pool_.Submit([this, writer, in_flight, id, request] {
       v1::VerifyStreamResponse result;
-      result.mutable_result()->set_request_id(request.request_id());
-      *result.mutable_result()->mutable_verdict() = VerifyAndDeliver(request);
+      *result.mutable_result() = VerifyAndDeliver(request);
       writer->Send(std::move(result));
       // Frees the place (granted back to this stream or to one below its
       // share) before the stream may close.

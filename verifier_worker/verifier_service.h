@@ -47,8 +47,10 @@ class VerifierServiceImpl final : public kforge::v1::VerifierService::Service {
 
  private:
   // Runs the funnel, then hands the scored sample to the learner when the
-  // request asks for it, before the verdict goes back to the caller.
-  kforge::v1::Verdict VerifyAndDeliver(const kforge::v1::VerifyRequest& request);
+  // request asks for it, before the verdict goes back to the caller: the
+  // answer carries the verdict and the learner's ack (whose next_turn the
+  // rollout worker follows for multi-turn trajectories).
+  kforge::v1::VerifyResponse VerifyAndDeliver(const kforge::v1::VerifyRequest& request);
 
   Funnel* const funnel_;
   VerifierMetrics* const metrics_;

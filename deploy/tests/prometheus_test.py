@@ -431,6 +431,9 @@ def main():
             if not active:
                 spec = json.load(open(os.path.join(DEPLOY, "examples", "job-tiny.json")))
                 spec["model_path"] = os.path.join(run_dir, "tiny-model")
+                # Multi-turn, so the per-turn series the training dashboard
+                # draws (kforge_learner_*_turn*) exist.
+                spec["multi_turn"] = {"max_turns": 2}
                 spec_file = os.path.join(work, "job-tiny.json")
                 json.dump(spec, open(spec_file, "w"))
                 r = kforge(bin_dir, ["submit", "--server", learner, spec_file], timeout=60)

@@ -65,6 +65,9 @@ v1::SampleAck GroupTracker::Ack(const v1::ScoredSample& scored, v1::SampleAck::S
   ack.set_sample_id(scored.sample().key().sample_id());
   ack.set_status(status);
   ack.set_reason(std::move(reason));
+  // Whatever was not taken into a live group wants no more turns; Deliver
+  // answers ACCEPTED and DUPLICATE turns itself.
+  ack.set_next_turn(v1::SampleAck::NEXT_TURN_NOT_WANTED);
   switch (status) {
     case v1::SampleAck::ACCEPTED: ++stats_.accepted; break;
     case v1::SampleAck::DUPLICATE: ++stats_.duplicate; break;
@@ -101,6 +104,25 @@ std::string GroupTracker::CheckSample(const v1::ScoredSample& scored, const Grou
   return "";
 }
 
+v1::SampleAck::NextTurn GroupTracker::NextTurnFor(const std::string& group_id, int32_t index,
+                                               int32_t turn) const {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end()) return v1::SampleAck::NEXT_TURN_NOT_WANTED;
+  const Group& group = it->second;
+  if (index < 0 || index >= group.item.group_size() || turn < 0 ||
+      turn >= MaxTurns(group.item)) {
+    return v1::SampleAck::NEXT_TURN_NOT_WANTED;
+  }
+  const int32_t ended_at = group.ended_at[static_cast<size_t>(index)];
+  if (ended_at >= 0 && ended_at <= turn) return v1::SampleAck::NEXT_TURN_NOT_WANTED;
+  const v1::ScoredSample& held =
+      group.turns[static_cast<size_t>(index)][static_cast<size_t>(turn)];
+  if (held.sample().key().sample_id().empty()) return v1::SampleAck::NEXT_TURN_NOT_WANTED;
+  return TrajectoryEnds(group.item.multi_turn(), held.verdict(), turn)
+             ? v1::SampleAck::NEXT_TURN_NOT_WANTED
+             : v1::SampleAck::NEXT_TURN_WANTED;
+}
+
 absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scored) {
   absl::MutexLock lock(&mu_);
   const v1::SampleKey& key = scored.sample().key();
@@ -108,7 +130,10 @@ absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scor
     return Ack(scored, v1::SampleAck::REJECTED, "sample.key.sample_id: is required");
   }
   if (accepted_ids_.contains(key.sample_id())) {
-    return Ack(scored, v1::SampleAck::DUPLICATE, "");
+    // The learner's verdict of this turn decides, not the one delivered now.
+    v1::SampleAck ack = Ack(scored, v1::SampleAck::DUPLICATE, "");
+    ack.set_next_turn(NextTurnFor(key.group_id(), key.index_in_group(), key.turn()));
+    return ack;
   }
   auto it = groups_.find(key.group_id());
   if (it == groups_.end() || it->second.issued == absl::InfinitePast()) {
@@ -152,6 +177,7 @@ absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scor
   accepted_ids_.insert(key.sample_id());
   v1::SampleAck ack = Ack(scored, v1::SampleAck::ACCEPTED, "");
   AdvanceTrajectory(group, index);
+  ack.set_next_turn(NextTurnFor(key.group_id(), index, key.turn()));
   if (group.ended == group.item.group_size()) {
     pace_.push_back(absl::Now() - group.issued);
     if (pace_.size() > kPaceWindow) pace_.pop_front();

@@ -27,6 +27,11 @@
 // arrived is discarded then, counted). A group is complete when all its
 // trajectories are; its samples come out index by index, each trajectory's
 // turns in order. Single-turn items are trajectories of one turn each.
+// Every ack says whether the learner wants the trajectory's next turn
+// (SampleAck.next_turn), by this rule on the verdict the learner holds: a
+// re-verified turn (a DUPLICATE whose verdict differs from the accepted
+// one) is answered with the accepted verdict's decision, and the rollout
+// worker follows it, so the two agree on where each trajectory ends.
 //
 // GROUPS. A group is complete when all its G samples are accepted; complete
 // groups wait in order for TakeCompleted. A group not complete within the
@@ -180,6 +185,11 @@ class GroupTracker {
   v1::SampleAck Ack(const v1::ScoredSample& scored, v1::SampleAck::Status status,
                     std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string CheckSample(const v1::ScoredSample& scored, const Group& group) const;
+  // SampleAck.next_turn for turn `turn` of trajectory `index` of a group:
+  // wanted while the group is live and the verdict held for that turn does
+  // not end the trajectory (TrajectoryEnds).
+  v1::SampleAck::NextTurn NextTurnFor(const std::string& group_id, int32_t index, int32_t turn) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends trajectory `index` if its turns from 0 now run up to one the end
   // rule ends, discarding any turn held past that one.
   void AdvanceTrajectory(Group& group, int32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -40,6 +40,10 @@ struct TrainSequence {
   // One per completion token (hierarchical rewards give reasoning and code
   // tokens different advantages); empty for supervised objectives.
   std::vector<float> advantages;
+  // The rollout worker's log-probabilities, kept when the trainer replaces
+  // old_logprobs with its own (recompute_old_logprobs), for the TIS weight;
+  // empty otherwise.
+  std::vector<float> sampler_logprobs;
 };
 
 struct CompletionLogprobs {

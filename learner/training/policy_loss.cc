@@ -27,12 +27,21 @@ std::vector<double> GroupAdvantages(absl::Span<const double> rewards, bool scale
   return advantages;
 }
 
+at::Tensor TruncatedImportanceWeights(const at::Tensor& old_logprobs,
+                                      const at::Tensor& sampler_logprobs, double cap) {
+  c10::NoGradGuard no_grad;
+  return at::clamp_max(at::exp(old_logprobs.detach() - sampler_logprobs.detach()), cap);
+}
+
 PolicyLoss GrpoLoss(const PolicyLossInputs& in, const GrpoLossParams& params,
                     double normaliser) {
   const at::Tensor log_ratio = in.logprobs - in.old_logprobs;
   const at::Tensor ratio = at::exp(log_ratio);
   const at::Tensor clipped = at::clamp(ratio, 1.0 - params.clip_low, 1.0 + params.clip_high);
-  const at::Tensor pg = -at::min(ratio * in.advantages, clipped * in.advantages);
+  at::Tensor pg = -at::min(ratio * in.advantages, clipped * in.advantages);
+  if (params.tis_cap > 0 && in.sampler_logprobs.defined()) {
+    pg = TruncatedImportanceWeights(in.old_logprobs, in.sampler_logprobs, params.tis_cap) * pg;
+  }
   at::Tensor per_token = pg;
   at::Tensor kl;
   if (params.kl_coef > 0 && in.ref_logprobs.defined()) {

@@ -15,8 +15,14 @@
 // averaging): per token,
 //   ratio = exp(logp - old_logp)
 //   pg    = -min(ratio * A, clamp(ratio, 1 - clip_low, 1 + clip_high) * A)
+//   w     = min(exp(old_logp - sampler_logp), tis_cap)    (truncated importance
+//           sampling; 1 without sampler log-probs or with tis_cap 0)
 //   kl    = exp(ref - logp) - (ref - logp) - 1          (the k3 estimator)
-//   loss  = sum(mask * (pg + kl_coef * kl)) / normaliser
+//   loss  = sum(mask * (w * pg + kl_coef * kl)) / normaliser
+// TIS (GrpoParams.tis_cap, Yao et al. 2025) corrects for the gap between the
+// policy that drew the tokens (the rollout worker's, sampler_logp) and the
+// one the ratio is taken against (the learner's recomputed old_logp); the
+// weight is a constant of the graph, so it scales the gradient, no more.
 // Supervised (SFT, best-of-N): loss = -sum(mask * logp) / normaliser.
 #ifndef KFORGE_LEARNER_TRAINING_POLICY_LOSS_H_
 #define KFORGE_LEARNER_TRAINING_POLICY_LOSS_H_
@@ -41,13 +47,23 @@ struct PolicyLossInputs {
   at::Tensor advantages;    // float32 [N]
   at::Tensor ref_logprobs;  // float32 [N]; undefined when kl_coef is 0
   at::Tensor mask;          // float32 [N], 0 or 1
+  // float32 [N]: the rollout worker's log-probs when old_logprobs are the
+  // learner's own (recompute_old_logprobs); undefined otherwise (no TIS).
+  at::Tensor sampler_logprobs;
 };
 
 struct GrpoLossParams {
   double clip_low = 0.2;
   double clip_high = 0.28;
   double kl_coef = 0.0;
+  // The TIS weight's cap; 0 applies no weight (GrpoParams.tis_cap).
+  double tis_cap = 0.0;
 };
+
+// The per-token TIS weight, min(exp(old_logprobs - sampler_logprobs), cap),
+// detached: float32, the inputs' shape.
+at::Tensor TruncatedImportanceWeights(const at::Tensor& old_logprobs,
+                                      const at::Tensor& sampler_logprobs, double cap);
 
 struct PolicyLoss {
   at::Tensor loss;  // scalar, to backward

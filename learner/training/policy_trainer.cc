@@ -78,6 +78,7 @@ absl::Status PolicyTrainer::RecomputeOldLogprobs(std::vector<TrainSequence>& bat
     const at::Tensor host = lp.logprobs.to(at::kCPU).contiguous();
     auto rows = host.accessor<float, 2>();
     for (size_t b = begin; b < end; ++b) {
+      batch[b].sampler_logprobs = batch[b].old_logprobs;  // what the rollout worker drew with
       for (size_t j = 0; j < batch[b].completion.size(); ++j) {
         batch[b].old_logprobs[j] = rows[static_cast<int64_t>(b - begin)][static_cast<int64_t>(j)];
       }
@@ -97,6 +98,10 @@ absl::Status PolicyTrainer::Accumulate(absl::Span<const TrainSequence* const> mi
   if (params.objective == Objective::kGrpo) {
     inputs.old_logprobs = PackPerToken(micro, &TrainSequence::old_logprobs, device);
     inputs.advantages = PackPerToken(micro, &TrainSequence::advantages, device);
+    // Sampler log-probs exist only where the old ones were recomputed.
+    if (params.grpo.tis_cap > 0 && !micro.front()->sampler_logprobs.empty()) {
+      inputs.sampler_logprobs = PackPerToken(micro, &TrainSequence::sampler_logprobs, device);
+    }
     if (params.grpo.kl_coef > 0 && reference_ != nullptr) {
       c10::NoGradGuard no_grad;
       KF_ASSIGN_OR_RETURN(CompletionLogprobs ref,

@@ -14,7 +14,11 @@
 // normalised by the counted tokens of its mini-batch, so accumulation over
 // micro-batches equals one big batch. `epochs` repeats the pass; the
 // importance ratios then use the behaviour log-probabilities throughout, as
-// PPO does. The learning rate depends on the job step (step()), so a step
+// PPO does. With recompute_old_logprobs the ratios are taken against the
+// learner's own log-probs of the step's starting weights, and the rollout
+// worker's are kept for the truncated importance weight (GrpoParams.tis_cap,
+// policy_loss.h) that corrects for the policy that really drew the tokens.
+// The learning rate depends on the job step (step()), so a step
 // with several updates uses one rate.
 //
 // An update whose gradient norm is not finite is skipped (counted in the

@@ -127,33 +127,51 @@ void AppendTurnSequences(const ScoredGroup& group, bool skip_zero_variance,
   }
 }
 
-// JobProgress.solved_by_turn over the step's multi-turn groups.
-void SummariseTurns(const std::vector<ScoredGroup>& groups, v1::JobProgress* progress) {
+// JobProgress.solved_by_turn, reward_by_turn and turns_per_trajectory over
+// the step's multi-turn groups, and each trajectory's turn count for the
+// metrics.
+void SummariseTurns(const std::vector<ScoredGroup>& groups, v1::JobProgress* progress,
+                    LearnerMetrics::StepFigures* figures) {
   progress->clear_solved_by_turn();
+  progress->clear_reward_by_turn();
+  progress->set_turns_per_trajectory(0);
   int32_t max_turns = 0;
   for (const ScoredGroup& group : groups) {
     max_turns = std::max(max_turns, group.item.multi_turn().max_turns());
   }
   if (max_turns <= 1) return;
-  std::vector<double> solved(static_cast<size_t>(max_turns), 0);
-  double trajectories = 0;
+  const size_t turns = static_cast<size_t>(max_turns);
+  std::vector<double> solved(turns, 0), reward(turns, 0), rewarded(turns, 0);
+  double trajectories = 0, turns_taken = 0;
   for (const ScoredGroup& group : groups) {
     if (!IsMultiTurn(group.item.multi_turn())) continue;
-    // By index: the first solved turn, or max_turns when none was.
-    std::map<int32_t, int32_t> first_solved;
+    // By index: the first solved turn (max_turns when none was), and the
+    // turns taken.
+    std::map<int32_t, std::pair<int32_t, int32_t>> by_index;
     for (size_t i = 0; i < group.samples.size(); ++i) {
       const v1::SampleKey& key = group.samples[i].sample().key();
-      auto [it, fresh] = first_solved.emplace(key.index_in_group(), max_turns);
-      const bool correct = group.samples[i].verdict().correct() && group.rewards[i].usable &&
-                           !group.rewards[i].hacked;
-      if (correct) it->second = std::min(it->second, key.turn());
+      auto [it, fresh] = by_index.emplace(key.index_in_group(), std::make_pair(max_turns, 0));
+      it->second.second = std::max(it->second.second, key.turn() + 1);
+      const RewardBreakdown& r = group.rewards[i];
+      if (r.usable && key.turn() >= 0 && key.turn() < max_turns) {
+        reward[static_cast<size_t>(key.turn())] += r.total;
+        rewarded[static_cast<size_t>(key.turn())] += 1;
+      }
+      const bool correct = group.samples[i].verdict().correct() && r.usable && !r.hacked;
+      if (correct) it->second.first = std::min(it->second.first, key.turn());
     }
-    for (const auto& [index, turn] : first_solved) {
+    for (const auto& [index, trajectory] : by_index) {
       trajectories += 1;
-      for (int32_t k = turn; k < max_turns; ++k) solved[static_cast<size_t>(k)] += 1;
+      turns_taken += trajectory.second;
+      figures->trajectory_turns.push_back(trajectory.second);
+      for (int32_t k = trajectory.first; k < max_turns; ++k) solved[static_cast<size_t>(k)] += 1;
     }
   }
-  for (double count : solved) progress->add_solved_by_turn(count / std::max(1.0, trajectories));
+  for (size_t k = 0; k < turns; ++k) {
+    progress->add_solved_by_turn(solved[k] / std::max(1.0, trajectories));
+    progress->add_reward_by_turn(rewarded[k] > 0 ? reward[k] / rewarded[k] : 0);
+  }
+  progress->set_turns_per_trajectory(turns_taken / std::max(1.0, trajectories));
 }
 
 }  // namespace
@@ -325,7 +343,7 @@ void SummariseStep(const std::vector<ScoredGroup>& groups, int64_t policy_versio
       figures->staleness.push_back(policy_version - group.samples[i].sample().policy_version());
     }
   }
-  SummariseTurns(groups, progress);
+  SummariseTurns(groups, progress, figures);
   const double n = std::max(1.0, counted);
   progress->set_mean_reward(reward / n);
   v1::StagePassRates* rates = progress->mutable_pass_rates();

@@ -72,7 +72,9 @@ std::vector<TrainSequence> BestOfNSequences(const std::vector<ScoredGroup>& grou
 // Reward, pass rates per stage and level, speedups and staleness of the
 // step's samples (every turn of a multi-turn trajectory counts as a sample)
 // into `progress` and `figures`, and for multi-turn groups the share of
-// trajectories solved by each turn (JobProgress.solved_by_turn).
+// trajectories solved by each turn, the mean reward of each turn and the
+// turns a trajectory took (JobProgress.solved_by_turn, reward_by_turn,
+// turns_per_trajectory; StepFigures.trajectory_turns).
 void SummariseStep(const std::vector<ScoredGroup>& groups, int64_t policy_version,
                    v1::JobProgress* progress, LearnerMetrics::StepFigures* figures);
 

@@ -416,7 +416,8 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
     TrainStepParams params{.objective = best_of_n ? Objective::kSupervised : Objective::kGrpo,
                            .grpo = {.clip_low = spec_.grpo().clip_low(),
                                     .clip_high = spec_.grpo().clip_high(),
-                                    .kl_coef = spec_.grpo().kl_coef()},
+                                    .kl_coef = spec_.grpo().kl_coef(),
+                                    .tis_cap = spec_.grpo().tis_cap()},
                            .epochs = best_of_n ? 1 : spec_.grpo().epochs_per_batch(),
                            .recompute_old_logprobs = spec_.grpo().recompute_old_logprobs()};
     const absl::Time train_start = absl::Now();
@@ -467,6 +468,14 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
   state_.add_reward_history(progress.mean_reward());
   state_.add_correct_rate_history(progress.pass_rates().correct());
   *state_.add_pass_rate_history() = progress.pass_rates();
+  if (IsMultiTurn(spec_.multi_turn())) {
+    // Supervised steps carry the last sampled step's figures; the curves
+    // leave those steps out.
+    v1::TurnPoint* turns = state_.add_turn_history();
+    *turns->mutable_solved_by_turn() = progress.solved_by_turn();
+    *turns->mutable_reward_by_turn() = progress.reward_by_turn();
+    turns->set_turns_per_trajectory(progress.turns_per_trajectory());
+  }
   const GroupTracker::Stats tracker = deps_.groups->stats();
   progress.set_step(state_.step());
   progress.set_total_steps(TotalSteps());

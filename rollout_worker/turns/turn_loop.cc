@@ -1,5 +1,6 @@
 #include "rollout_worker/turns/turn_loop.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,23 +31,45 @@ void TurnLoop::Sampled(const v1::Sample& sample, const v1::WorkItem& item) {
   }
 }
 
-std::optional<TurnLoop::FollowUp> TurnLoop::Answered(const std::string& sample_id,
-                                                     const v1::Verdict& verdict) {
-  Trajectory trajectory;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = open_.find(sample_id);
-    if (it == open_.end()) return std::nullopt;
-    trajectory = std::move(it->second);
-    open_.erase(it);
+bool TurnLoop::GoesOn(const Trajectory& t, const v1::Verdict& verdict,
+                      v1::SampleAck::NextTurn learner) {
+  const v1::MultiTurnSpec& spec = t.item.multi_turn();
+  // The turn limit holds whatever anyone says: the learner's books have no
+  // room for a turn past it.
+  if (t.turn + 1 >= spec.max_turns()) return false;
+  switch (learner) {
+    case v1::SampleAck::NEXT_TURN_WANTED: return true;
+    case v1::SampleAck::NEXT_TURN_NOT_WANTED: return false;
+    default: return !TrajectoryEnds(spec, verdict, t.turn);
   }
+}
+
+absl::StatusOr<std::string> TurnLoop::NextPrompt(const Trajectory& t) const {
+  const v1::WorkItem& item = t.item;
+  if (!options_.count_tokens || options_.max_len <= 0) {
+    return RenderFollowUpPrompt(item.prompt(), item.task(), t.past);
+  }
+  // Room for the whole completion; a spec without max_new_tokens leaves the
+  // sampler's default, and the budget only the context.
+  const int64_t budget = options_.max_len - std::max<int64_t>(0, item.sampling().max_new_tokens());
+  return RenderBoundedFollowUpPrompt(item.prompt(), item.task(), t.past, budget,
+                                     options_.count_tokens);
+}
+
+std::optional<TurnLoop::FollowUp> TurnLoop::Answered(const std::string& sample_id,
+                                                     const v1::Verdict& verdict,
+                                                     v1::SampleAck::NextTurn learner) {
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(sample_id);
+  if (it == open_.end()) return std::nullopt;
+  Trajectory trajectory = std::move(it->second);
+  open_.erase(it);
+  if (!GoesOn(trajectory, verdict, learner)) return std::nullopt;
   const v1::MultiTurnSpec& spec = trajectory.item.multi_turn();
-  if (TrajectoryEnds(spec, verdict, trajectory.turn)) return std::nullopt;
   trajectory.past.push_back(
       {std::move(trajectory.completion),
        RenderTurnFeedback(verdict, static_cast<size_t>(spec.feedback_max_chars()))});
-  absl::StatusOr<std::string> prompt =
-      RenderFollowUpPrompt(trajectory.item.prompt(), trajectory.item.task(), trajectory.past);
+  absl::StatusOr<std::string> prompt = NextPrompt(trajectory);
   if (!prompt.ok()) {
     return FollowUp{trajectory.item.group_id(),
                     absl::InvalidArgumentError(absl::StrCat("sample ", sample_id,
@@ -62,7 +85,6 @@ std::optional<TurnLoop::FollowUp> TurnLoop::Answered(const std::string& sample_i
   const std::string next_id = TurnSampleId(next.job_id(), next.group_id(), trajectory.index,
                                            trajectory.turn);
   std::string group_id = next.group_id();
-  absl::MutexLock lock(&mu_);
   open_.insert_or_assign(next_id, std::move(trajectory));
   return FollowUp{std::move(group_id), std::move(next)};
 }

@@ -100,6 +100,38 @@ TEST(EvalCommandTest, ScoresAFolderOfCandidatesAndWritesTheReport) {
   }
 }
 
+// Multi-turn candidates (issue 24), KernelBench's naming with the turn:
+// task 1 has a wrong first answer revised to a right one, task 2 a right
+// first answer. By turn 1 one task of two is solved, by turn 2 both.
+TEST(EvalCommandTest, MultiTurnCandidatesAreReportedByTurn) {
+  testing::TempDir dir;
+  const fs::path candidates = dir.Sub("candidates");
+  fs::create_directories(candidates);
+  const fs::path cpu = kSource / "tests/data/verifier/cpu";
+  fs::copy_file(cpu / "identity_relu.py", candidates / "level_1_problem_1_sample_0_turn_0_kernel.py");
+  fs::copy_file(cpu / "relu_clamp.py", candidates / "level_1_problem_1_sample_0_turn_1_kernel.py");
+  fs::copy_file(cpu / "scaled_add.py", candidates / "level_1_problem_2_sample_0_turn_0_kernel.py");
+  fs::create_directories(dir.Sub("tasks/level1"));
+  for (const char* task : {"1_ReLU.py", "2_ScaledAdd.py"}) {
+    fs::copy_file(kSource / "tasks/kforge-mini/level1" / task, dir.Sub("tasks/level1") + "/" + task);
+  }
+  auto exit = RunKforge({"eval", "--candidates=" + candidates.string(),
+                         "--tasks=" + dir.Sub("tasks"), "--require_triton=false", "--json"});
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  ASSERT_EQ(exit->code, 0) << exit->output;
+  const size_t json_start = exit->output.find("{\n");
+  ASSERT_NE(json_start, std::string::npos) << exit->output;
+  v1::EvalReport report;
+  ASSERT_TRUE(ParseJsonMessage(exit->output.substr(json_start), &report).ok()) << exit->output;
+  ASSERT_EQ(report.turns_size(), 2) << exit->output;
+  EXPECT_DOUBLE_EQ(report.turns(0).overall().pass_at_k().at(1), 0.5);
+  EXPECT_DOUBLE_EQ(report.turns(0).overall().fast_p().at("0"), 0.5);
+  EXPECT_DOUBLE_EQ(report.turns(1).overall().pass_at_k().at(1), 1.0);
+  EXPECT_DOUBLE_EQ(report.turns(1).overall().fast_p().at("0"), 1.0);
+  EXPECT_EQ(report.overall().samples(), 2);  // two trajectories, not three files
+  EXPECT_DOUBLE_EQ(report.overall().correct_rate(), 1.0);
+}
+
 TEST(EvalCommandTest, SamplesTheTinyModelOnTheBuiltInTasksAndScoresEveryCompletion) {
   testing::TempDir dir;
   auto tiny = RunKforge({"tiny-model", dir.Sub("tiny")});

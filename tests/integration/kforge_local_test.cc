@@ -497,6 +497,73 @@ v1::ServingPorts ReadPorts(const testing::TempDir& dir, const std::string& name)
   return ports.value_or(v1::ServingPorts());
 }
 
+// A served multi-turn job (issue 24): the learner exports the per-turn
+// figures of its last step over HTTP, with a `turn` label (mean reward by
+// turn, the share of trajectories solved by each turn) and every
+// trajectory's turn count; curves.json holds each step's per-turn point.
+TEST(KforgeLocalTest, AServedMultiTurnJobExportsItsPerTurnFigures) {
+  testing::TempDir dir;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> local;
+  ASSERT_NO_FATAL_FAILURE(StartServing(dir, 1, &local));
+  const v1::ServingPorts learner = ReadPorts(dir, "learner");
+  v1::JobSpec spec;
+  ASSERT_TRUE(ParseJsonMessage(R"({
+    "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
+    "total_steps": 2, "prompts_per_step": 2,
+    "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 16},
+    "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
+    "verifier": {"require_triton": false, "timing": {"enabled": false}},
+    "checkpoint": {"every_steps": 100}, "max_staleness": 1,
+    "multi_turn": {"max_turns": 2}})",
+                               &spec)
+                  .ok());
+  spec.set_model_path(std::filesystem::absolute(dir.Sub("run/tiny-model")).string());
+  auto jobs = v1::JobService::NewStub(
+      MakeChannel("127.0.0.1:" + std::to_string(learner.grpc_port())));
+  v1::Job job;
+  {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(30));
+    const grpc::Status submitted = jobs->SubmitJob(&context, spec, &job);
+    ASSERT_TRUE(submitted.ok()) << submitted.error_message();
+  }
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        grpc::ClientContext context;
+        SetDeadline(context, absl::Seconds(5));
+        v1::GetJobRequest request;
+        request.set_job_id(job.id());
+        return jobs->GetJob(&context, request, &job).ok() && job.state() == v1::JOB_SUCCEEDED;
+      },
+      absl::Seconds(240)))
+      << job.DebugString() << (*local)->output();
+  const v1::JobProgress& progress = job.progress();
+  ASSERT_EQ(progress.solved_by_turn_size(), 2) << progress.DebugString();
+  ASSERT_EQ(progress.reward_by_turn_size(), 2);
+  EXPECT_GE(progress.turns_per_trajectory(), 1.0);
+  EXPECT_LE(progress.turns_per_trajectory(), 2.0);
+
+  const int lm = learner.metrics_port();
+  for (int turn : {0, 1}) {
+    const std::string label = absl::StrCat(R"({turn=")", turn, R"("})");
+    EXPECT_NEAR(testing::ScrapeMetric(lm, "kforge_learner_solved_by_turn" + label),
+                progress.solved_by_turn(turn), 1e-9)
+        << turn;
+    EXPECT_NEAR(testing::ScrapeMetric(lm, "kforge_learner_turn_reward_mean" + label),
+                progress.reward_by_turn(turn), 1e-9)
+        << turn;
+  }
+  // Two steps of two groups of two trajectories, each counted once.
+  EXPECT_EQ(testing::ScrapeMetric(lm, "kforge_learner_turns_per_trajectory_count"), 8);
+
+  auto figures = ReadFileToString(dir.Sub("run/state/jobs/" + job.id() + "/curves.json"));
+  ASSERT_TRUE(figures.ok()) << figures.status();
+  v1::TrainerState state;
+  ASSERT_TRUE(ParseJsonMessage(*figures, &state).ok());
+  ASSERT_EQ(state.turn_history_size(), 2);
+  EXPECT_EQ(state.turn_history(1).solved_by_turn_size(), 2);
+}
+
 // A warm-start step and three GRPO steps on the served mesh: every service
 // then exports where its time went over HTTP (the learner per stage, the
 // rollout worker's sampler and the verifier's slots), and the job's

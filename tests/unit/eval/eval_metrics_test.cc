@@ -83,6 +83,55 @@ TEST(SummarizeEvalTest, LevelsAndOverallMatchHandComputedFigures) {
   EXPECT_THAT(markdown, HasSubstr("| all | 3 | 6 |"));
 }
 
+// Multi-turn candidates (issue 24), two tasks of two trajectories each:
+//   A/0: fail, correct 0.8x, correct 1.6x    A/1: correct 1.2x (ended)
+//   B/0: fail, fail, fail                    B/1: fail, correct 2.5x
+// Each sample counts by turn k with its best answer so far.
+TEST(SummarizeEvalTest, MultiTurnCandidatesGetPassAtKAndFastPByTurn) {
+  TaskVerdicts a{.task_id = "level1/A", .level = 1};
+  a.turns = {{Verdict(true, false), Verdict(true, true, 0.8), Verdict(true, true, 1.6)},
+             {Verdict(true, true, 1.2)}};
+  TaskVerdicts b{.task_id = "level1/B", .level = 1};
+  b.turns = {{Verdict(true, false), Verdict(false, false), Verdict(true, false)},
+             {Verdict(true, false), Verdict(true, true, 2.5)}};
+  const v1::EvalReport report = SummarizeEval({a, b}, {.ks = {1, 2}});
+  ASSERT_EQ(report.turns_size(), 3);
+  struct Expected {
+    double correct, pass1, pass2, fast0, fast1, fast15, fast2;
+  };
+  const Expected expected[] = {
+      {0.25, 0.25, 0.5, 0.5, 0.5, 0.0, 0.0},  // turn 1: only A/1
+      {0.75, 0.75, 1.0, 1.0, 1.0, 0.5, 0.5},  // turn 2: A best 1.2x, B 2.5x
+      {0.75, 0.75, 1.0, 1.0, 1.0, 1.0, 0.5},  // turn 3: A best 1.6x
+  };
+  for (int t = 0; t < 3; ++t) {
+    const v1::LevelEval& o = report.turns(t).overall();
+    EXPECT_EQ(report.turns(t).turn(), t);
+    EXPECT_EQ(o.samples(), 4) << t;
+    EXPECT_DOUBLE_EQ(o.correct_rate(), expected[t].correct) << t;
+    EXPECT_DOUBLE_EQ(o.pass_at_k().at(1), expected[t].pass1) << t;
+    EXPECT_DOUBLE_EQ(o.pass_at_k().at(2), expected[t].pass2) << t;
+    EXPECT_DOUBLE_EQ(o.fast_p().at("0"), expected[t].fast0) << t;
+    EXPECT_DOUBLE_EQ(o.fast_p().at("1"), expected[t].fast1) << t;
+    EXPECT_DOUBLE_EQ(o.fast_p().at("1.5"), expected[t].fast15) << t;
+    EXPECT_DOUBLE_EQ(o.fast_p().at("2"), expected[t].fast2) << t;
+  }
+  // The headline figures are the last turn's.
+  EXPECT_DOUBLE_EQ(report.overall().pass_at_k().at(1), 0.75);
+  EXPECT_DOUBLE_EQ(report.overall().fast_p().at("1.5"), 1.0);
+  EXPECT_EQ(report.task_results(0).best_speedup_vs_eager(), 1.6);
+  const std::string markdown = EvalMarkdown(report);
+  EXPECT_THAT(markdown, HasSubstr("By turn"));
+  EXPECT_THAT(markdown, HasSubstr("| 1 | 2 | 4 | 100.0% | 25.0% | 0.250 | 0.500 |"));
+  EXPECT_THAT(markdown, HasSubstr("| 3 | 2 | 4 |"));
+}
+
+TEST(SummarizeEvalTest, SingleTurnEvaluationsHaveNoTurnTable) {
+  const v1::EvalReport report = SummarizeEval({{"level1/A", 1, {Verdict(true, true, 2.0)}}});
+  EXPECT_EQ(report.turns_size(), 0);
+  EXPECT_THAT(EvalMarkdown(report), ::testing::Not(HasSubstr("By turn")));
+}
+
 TEST(EvalMarkdownTest, AFigureWhoseBaselineNeverRanIsNotAvailableRatherThanZero) {
   // Level 1 timed against eager only (no torch.compile, as LibTorch 1.13);
   // level 2 solved but never timed (timing off); level 3 solved nothing.

@@ -182,6 +182,36 @@ TEST(TrainingCurvesTest, StageTimesGetAChartOfTheirOwnPerStep) {
   EXPECT_LT(train_y, wait_y);
 }
 
+// A multi-turn job: a chart of the share of trajectories solved by each
+// turn, one line per turn, sampled steps only (the warm start's points are
+// left out), below the pass rates.
+TEST(TrainingCurvesTest, AMultiTurnJobGetsTheShareSolvedByEachTurnPerStep) {
+  v1::TrainerState state;
+  state.set_step(4);
+  for (double r : {0.0, 0.1, 0.3, 0.4}) state.add_reward_history(r);
+  const std::vector<std::vector<double>> solved = {{0, 0, 0}, {0.25, 0.5, 0.5},
+                                                   {0.25, 0.5, 0.75}, {0.5, 0.75, 1.0}};
+  for (const std::vector<double>& by_turn : solved) {
+    v1::TurnPoint* point = state.add_turn_history();
+    for (double v : by_turn) point->add_solved_by_turn(v);
+  }
+  const std::string svg = TrainingCurvesSvg(state, {.title = "turns", .supervised_steps = 1});
+  ASSERT_TRUE(WellFormed(svg));
+  const std::vector<Rect> areas = PlotAreas(svg);
+  ASSERT_EQ(areas.size(), 4u);  // loss, reward, rates, turns
+  EXPECT_THAT(svg, HasSubstr("trajectories solved by each turn"));
+  for (int k = 0; k < 3; ++k) {
+    const std::string name = "solved by turn " + std::to_string(k + 1);
+    const std::vector<ChartPoint> pixels = SeriesPixels(svg, name);
+    EXPECT_THAT(Steps(pixels, areas[3], 4), ElementsAre(2, 3, 4)) << name;
+    ASSERT_EQ(pixels.size(), 3u);
+    for (size_t i = 0; i < pixels.size(); ++i) {
+      EXPECT_NEAR(DataY(areas[3], pixels[i].y, 0, 1), solved[i + 1][k], 0.01) << name << " " << i;
+    }
+  }
+  EXPECT_THAT(TrainingCurvesSvg(EightSteps(), {}), Not(HasSubstr("solved by each turn")));
+}
+
 TEST(TrainingCurvesTest, NoStageTimesChartForAStateWithoutTimes) {
   v1::TrainerState state;
   state.set_step(2);

@@ -518,6 +518,59 @@ TEST(GroupTrackerTurnsTest, ATurnHeldPastWhereAnEarlierTurnEndedItIsDiscarded) {
   EXPECT_EQ(Status(tracker, Turn("g", 0, 1, true)), v1::SampleAck::ORPHANED);
 }
 
+// The disagreement a re-verification makes (issue 24 review): the verifier
+// that scored turn 0 as a failure delivered it and died before answering the
+// rollout worker; another verifier scored it correct, which by itself would
+// end the trajectory. Its delivery is a DUPLICATE, and the ack carries the
+// learner's decision from the verdict it holds, so the worker samples the
+// turn 1 the learner waits for instead of stopping and stalling the group.
+TEST(GroupTrackerTurnsTest, AReverifiedTurnIsAnsweredWithTheLearnersEndRule) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(TurnItem("g", 1, 3)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  absl::StatusOr<v1::SampleAck> first = tracker.Deliver(Turn("g", 0, 0, /*correct=*/false));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->status(), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(first->next_turn(), v1::SampleAck::NEXT_TURN_WANTED);
+  absl::StatusOr<v1::SampleAck> again = tracker.Deliver(Turn("g", 0, 0, /*correct=*/true));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->status(), v1::SampleAck::DUPLICATE);
+  EXPECT_EQ(again->next_turn(), v1::SampleAck::NEXT_TURN_WANTED);
+  EXPECT_TRUE(tracker.TakeCompleted().empty());
+  // The worker follows it: turn 1 completes the group.
+  absl::StatusOr<v1::SampleAck> next = tracker.Deliver(Turn("g", 0, 1, true));
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->next_turn(), v1::SampleAck::NEXT_TURN_NOT_WANTED);
+  EXPECT_EQ(tracker.TakeCompleted().size(), 1u);
+  ExpectLedgerBalances(tracker);
+}
+
+TEST(GroupTrackerTurnsTest, AReverifiedTurnTheLearnerEndedWantsNoNextTurn) {
+  // The other way round: the learner holds the correct verdict (the
+  // trajectory ended), the worker's re-verification failed it.
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(TurnItem("g", 2, 3)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  ASSERT_TRUE(tracker.Deliver(Turn("g", 0, 0, /*correct=*/true)).ok());
+  absl::StatusOr<v1::SampleAck> again = tracker.Deliver(Turn("g", 0, 0, /*correct=*/false));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->status(), v1::SampleAck::DUPLICATE);
+  EXPECT_EQ(again->next_turn(), v1::SampleAck::NEXT_TURN_NOT_WANTED);
+}
+
+TEST(GroupTrackerTurnsTest, TurnsOfARetiredGroupWantNoNextTurn) {
+  // The worker keeps a trajectory's books until it hears the trajectory
+  // ended: a group the learner retired says so at its next delivery.
+  GroupTracker tracker({.max_reissues = 1});
+  ASSERT_TRUE(tracker.Offer(TurnItem("g", 1, 3)).ok());
+  tracker.Take("w1", 1, absl::ZeroDuration());
+  tracker.WorkerGone("w1");  // re-issued as g~r1
+  absl::StatusOr<v1::SampleAck> late = tracker.Deliver(Turn("g", 0, 0, /*correct=*/false));
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->status(), v1::SampleAck::ORPHANED);
+  EXPECT_EQ(late->next_turn(), v1::SampleAck::NEXT_TURN_NOT_WANTED);
+}
+
 TEST(GroupTrackerTurnsTest, ARetiredGroupDiscardsEveryTurnItHeld) {
   GroupTracker tracker({});
   ASSERT_TRUE(tracker.Offer(TurnItem("g", 2, 3)).ok());

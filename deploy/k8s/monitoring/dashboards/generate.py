@@ -229,6 +229,22 @@ def training():
             w=24, h=9, options={"xField": "step", "legend": {"displayMode": "list", "placement": "bottom"}},
             transformations=[{"id": "joinByField", "options": {"byField": "Time", "mode": "outer"}},
                              {"id": "organize", "options": {"excludeByName": {"Time": True}}}])
+    b.row("Multi-turn refinement")
+    # Series exist only while a multi-turn job (JobSpec.multi_turn) runs.
+    b.ts("Mean reward by turn",
+         [(f"avg by (turn) ({sel('kforge_learner_turn_reward_mean')})", "turn {{turn}}")], w=8,
+         description="Mean reward of the last step's samples at each turn of their trajectory "
+                     "(turn 0: the first answer, k: after k rounds of the verifier's feedback).")
+    b.ts("Trajectories solved by turn",
+         [(f"avg by (turn) ({sel('kforge_learner_solved_by_turn')})", "by turn {{turn}}")],
+         unit="percentunit", w=8,
+         description="Share of the last step's trajectories with a correct answer (no hack "
+                     "flag) at or before each turn; the gap between two lines is what a round "
+                     "of feedback added.")
+    b.ts("Turns per trajectory",
+         [(mean_of_histogram("kforge_learner_turns_per_trajectory"), "mean"),
+          (quantile(0.9, "kforge_learner_turns_per_trajectory"), "p90")], w=8,
+         description="Turns a trajectory took before it was solved or hit max_turns.")
     b.ts("Level 2 share of prompts (curriculum)",
          [(f"avg({sel('kforge_learner_level2_share')})", "level 2 share")], unit="percentunit")
     b.panel("heatmap", "Speedup vs eager of correct samples",

@@ -80,6 +80,63 @@ TEST(GrpoLoss, K3KlTermAndItsGradient) {
   EXPECT_NEAR(logp.grad()[0].item<double>(), -0.5 * (std::exp(1.0) - 1.0), 1e-5);
 }
 
+TEST(TruncatedImportanceWeights, AreTheOldOverSamplerRatioCappedAtTheCap) {
+  // exp(-1 - -2) = e = 2.718 > 2: capped to 2. exp(-1 - -1.5) = e^0.5 =
+  // 1.6487: kept. exp(-2 - -1) = e^-1 = 0.3679: kept (the cap is above only).
+  const at::Tensor w = TruncatedImportanceWeights(Floats({-1.0f, -1.0f, -2.0f}),
+                                                  Floats({-2.0f, -1.5f, -1.0f}), 2.0);
+  EXPECT_NEAR(w[0].item<double>(), 2.0, 1e-6);
+  EXPECT_NEAR(w[1].item<double>(), std::exp(0.5), 1e-6);
+  EXPECT_NEAR(w[2].item<double>(), std::exp(-1.0), 1e-6);
+}
+
+TEST(GrpoLoss, TisWeightsThePolicyTermAndItsGradientOnHandWorkedNumbers) {
+  // Both tokens on the learner's old policy (ratio 1, unclipped), A = +1:
+  // pg = -1 each. Token 0 was drawn by a sampler that found it e times less
+  // likely (w = min(e, 2) = 2), token 1 by one that found it e^0.5 times
+  // less likely (w = e^0.5). loss = (-2 - e^0.5) / 2; d loss / d logp_i =
+  // -A * ratio * w_i / 2.
+  at::Tensor logp = Floats({-1.0f, -1.0f}).requires_grad_(true);
+  PolicyLossInputs in{.logprobs = logp,
+                      .old_logprobs = Floats({-1.0f, -1.0f}),
+                      .advantages = Floats({1.0f, 1.0f}),
+                      .mask = Floats({1.0f, 1.0f}),
+                      .sampler_logprobs = Floats({-2.0f, -1.5f})};
+  PolicyLoss loss = GrpoLoss(in, {.clip_low = 0.2, .clip_high = 0.28, .tis_cap = 2.0}, 2.0);
+  EXPECT_NEAR(loss.loss.item<double>(), (-2.0 - std::exp(0.5)) / 2.0, 1e-6);
+  loss.loss.backward();
+  EXPECT_NEAR(logp.grad()[0].item<double>(), -2.0 / 2.0, 1e-6);
+  EXPECT_NEAR(logp.grad()[1].item<double>(), -std::exp(0.5) / 2.0, 1e-6);
+}
+
+TEST(GrpoLoss, ASampleDrawnByTheTrainedPolicyIsUnchangedByTis) {
+  // Sampler and learner agree (weight exp(0) = 1, within any cap): the loss
+  // and gradient are those without the correction, the clipped token too.
+  const auto run = [](bool with_sampler, double cap) {
+    at::Tensor logp = Floats({0.0f, -1.0f}).requires_grad_(true);
+    PolicyLossInputs in{.logprobs = logp,
+                        .old_logprobs = Floats({-0.5f, -1.0f}),
+                        .advantages = Floats({1.0f, -2.0f}),
+                        .mask = Floats({1.0f, 1.0f})};
+    if (with_sampler) in.sampler_logprobs = Floats({-0.5f, -1.0f});
+    PolicyLoss loss = GrpoLoss(in, {.clip_low = 0.2, .clip_high = 0.28, .tis_cap = cap}, 2.0);
+    loss.loss.backward();
+    return std::make_pair(loss.loss.item<double>(), logp.grad().clone());
+  };
+  const auto [plain, plain_grad] = run(false, 0.0);
+  const auto [weighted, weighted_grad] = run(true, 2.0);
+  EXPECT_NEAR(weighted, plain, 1e-7);
+  EXPECT_TRUE(at::allclose(weighted_grad, plain_grad));
+}
+
+TEST(GrpoLoss, TisCapZeroTurnsTheCorrectionOff) {
+  at::Tensor logp = Floats({-1.0f}).requires_grad_(true);
+  PolicyLossInputs in{.logprobs = logp, .old_logprobs = Floats({-1.0f}),
+                      .advantages = Floats({1.0f}), .mask = Floats({1.0f}),
+                      .sampler_logprobs = Floats({-3.0f})};
+  EXPECT_NEAR(GrpoLoss(in, {.tis_cap = 0.0}, 1.0).loss.item<double>(), -1.0, 1e-6);
+}
+
 TEST(SupervisedLoss, IsTheMeanNegativeLogLikelihoodOfCountedTokens) {
   at::Tensor logp = Floats({-1.0f, -3.0f, -7.0f}).requires_grad_(true);
   PolicyLossInputs in{.logprobs = logp, .mask = Floats({1.0f, 1.0f, 0.0f})};

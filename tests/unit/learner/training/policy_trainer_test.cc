@@ -3,6 +3,7 @@
 // dropped and resumed continues exactly where it stopped.
 #include "learner/training/policy_trainer.h"
 
+#include <algorithm>
 #include <map>
 
 #include <ATen/Parallel.h>
@@ -180,6 +181,38 @@ TEST_F(TrainerLearningTest, LearnerLogprobsEqualTheSamplersAtTheSamplingTemperat
           << "sequence " << b << " token " << j;
     }
   }
+}
+
+// With recompute_old_logprobs the trainer keeps the sampler's log-probs for
+// the TIS weight. Sampled on the very weights it trains (weights of 1, within
+// the cap), the step's loss is the one without the correction; sampler
+// log-probs made 5 nats lower (the weight capped at 2) double it. Every
+// advantage is 1, so the loss without the correction is -1 (ratio 1).
+TEST_F(TrainerLearningTest, TisLeavesOnPolicySamplesUnchangedAndWeightsOffPolicyOnes) {
+  std::vector<TrainSequence> batch;
+  SampleStep(/*step=*/0, /*best_of_n=*/false, &batch);
+  ASSERT_FALSE(batch.empty());
+  for (TrainSequence& seq : batch) std::fill(seq.advantages.begin(), seq.advantages.end(), 1.0f);
+  const auto loss = [&](double tis_cap, float shift) {
+    std::vector<TrainSequence> shifted = batch;
+    for (TrainSequence& seq : shifted) {
+      for (float& lp : seq.old_logprobs) lp -= shift;
+    }
+    // A fresh model each time: the comparison is of one step from the same weights.
+    auto loaded = LoadPolicy(dir_->Sub("model"), "cpu", "float32");
+    EXPECT_TRUE(loaded.ok());
+    auto trainer = PolicyTrainer::Create((*loaded)->model.get(), nullptr,
+                                         {.optimizer = Optimizer(1e-3)});
+    EXPECT_TRUE(trainer.ok());
+    auto stats = (*trainer)->Step(shifted, {.objective = Objective::kGrpo,
+                                            .grpo = {.tis_cap = tis_cap},
+                                            .recompute_old_logprobs = true});
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    return stats.ok() ? stats->loss : 0.0;
+  };
+  EXPECT_NEAR(loss(0.0, 0.0f), -1.0, 1e-5);
+  EXPECT_NEAR(loss(2.0, 0.0f), -1.0, 1e-3);
+  EXPECT_NEAR(loss(2.0, 5.0f), -2.0, 1e-5);
 }
 
 TEST_F(TrainerLearningTest, RejectsBatchesWhosePerTokenFieldsDoNotMatch) {

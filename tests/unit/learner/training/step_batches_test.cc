@@ -262,6 +262,9 @@ TEST_F(StepBatchesTest, TheStepSummaryCountsPassRatesPerStageAndLevel) {
   EXPECT_DOUBLE_EQ(progress.mean_reward(), 0.5);  // 1 and 0, no format term
   EXPECT_THAT(figures.staleness, ::testing::ElementsAre(3, 3));
   EXPECT_EQ(progress.solved_by_turn_size(), 0);  // single-turn
+  EXPECT_EQ(progress.reward_by_turn_size(), 0);
+  EXPECT_EQ(progress.turns_per_trajectory(), 0);
+  EXPECT_TRUE(figures.trajectory_turns.empty());
 }
 
 TEST_F(StepBatchesTest, TheStepSummaryGivesTheShareOfTrajectoriesSolvedByEachTurn) {
@@ -274,6 +277,10 @@ TEST_F(StepBatchesTest, TheStepSummaryGivesTheShareOfTrajectoriesSolvedByEachTur
   LearnerMetrics::StepFigures figures;
   SummariseStep(groups, /*policy_version=*/0, &progress, &figures);
   EXPECT_THAT(progress.solved_by_turn(), ::testing::ElementsAre(0.5, 1.0));
+  // Turn 0's rewards 0 and 1, turn 1's 1; trajectories of 2 and 1 turns.
+  EXPECT_THAT(progress.reward_by_turn(), ::testing::ElementsAre(0.5, 1.0));
+  EXPECT_DOUBLE_EQ(progress.turns_per_trajectory(), 1.5);
+  EXPECT_THAT(figures.trajectory_turns, ::testing::ElementsAre(2, 1));
 }
 
 }  // namespace
