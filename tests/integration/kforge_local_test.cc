@@ -501,6 +501,31 @@ v1::ServingPorts ReadPorts(const testing::TempDir& dir, const std::string& name)
 // figures of its last step over HTTP, with a `turn` label (mean reward by
 // turn, the share of trajectories solved by each turn) and every
 // trajectory's turn count; curves.json holds each step's per-turn point.
+// Submits `spec` (on the tiny model `kforge local` wrote) to the served
+// learner over gRPC and waits for it to succeed; `job` is its last state.
+void RunServedJob(const testing::TempDir& dir, const v1::ServingPorts& learner,
+                  v1::JobSpec spec, ChildProcess& local, v1::Job* job) {
+  spec.set_model_path(std::filesystem::absolute(dir.Sub("run/tiny-model")).string());
+  auto jobs = v1::JobService::NewStub(
+      MakeChannel("127.0.0.1:" + std::to_string(learner.grpc_port())));
+  {
+    grpc::ClientContext context;
+    SetDeadline(context, absl::Seconds(30));
+    const grpc::Status submitted = jobs->SubmitJob(&context, spec, job);
+    ASSERT_TRUE(submitted.ok()) << submitted.error_message();
+  }
+  ASSERT_TRUE(testing::Eventually(
+      [&] {
+        grpc::ClientContext context;
+        SetDeadline(context, absl::Seconds(5));
+        v1::GetJobRequest request;
+        request.set_job_id(job->id());
+        return jobs->GetJob(&context, request, job).ok() && job->state() == v1::JOB_SUCCEEDED;
+      },
+      absl::Seconds(240)))
+      << job->DebugString() << local.output();
+}
+
 TEST(KforgeLocalTest, AServedMultiTurnJobExportsItsPerTurnFigures) {
   testing::TempDir dir;
   absl::StatusOr<std::unique_ptr<ChildProcess>> local;
@@ -517,26 +542,8 @@ TEST(KforgeLocalTest, AServedMultiTurnJobExportsItsPerTurnFigures) {
     "multi_turn": {"max_turns": 2}})",
                                &spec)
                   .ok());
-  spec.set_model_path(std::filesystem::absolute(dir.Sub("run/tiny-model")).string());
-  auto jobs = v1::JobService::NewStub(
-      MakeChannel("127.0.0.1:" + std::to_string(learner.grpc_port())));
   v1::Job job;
-  {
-    grpc::ClientContext context;
-    SetDeadline(context, absl::Seconds(30));
-    const grpc::Status submitted = jobs->SubmitJob(&context, spec, &job);
-    ASSERT_TRUE(submitted.ok()) << submitted.error_message();
-  }
-  ASSERT_TRUE(testing::Eventually(
-      [&] {
-        grpc::ClientContext context;
-        SetDeadline(context, absl::Seconds(5));
-        v1::GetJobRequest request;
-        request.set_job_id(job.id());
-        return jobs->GetJob(&context, request, &job).ok() && job.state() == v1::JOB_SUCCEEDED;
-      },
-      absl::Seconds(240)))
-      << job.DebugString() << (*local)->output();
+  ASSERT_NO_FATAL_FAILURE(RunServedJob(dir, learner, spec, **local, &job));
   const v1::JobProgress& progress = job.progress();
   ASSERT_EQ(progress.solved_by_turn_size(), 2) << progress.DebugString();
   ASSERT_EQ(progress.reward_by_turn_size(), 2);
@@ -589,26 +596,8 @@ TEST(KforgeLocalTest, AServedJobExposesEveryStagesTimeAsMetrics) {
     "checkpoint": {"every_steps": 4}, "max_staleness": 1})",
                                &spec)
                   .ok());
-  spec.set_model_path(std::filesystem::absolute(dir.Sub("run/tiny-model")).string());
-  auto jobs = v1::JobService::NewStub(
-      MakeChannel("127.0.0.1:" + std::to_string(learner.grpc_port())));
   v1::Job job;
-  {
-    grpc::ClientContext context;
-    SetDeadline(context, absl::Seconds(30));
-    const grpc::Status submitted = jobs->SubmitJob(&context, spec, &job);
-    ASSERT_TRUE(submitted.ok()) << submitted.error_message();
-  }
-  ASSERT_TRUE(testing::Eventually(
-      [&] {
-        grpc::ClientContext context;
-        SetDeadline(context, absl::Seconds(5));
-        v1::GetJobRequest request;
-        request.set_job_id(job.id());
-        return jobs->GetJob(&context, request, &job).ok() && job.state() == v1::JOB_SUCCEEDED;
-      },
-      absl::Seconds(240)))
-      << job.DebugString() << (*local)->output();
+  ASSERT_NO_FATAL_FAILURE(RunServedJob(dir, learner, spec, **local, &job));
   // The last step's times came with its progress.
   EXPECT_GT(job.progress().times().step_seconds(), 0);
   EXPECT_GT(job.progress().times().rollout_seconds(), 0) << job.progress().DebugString();

@@ -47,10 +47,14 @@ class VerifierSharedWorkTest : public testing::FunnelTest {
     verdict.clear_total_seconds();
     verdict.clear_device_wait_seconds();
     verdict.clear_queue_seconds();
+    verdict.clear_reference_seconds();
     verdict.clear_reference_reused();
     verdict.clear_baselines_cached();
     verdict.clear_fresh_input_ms();
-    for (v1::StageResult& stage : *verdict.mutable_stages()) stage.clear_seconds();
+    for (v1::StageResult& stage : *verdict.mutable_stages()) {
+      stage.clear_seconds();
+      stage.clear_part_seconds();
+    }
     for (v1::InputSetResult& set : *verdict.mutable_input_sets()) {
       set.clear_seconds();
       set.clear_call_seconds();
