@@ -11,15 +11,13 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
-#include <set>
 #include <thread>
-
-#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "verifier_worker/funnel/verification.h"
+#include "verifier_worker/funnel/warm_list.h"
 
 namespace kforge {
 namespace {
@@ -45,56 +43,6 @@ std::vector<const ReferenceSet*> MultiInputOrder(const ReferenceEpoch& epoch) {
     return Bytes(a->inputs) + Bytes(a->outputs) < Bytes(b->inputs) + Bytes(b->outputs);
   });
   return order;
-}
-
-// What a set's first call compiles for: its init inputs, dtype and inputs'
-// shapes and dtypes (values do not matter to Triton's specialisation).
-std::string Signature(const ReferenceSet& set) {
-  std::string signature;
-  (void)google::protobuf::util::MessageToJsonString(set.init_inputs, &signature);
-  absl::StrAppend(&signature, "|", set.spec.dtype);
-  for (const TensorEntry& e : set.inputs) {
-    absl::StrAppend(&signature, "|", e.dtype, "[", absl::StrJoin(e.shape, ","), "]");
-  }
-  absl::StrAppend(&signature, "|", set.scalars.list_value().values_size());
-  return signature;
-}
-
-// The stage-4 sets to warm up before the first of them
-// (MultiInputOptions.warm_variant_sets): one per signature that neither the
-// tiny set nor the task's own inputs share, with what the sandbox needs to
-// make inputs of those shapes and dtypes; never their values.
-google::protobuf::Value WarmList(const ReferenceEpoch& epoch, const ReferenceSet& tiny) {
-  google::protobuf::Value list;
-  list.mutable_list_value();
-  std::set<std::string> seen = {Signature(tiny)};
-  if (auto own = epoch.sets.find("task_inputs"); own != epoch.sets.end() && own->second.ok) {
-    seen.insert(Signature(own->second));
-  }
-  for (const InputSetSpec& spec : epoch.plan.sets) {
-    auto it = epoch.sets.find(spec.name);
-    if (it == epoch.sets.end() || !it->second.ok) continue;
-    const ReferenceSet& set = it->second;
-    if (!seen.insert(Signature(set)).second) continue;
-    google::protobuf::Value entry;
-    auto& f = *entry.mutable_struct_value()->mutable_fields();
-    f["set"].set_string_value(set.spec.name);
-    f["init_inputs"] = set.init_inputs;
-    f["dtype"].set_string_value(set.spec.dtype);
-    f["scalars"] = set.scalars;
-    auto& tensors = *f["tensors"].mutable_list_value();
-    for (size_t i = 0; i < set.inputs.size(); ++i) {
-      google::protobuf::Value tensor;
-      auto& t = *tensor.mutable_struct_value()->mutable_fields();
-      t["position"].set_number_value(set.input_positions[i]);
-      t["dtype"].set_string_value(set.inputs[i].dtype);
-      auto& shape = *t["shape"].mutable_list_value();
-      for (int64_t d : set.inputs[i].shape) shape.add_values()->set_number_value(d);
-      *tensors.add_values() = std::move(tensor);
-    }
-    *list.mutable_list_value()->add_values() = std::move(entry);
-  }
-  return list;
 }
 
 // One set's run request, sent from a thread of its own so the previous

@@ -1,0 +1,32 @@
+// Which of a reference epoch's input sets make a candidate's Triton kernels
+// compile again on their first call, and what the sandbox needs to warm
+// them up (MultiInputOptions.warm_variant_sets): their shapes and dtypes,
+// never their values.
+//
+//   google::protobuf::Value sets = WarmList(epoch, tiny);  // the "warm" request's "sets"
+#ifndef KFORGE_VERIFIER_WORKER_FUNNEL_WARM_LIST_H_
+#define KFORGE_VERIFIER_WORKER_FUNNEL_WARM_LIST_H_
+
+#include <string>
+
+#include <google/protobuf/struct.pb.h>
+
+#include "verifier_worker/funnel/reference_cache.h"
+#include "verifier_worker/funnel/reference_set.h"
+
+namespace kforge {
+
+// What a set's first call compiles for: its init inputs, dtype, inputs'
+// shapes and dtypes and how many plain numbers it passes (values do not
+// matter to Triton's specialisation).
+std::string CompileSignature(const ReferenceSet& set);
+
+// The stage-4 sets to warm up before the first of them: one entry per
+// signature that neither `tiny` nor the task's own inputs share, in the
+// plan's order, each {set, init_inputs, dtype, scalars, tensors: [{position,
+// dtype, shape}]}. Sets the reference could not run are left out.
+google::protobuf::Value WarmList(const ReferenceEpoch& epoch, const ReferenceSet& tiny);
+
+}  // namespace kforge
+
+#endif  // KFORGE_VERIFIER_WORKER_FUNNEL_WARM_LIST_H_
