@@ -85,7 +85,6 @@ grpc::Status VerifierServiceImpl::Verify(grpc::ServerContext* context,
     ~UnaryPlace() { credits.FinishUnary(); }
   } place{credits_};
   *response = VerifyAndDeliver(prepared);
-  response->set_request_id(request->request_id());
   return grpc::Status::OK;
 }
 

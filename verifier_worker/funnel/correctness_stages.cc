@@ -144,12 +144,11 @@ DeviceReply Funnel::Run::AskSharingDeviceFromAnyThread(const Frame& request,
   return done;
 }
 
-absl::StatusOr<Frame> Funnel::Run::AskSharingDevice(const Frame& request, absl::Duration timeout,
-                                                    bool preemptible) {
+DeviceReply Funnel::Run::AskSharingDevice(const Frame& request, absl::Duration timeout,
+                                          bool preemptible) {
   DeviceReply done = AskSharingDeviceFromAnyThread(request, timeout, preemptible);
-  last_device_wait_ = done.waited;
   AddDeviceWait(done.waited);
-  return std::move(done.reply);
+  return done;
 }
 
 const ReferenceSet& Funnel::Run::TinySet() const {
@@ -185,10 +184,9 @@ bool Funnel::Run::CompileAndTinyRun() {
       .Set("attribute", attribution_.has_value());
   AttachInputs(tiny, epoch_->prepared, compile);
   OfferReplyBuffer(compile, ReplyBytes(tiny, 1, /*with_inputs=*/true));
-  const absl::Time sent = absl::Now();
-  absl::StatusOr<Frame> reply = AskSharingDevice(compile, timeout);
-  const absl::Duration round_trip = absl::Now() - sent;
-  AddPart(stage, "compile_request", round_trip - last_device_wait_);
+  const DeviceReply compiled = AskSharingDevice(compile, timeout);
+  AddPart(stage, "compile_request", compiled.own());
+  const absl::StatusOr<Frame>& reply = compiled.reply;
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "");
   End(stage, v1::OUTCOME_PASSED);
@@ -202,7 +200,7 @@ bool Funnel::Run::CompileAndTinyRun() {
                             options_.tolerances());
   for (const auto& [flag, detail] : check.flags) Flag(flag, detail);
   AddPart(stage, "compare", absl::Now() - compared);
-  RecordSet(check.result, round_trip - last_device_wait_, absl::Now() - compared, *reply);
+  RecordSet(check.result, compiled.own(), absl::Now() - compared, *reply);
   if (!check.result.passed()) {
     return End(stage, v1::OUTCOME_FAILED,
                absl::StrCat(tiny.spec.name, " inputs: ", check.result.message()));
@@ -225,12 +223,12 @@ bool Funnel::Run::WarmVariantSets(v1::StageResult* stage, absl::Duration timeout
   if (sets.list_value().values_size() == 0) return true;
   Frame warm = Frame::Of("warm");
   warm.Set("sets", std::move(sets));
-  const absl::Time sent = absl::Now();
   // Preemptible: it is mostly host compiles, and a timing waiting for it to
   // end would hold the GPU idle for them (a GRPO-shaped batch took 20%
   // longer on one H100 when it did).
-  absl::StatusOr<Frame> reply = AskSharingDevice(warm, timeout, /*preemptible=*/true);
-  AddPart(stage, "warm", absl::Now() - sent - last_device_wait_);
+  const DeviceReply warmed = AskSharingDevice(warm, timeout, /*preemptible=*/true);
+  AddPart(stage, "warm", warmed.own());
+  const absl::StatusOr<Frame>& reply = warmed.reply;
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "warm-up: ");
   if (const google::protobuf::Value* error = reply->Get("warm_error"); error != nullptr) {
@@ -279,7 +277,7 @@ bool Funnel::Run::MultiInput() {
     DeviceReply done = in_flight->Wait();
     in_flight.reset();
     AddDeviceWait(done.waited);
-    AddPart(stage, "sets", done.round_trip - done.waited);
+    AddPart(stage, "sets", done.own());
     if (!done.reply.ok()) return EndWithSessionError(stage, done.reply.status());
     const Frame& reply = *done.reply;
     if (reply.type() == "failed") {
@@ -292,7 +290,7 @@ bool Funnel::Run::MultiInput() {
                                                  own, options_.tolerances());
     for (const auto& [flag, detail] : check.flags) Flag(flag, detail);
     AddPart(stage, "compare", absl::Now() - compared);
-    RecordSet(check.result, done.round_trip - done.waited, absl::Now() - compared, reply);
+    RecordSet(check.result, done.own(), absl::Now() - compared, reply);
     if (!check.result.passed()) {
       if (task_inputs_passed && !set->spec.same_shape) {
         Flag(v1::HACK_EXACT_SHAPE_ONLY,

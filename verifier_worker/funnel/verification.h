@@ -32,6 +32,8 @@ struct DeviceReply {
   absl::StatusOr<Frame> reply = absl::UnknownError("not asked");
   absl::Duration round_trip;
   absl::Duration waited;
+  // The round trip less the wait: what the request itself took.
+  absl::Duration own() const { return round_trip - waited; }
 };
 
 // A short hex digest of text (task sources, options) for cache keys.
@@ -80,9 +82,10 @@ class Funnel::Run {
   const ReferenceSet& TinySet() const;
   // A correctness request to the candidate: it shares the GPU with other
   // candidates' correctness runs, never with a timing.
-  // `preemptible`: a timing stops it at once (GpuArbiter::Shared).
-  absl::StatusOr<Frame> AskSharingDevice(const Frame& request, absl::Duration timeout,
-                                         bool preemptible = false);
+  // `preemptible`: a timing stops it at once (GpuArbiter::Shared). The
+  // wait is added to the verdict's device_wait_seconds.
+  DeviceReply AskSharingDevice(const Frame& request, absl::Duration timeout,
+                               bool preemptible = false);
   // The same without touching the verdict (the caller adds the wait): safe
   // from another thread while this one works on the verdict, as long as no
   // other request to the sandbox is in flight.
@@ -153,7 +156,6 @@ class Funnel::Run {
   std::vector<std::string> pool_;                // timing's input sets
   std::unique_ptr<CandidateSandbox> sandbox_;    // from the compile stage on
   bool internal_error_ = false;
-  absl::Duration last_device_wait_;  // of the last AskSharingDevice
   // The task's reference server, held through the timing stage.
   ReferenceClient::Held* reference_held_ = nullptr;
   // The timing stage's replies, from its measuring half to its judging one.
