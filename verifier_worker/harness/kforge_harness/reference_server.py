@@ -145,10 +145,13 @@ class ReferenceServer:
         models and sets are made again from their seeds when asked for."""
         current.keep_models({key for key, _, _ in current.sets.values()})
         if budget > 0:
-            for key in list(self.tasks):
-                if sum(t.device_bytes() for t in self.tasks.values()) <= budget:
+            held = {key: t.device_bytes() for key, t in self.tasks.items()}
+            total = sum(held.values())
+            for key in list(self.tasks):  # least recently used first
+                if total <= budget:
                     break
                 if self.tasks[key] is not current:
+                    total -= held[key]
                     del self.tasks[key]
         if current.device.type == "cuda":
             # Back to the driver: candidates on this GPU need it more than
@@ -214,30 +217,29 @@ class ReferenceServer:
         return answer
 
     @staticmethod
-    def _make_set(task, spec, init_seed, max_bytes):
+    def _make_set(task, spec, init_seed, max_bytes, max_model_bytes=0):
         """(fitted spec, inputs as made, init inputs, changed constants,
         model args, inputs on the device) for one set: its size fitted to its
         budget, its values drawn from its seeds, so the same spec makes the
-        same inputs again."""
+        same inputs again. With `max_model_bytes`
+        (MultiInputOptions.max_model_bytes), a set whose model would hold
+        more is refused before anything is made: a candidate builds its
+        model in host memory first, under its sandbox's memory limit."""
         spec = task_inputs.fit_to_budget(task.module, spec, int(spec.get("max_bytes") or max_bytes))
+        if max_model_bytes > 0:
+            weights = task_inputs.model_bytes(task.module, spec)
+            if weights > max_model_bytes:
+                raise ValueError(
+                    f"the model at these sizes holds {weights / 2**30:.2f} GiB of parameters, "
+                    f"over max_model_bytes ({max_model_bytes / 2**30:.2f} GiB)")
         init_inputs, inputs, changes = task_inputs.make_inputs(task.module, spec, task.device)
         model_args = (init_inputs, init_seed, spec.get("dtype", ""))
         on_device = [x.to(task.device) if isinstance(x, torch.Tensor) else x for x in inputs]
         return spec, inputs, init_inputs, changes, model_args, on_device
 
     def _prepare_set(self, task, spec, init_seed, packer, max_bytes, clock, max_model_bytes=0):
-        fitted = task_inputs.fit_to_budget(task.module, spec,
-                                           int(spec.get("max_bytes") or max_bytes))
-        if max_model_bytes > 0:
-            # MultiInputOptions.max_model_bytes: a candidate builds its model
-            # in host memory first, under its sandbox's memory limit.
-            weights = task_inputs.model_bytes(task.module, fitted)
-            if weights > max_model_bytes:
-                raise ValueError(
-                    f"the model at these sizes holds {weights / 2**30:.2f} GiB of parameters, "
-                    f"over max_model_bytes ({max_model_bytes / 2**30:.2f} GiB)")
         spec, inputs, init_inputs, changes, model_args, on_device = self._make_set(
-            task, spec, init_seed, max_bytes)
+            task, spec, init_seed, max_bytes, max_model_bytes)
         key, model = task.model(*model_args)
         clock.lap("inputs_s")
         with torch.no_grad():
