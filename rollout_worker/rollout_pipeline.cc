@@ -77,7 +77,6 @@ absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
             p->metrics_->groups_dropped.Increment();
             p->log_.Warning("group dropped", {{"group", item.group_id()},
                                               {"error", status.message()}});
-            p->turns_.DropGroup(item.group_id());
             p->Release(item.group_id(), absl::StrCat("sampling failed: ", status.message()));
           }));
   p->weight_sync_ = std::make_unique<WeightSync>(p->learner_.get(), policy->model.get(),
@@ -162,7 +161,6 @@ void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
       metrics_->RecordLocalDelivery("failed");
       log_.Error("a sample no verifier took could not reach the learner; its group is released",
                  {{"sample", sample.key().sample_id()}, {"error", ack.status().message()}});
-      turns_.DropGroup(sample.key().group_id());
       Release(sample.key().group_id(),
               absl::StrCat("a sample no verifier took could not be delivered: ",
                            ack.status().message()));
@@ -171,7 +169,6 @@ void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
     metrics_->RecordLocalDelivery(AckLabel(ack->status()));
     if (ack->status() == v1::SampleAck::REJECTED) {
       // Refused, its group cannot complete either: give it back at once.
-      turns_.DropGroup(sample.key().group_id());
       Release(sample.key().group_id(),
               absl::StrCat("the learner rejected a sample no verifier took: ", ack->reason()));
     } else if (ack->next_turn() == v1::SampleAck::NEXT_TURN_WANTED) {
@@ -179,7 +176,6 @@ void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
       // but the learner holds a verifier's verdict for this turn (one
       // delivered before its stream broke) that does not: the turn it waits
       // for will never come, so give the group back now.
-      turns_.DropGroup(sample.key().group_id());
       Release(sample.key().group_id(),
               "the learner wants a turn after a sample no verifier answered");
     }
@@ -218,7 +214,6 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
     metrics_->work_items_rejected.Increment();
     log_.Error("sample not dispatched; its group is released",
                {{"sample", id}, {"error", s.message()}});
-    turns_.DropGroup(group);
     Release(group, absl::StrCat("sample ", id, " not dispatched: ", s.message()));
   }
 }
@@ -239,7 +234,6 @@ void RolloutPipeline::OnVerdict(const v1::VerifyResponse& response) {
   metrics_->work_items_rejected.Increment();
   log_.Warning("next turn not sampled; its group is released",
                {{"sample", response.request_id()}, {"error", status.message()}});
-  turns_.DropGroup(next->group_id);
   Release(next->group_id, absl::StrCat("next turn not sampled: ", status.message()));
 }
 
@@ -296,6 +290,7 @@ void RolloutPipeline::TakeWorkLoop() {
 }
 
 void RolloutPipeline::Release(const std::string& group_id, absl::string_view reason) {
+  turns_.DropGroup(group_id);
   absl::MutexLock lock(&release_mu_);
   releases_.emplace_back(group_id, std::string(reason));
 }

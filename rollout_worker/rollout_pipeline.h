@@ -93,7 +93,8 @@ class RolloutPipeline {
                   const LearnerLink* link, RolloutMetrics* metrics,
                   const ChannelSecurity& security);
   void TakeWorkLoop();
-  // Queues a group to give back (any thread); SendReleases (the take-work
+  // Queues a group to give back (any thread), and forgets its trajectories
+  // (the worker samples no more turns of it); SendReleases (the take-work
   // thread) tells the learner.
   void Release(const std::string& group_id, absl::string_view reason);
   void SendReleases(const std::string& worker_id);
