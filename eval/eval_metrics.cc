@@ -201,12 +201,17 @@ std::string EvalMarkdown(const v1::EvalReport& report) {
   for (const auto& [k, value] : report.overall().pass_at_k()) ks.push_back(k);
   std::sort(ks.begin(), ks.end());
   const std::vector<std::string> ps = {"0", "1", "1.5", "2"};
-  std::string out = "| level | tasks | samples | compiled | correct |";
-  for (int k : ks) absl::StrAppend(&out, " pass@", k, " |");
-  for (const std::string& p : ps) absl::StrAppend(&out, " fast_", p, " |");
-  absl::StrAppend(&out, " geomean vs eager | geomean vs compile | timed |\n|");
-  for (size_t i = 0; i < 8 + ks.size() + ps.size(); ++i) absl::StrAppend(&out, "---|");
-  absl::StrAppend(&out, "\n");
+  std::string out;
+  // A table's header, its first column named `first`.
+  auto header = [&](const std::string& first) {
+    absl::StrAppend(&out, "| ", first, " | tasks | samples | compiled | correct |");
+    for (int k : ks) absl::StrAppend(&out, " pass@", k, " |");
+    for (const std::string& p : ps) absl::StrAppend(&out, " fast_", p, " |");
+    absl::StrAppend(&out, " geomean vs eager | geomean vs compile | timed |\n|");
+    for (size_t i = 0; i < 8 + ks.size() + ps.size(); ++i) absl::StrAppend(&out, "---|");
+    absl::StrAppend(&out, "\n");
+  };
+  header("level");
   auto row = [&](const v1::LevelEval& l, const std::string& name) {
     absl::StrAppend(&out, "| ", name, " | ", l.tasks(), " | ", l.samples(), " | ",
                     absl::StrFormat("%.1f%%", 100 * l.compile_rate()), " | ",
@@ -235,13 +240,8 @@ std::string EvalMarkdown(const v1::EvalReport& report) {
   row(report.overall(), "all");
   if (report.turns().empty()) return out;
   // Multi-turn: every task, by turn (the best answer so far of each sample).
-  absl::StrAppend(&out, "\nBy turn (each sample's best answer so far):\n\n",
-                  "| turn | tasks | samples | compiled | correct |");
-  for (int k : ks) absl::StrAppend(&out, " pass@", k, " |");
-  for (const std::string& p : ps) absl::StrAppend(&out, " fast_", p, " |");
-  absl::StrAppend(&out, " geomean vs eager | geomean vs compile | timed |\n|");
-  for (size_t i = 0; i < 8 + ks.size() + ps.size(); ++i) absl::StrAppend(&out, "---|");
-  absl::StrAppend(&out, "\n");
+  absl::StrAppend(&out, "\nBy turn (each sample's best answer so far):\n\n");
+  header("turn");
   for (const v1::TurnEval& t : report.turns()) row(t.overall(), absl::StrCat(t.turn() + 1));
   return out;
 }

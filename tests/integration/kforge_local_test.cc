@@ -297,6 +297,17 @@ TEST(KforgeLocalTest, AWarmStartEndsEarlyOnceTheLossIsBelowTheThreshold) {
   EXPECT_EQ(state.loss_history_size(), 4);
 }
 
+// Two GRPO steps of two-turn trajectories on the built-in tasks.
+constexpr const char* kTwoTurnJob = R"({
+  "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
+  "total_steps": 2, "prompts_per_step": 2,
+  "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 16},
+  "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
+  "verifier": {"require_triton": false, "timing": {"enabled": false}},
+  "checkpoint": {"every_steps": 100}, "max_staleness": 1,
+  "multi_turn": {"max_turns": 2}
+})";
+
 // Multi-turn refinement (JobSpec.multi_turn): the tiny policy's first
 // answers fail the verifier, so every trajectory takes its second turn,
 // sampled by the rollout worker under the policy version it holds then, over
@@ -304,17 +315,8 @@ TEST(KforgeLocalTest, AWarmStartEndsEarlyOnceTheLossIsBelowTheThreshold) {
 // groups of whole trajectories.
 TEST(KforgeLocalTest, AMultiTurnJobSamplesASecondTurnWithTheVerifiersFeedback) {
   testing::TempDir dir;
-  const std::string job = R"({
-    "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
-    "total_steps": 2, "prompts_per_step": 2,
-    "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 16},
-    "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
-    "verifier": {"require_triton": false, "timing": {"enabled": false}},
-    "checkpoint": {"every_steps": 100}, "max_staleness": 1,
-    "multi_turn": {"max_turns": 2}
-  })";
   std::string output;
-  ASSERT_NO_FATAL_FAILURE(RunJobToTheEnd(dir, job, &output));
+  ASSERT_NO_FATAL_FAILURE(RunJobToTheEnd(dir, kTwoTurnJob, &output));
   EXPECT_THAT(output, HasSubstr("JOB_SUCCEEDED"));
   auto samples = ReadFileToString(dir.Sub("run/state/jobs/job-000001/samples.jsonl"));
   ASSERT_TRUE(samples.ok()) << samples.status();
@@ -532,16 +534,7 @@ TEST(KforgeLocalTest, AServedMultiTurnJobExportsItsPerTurnFigures) {
   ASSERT_NO_FATAL_FAILURE(StartServing(dir, 1, &local));
   const v1::ServingPorts learner = ReadPorts(dir, "learner");
   v1::JobSpec spec;
-  ASSERT_TRUE(ParseJsonMessage(R"({
-    "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
-    "total_steps": 2, "prompts_per_step": 2,
-    "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 16},
-    "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
-    "verifier": {"require_triton": false, "timing": {"enabled": false}},
-    "checkpoint": {"every_steps": 100}, "max_staleness": 1,
-    "multi_turn": {"max_turns": 2}})",
-                               &spec)
-                  .ok());
+  ASSERT_TRUE(ParseJsonMessage(kTwoTurnJob, &spec).ok());
   v1::Job job;
   ASSERT_NO_FATAL_FAILURE(RunServedJob(dir, learner, spec, **local, &job));
   const v1::JobProgress& progress = job.progress();
