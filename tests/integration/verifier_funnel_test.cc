@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -186,6 +187,67 @@ TEST_F(VerifierFunnelTest, CorrectCandidateIsTimedAgainstTheEagerBaseline) {
   EXPECT_GT(verdict.eager_timing().mean_ms(), 0) << Describe(verdict);
   EXPECT_GT(verdict.speedup_vs_eager(), 0) << Describe(verdict);
   EXPECT_FALSE(verdict.cached());
+  // Where the time went, by part of each stage (StageResult.part_seconds).
+  const std::map<v1::Stage, std::vector<std::string>> parts = {
+      {v1::STAGE_COMPILE, {"compile_request", "sandbox"}},
+      {v1::STAGE_TINY_RUN, {"compare"}},
+      {v1::STAGE_MULTI_INPUT, {"compare", "sets"}},
+      {v1::STAGE_TIMING, {"attribute", "baselines", "judge", "probe", "timed_runs"}}};
+  for (const v1::StageResult& stage : verdict.stages()) {
+    std::vector<std::string> names;
+    for (const auto& [name, seconds] : stage.part_seconds()) {
+      names.push_back(name);
+      EXPECT_GE(seconds, 0) << name;
+    }
+    std::sort(names.begin(), names.end());
+    auto expected = parts.find(stage.stage());
+    EXPECT_EQ(names, expected == parts.end() ? std::vector<std::string>() : expected->second)
+        << v1::Stage_Name(stage.stage());
+  }
+  EXPECT_GT(LastStage(verdict).part_seconds().at("timed_runs"), 0);
+  EXPECT_GE(verdict.reference_seconds(), 0);
+  EXPECT_LE(verdict.reference_seconds(), verdict.total_seconds());
+}
+
+// Stage 4 sends the next set before it compares the last one's outputs. A
+// set that fails ends the stage there: the set already sent is not waited
+// for (its process is killed), even when it would never answer.
+TEST_F(VerifierFunnelTest, ASetThatFailsDoesNotWaitForTheSetSentAfterIt) {
+  // Calls 1-3 are the tiny set and the task's own inputs (twice): right.
+  // Call 4, the next set: wrong. Call 5, the set sent after it: never ends.
+  const std::string candidate = R"(```python
+import torch
+import torch.nn as nn
+
+CALLS = [0]
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        CALLS[0] += 1
+        if CALLS[0] == 4:
+            return torch.clamp(x, min=0.0) + 1.0
+        while CALLS[0] > 4:
+            CALLS[0] += 1
+        return torch.clamp(x, min=0.0)
+```)";
+  constexpr double kLimit = 120;
+  const v1::Verdict verdict =
+      Verify(BuiltinTask("level1/1_ReLU.py"), candidate, [](v1::VerifierOptions& o) {
+        o.mutable_limits()->set_correctness_timeout_s(kLimit);
+      });
+  EXPECT_FALSE(verdict.correct()) << Describe(verdict);
+  EXPECT_EQ(verdict.stage_reached(), v1::STAGE_MULTI_INPUT) << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_FAILED) << Describe(verdict);
+  ASSERT_GE(verdict.input_sets_size(), 3) << Describe(verdict);
+  EXPECT_FALSE(verdict.input_sets().rbegin()->passed()) << Describe(verdict);
+  EXPECT_THAT(LastStage(verdict).message(),
+              ::testing::HasSubstr(verdict.input_sets().rbegin()->name()));
+  // Waiting for the hung set would have lasted the whole correctness limit.
+  EXPECT_LT(verdict.total_seconds(), kLimit / 2) << Describe(verdict);
 }
 
 TEST_F(VerifierFunnelTest, ShortKernelsAreTimedUntilTheTimeBudgetIsMeasured) {
