@@ -1,12 +1,14 @@
 #include "learner/training/step_batches.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "common/config/proto_defaults.h"
 #include "prompts/task_prompt.h"
+#include "prompts/turn_feedback.h"
 #include "learner/rewards/completion_format.h"
 #include "learner/rewards/turn_credit.h"
 #include "prompts/trajectory_end.h"
@@ -202,9 +204,73 @@ std::string ReferenceAnswer(const std::string& solution, bool reasoning_tags) {
                       block, "\n</answer>");
 }
 
+namespace {
+
+// A number in [0, 1) fixed by (sequence, purpose): which sequences are
+// revisions, and of which kind, depends only on their place in the cycle,
+// so a resumed job draws the same ones, and unlike a stride it does not
+// fall into step with the number of tasks.
+double UnitDraw(int64_t at, uint64_t purpose) {
+  uint64_t x = static_cast<uint64_t>(at) * 0x9E3779B97F4A7C15ULL + purpose * 0xD1B54A32D192ED03ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;  // splitmix64's finaliser
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  x ^= x >> 31;
+  return static_cast<double>(x >> 11) * 0x1.0p-53;
+}
+
+// The earlier turn of revision sequence `at` (see SupervisedSequences): a
+// wrong answer in the format the prompt asks for, and the feedback the
+// rollout worker would show for the verdict such an answer gets, rendered
+// by the same function. The verdict's message is left empty: the real one
+// names shapes and errors this function cannot know, and the feedback's
+// opening sentence (the stage and the outcome) is what a revision reads first.
+PastTurn WrongEarlierTurn(const std::vector<const v1::Task*>& solved, int64_t at,
+                          bool reasoning_tags, int32_t feedback_max_chars) {
+  const int64_t n = static_cast<int64_t>(solved.size());
+  const std::string& own = solved[static_cast<size_t>(at % n)]->reference_solution();
+  v1::Verdict verdict;
+  const auto add_stage = [&verdict](v1::Stage stage, v1::StageOutcome outcome) {
+    v1::StageResult* result = verdict.add_stages();
+    result->set_stage(stage);
+    result->set_outcome(outcome);
+  };
+  const double kind = UnitDraw(at, 1);
+  if (kind < 1.0 / 3) {
+    // No code at all, the commonest failure of an early policy: reasoning
+    // and nothing after it (an answer cut off inside <think> reads alike).
+    add_stage(v1::STAGE_STATIC, v1::OUTCOME_FAILED);
+    const std::string reasoning = "<think>\nCompute the same result as the reference.\n</think>\n";
+    return {.completion = reasoning_tags ? reasoning : "",
+            .feedback = RenderTurnFeedback(verdict, static_cast<size_t>(feedback_max_chars))};
+  }
+  std::string wrong;
+  if (n > 1 && kind < 2.0 / 3) {
+    // Another task's kernel: it builds, and computes the wrong thing.
+    wrong = solved[static_cast<size_t>((at + 1) % n)]->reference_solution();
+    add_stage(v1::STAGE_STATIC, v1::OUTCOME_PASSED);
+    add_stage(v1::STAGE_COMPILE, v1::OUTCOME_PASSED);
+    add_stage(v1::STAGE_TINY_RUN, v1::OUTCOME_FAILED);
+  } else {
+    // This task's solution cut off halfway through its lines.
+    const size_t lines = static_cast<size_t>(std::count(own.begin(), own.end(), '\n'));
+    size_t cut = 0;
+    for (size_t seen = 0; cut < own.size() && seen < std::max<size_t>(1, lines / 2); ++cut) {
+      if (own[cut] == '\n') ++seen;
+    }
+    // Unparsable, or without ModelNew: the static check fails it.
+    wrong = own.substr(0, cut);
+    add_stage(v1::STAGE_STATIC, v1::OUTCOME_FAILED);
+  }
+  return {.completion = ReferenceAnswer(wrong, reasoning_tags),
+          .feedback = RenderTurnFeedback(verdict, static_cast<size_t>(feedback_max_chars))};
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<TrainSequence>> SupervisedSequences(
     const std::vector<v1::Task>& tasks, const v1::PromptTemplate& raw_prompt,
-    const BpeTokenizer& tokenizer, int32_t eos, int64_t offset, int64_t count) {
+    const BpeTokenizer& tokenizer, int32_t eos, int64_t offset, int64_t count,
+    double follow_up_share, int32_t feedback_max_chars) {
   // The answer's format must be the one the rendered prompt asks for, which
   // RenderTaskPrompt decides from the template with its defaults.
   v1::PromptTemplate prompt = raw_prompt;
@@ -217,10 +283,17 @@ absl::StatusOr<std::vector<TrainSequence>> SupervisedSequences(
     return absl::FailedPreconditionError(
         "supervised steps need reference solutions, and no task of the set has one");
   }
+  const int64_t n = static_cast<int64_t>(solved.size());
   std::vector<TrainSequence> batch;
   for (int64_t i = 0; i < count; ++i) {
-    const v1::Task& task = *solved[static_cast<size_t>((offset + i) % static_cast<int64_t>(solved.size()))];
-    absl::StatusOr<std::string> text = RenderTaskPrompt(prompt, task);
+    const int64_t at = offset + i;
+    const v1::Task& task = *solved[static_cast<size_t>(at % n)];
+    const bool follow_up = follow_up_share > 0 && UnitDraw(at, 0) < follow_up_share;
+    absl::StatusOr<std::string> text =
+        follow_up ? RenderFollowUpPrompt(prompt, task,
+                                         {WrongEarlierTurn(solved, at, prompt.reasoning_tags(),
+                                                           feedback_max_chars)})
+                  : RenderTaskPrompt(prompt, task);
     if (!text.ok()) return text.status();
     TrainSequence seq;
     seq.prompt = tokenizer.Encode(*text);

@@ -51,10 +51,19 @@ std::string ReferenceAnswer(const std::string& solution, bool reasoning_tags);
 
 // `count` supervised sequences cycling through the tasks with a reference
 // solution, starting at `offset` (so a resumed job continues the cycle).
+// A `follow_up_share` of them (drawn by their place in the cycle) are
+// revision turns: the follow-up prompt a
+// multi-turn trajectory's second turn reads, after an earlier wrong answer
+// and the feedback on it (SftParams.follow_up_share), with the task's
+// solution as the completion. The wrong answer is, in even shares, no
+// code at all (reasoning only), another task's solution (the tiny run
+// fails; with one solved task, the next kind instead) or this task's own
+// cut short (the static check fails those two).
 // FAILED_PRECONDITION when no task has one.
 absl::StatusOr<std::vector<TrainSequence>> SupervisedSequences(
     const std::vector<v1::Task>& tasks, const v1::PromptTemplate& prompt,
-    const BpeTokenizer& tokenizer, int32_t eos, int64_t offset, int64_t count);
+    const BpeTokenizer& tokenizer, int32_t eos, int64_t offset, int64_t count,
+    double follow_up_share = 0, int32_t feedback_max_chars = 1500);
 
 struct GroupSelection {
   int64_t skipped_groups = 0;   // no reward variance, or nothing above the threshold

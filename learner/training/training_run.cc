@@ -237,9 +237,12 @@ absl::Status TrainingRun::CheckInterrupt() {
 absl::Status TrainingRun::SupervisedStep(absl::Time started) {
   const int64_t count = std::min<int64_t>(spec_.optimizer().batch_size(),
                                           std::max<size_t>(1, train_tasks_.size()));
+  // Revision turns only where the RL steps will ask for them.
+  const double follow_up_share = IsMultiTurn(spec_.multi_turn()) ? spec_.sft().follow_up_share() : 0;
   KF_ASSIGN_OR_RETURN(std::vector<TrainSequence> batch,
                       SupervisedSequences(train_tasks_, spec_.prompt(), *policy_->tokenizer, eos_,
-                                          trainer_->step() * count, count));
+                                          trainer_->step() * count, count, follow_up_share,
+                                          spec_.multi_turn().feedback_max_chars()));
   const double sft_rate = spec_.sft().learning_rate();
   const double scale = sft_rate > 0 ? sft_rate / spec_.optimizer().learning_rate() : 1.0;
   StepTimer timer;

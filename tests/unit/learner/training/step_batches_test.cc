@@ -8,15 +8,19 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/config/proto_defaults.h"
 #include "learner/rewards/completion_format.h"
 #include "model/tokenizer/bpe_tokenizer.h"
+#include "prompts/task_prompt.h"
 #include "tests/support/tiny_checkpoint.h"
 
 namespace kforge {
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class StepBatchesTest : public ::testing::Test {
  protected:
@@ -249,6 +253,75 @@ TEST_F(StepBatchesTest, SupervisedSequencesCycleThroughSolvedTasksInTheAskedForm
   std::vector<v1::Task> unsolved(1, tasks[1]);
   EXPECT_EQ(SupervisedSequences(unsolved, prompt, *tokenizer_, 5, 0, 1).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(StepBatchesTest, AShareOfSupervisedSequencesAreRevisionsOfAWrongEarlierAnswer) {
+  std::vector<v1::Task> tasks(2);
+  for (int i = 0; i < 2; ++i) {
+    tasks[i].set_id("level1/t" + std::to_string(i));
+    tasks[i].set_reference_source("class Model: pass\n");
+    tasks[i].set_reference_solution(absl::StrCat("import torch\nclass ModelNew", i,
+                                                 ":\n    pass\nKERNEL", i, " = 1\n"));
+  }
+  v1::PromptTemplate prompt;  // chatml, with reasoning tags (the defaults)
+  auto text = [&](const std::vector<int32_t>& ids) { return *tokenizer_->Decode(ids); };
+  constexpr int kCount = 200;
+  auto batch = SupervisedSequences(tasks, prompt, *tokenizer_, /*eos=*/5, /*offset=*/0, kCount,
+                                   /*follow_up_share=*/0.5, /*feedback_max_chars=*/500);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->size(), static_cast<size_t>(kCount));
+  int revisions = 0;
+  int other_task[2] = {0, 0}, cut_short[2] = {0, 0}, no_code[2] = {0, 0};
+  for (size_t i = 0; i < batch->size(); ++i) {
+    const TrainSequence& seq = (*batch)[i];
+    const std::string p = text(seq.prompt);
+    const std::string c = text({seq.completion.begin(), seq.completion.end() - 1});
+    const int own = static_cast<int>(i % 2), other = 1 - own;
+    // The completion is always the task's own solution, whole.
+    EXPECT_THAT(c, HasSubstr(absl::StrCat("KERNEL", own, " = 1")));
+    if (p.find("The verifier's feedback on your answer") == std::string::npos) {
+      EXPECT_EQ(p, *RenderTaskPrompt(prompt, tasks[static_cast<size_t>(own)]));
+      continue;
+    }
+    ++revisions;
+    // The prompt ends where the revised answer begins, as the rollout
+    // worker's follow-up prompts do.
+    EXPECT_THAT(p, EndsWith("<|im_start|>assistant\n"));
+    if (p.find(absl::StrCat("class ModelNew", own)) == std::string::npos &&
+        p.find(absl::StrCat("class ModelNew", other)) == std::string::npos) {
+      ++no_code[own];  // reasoning only: the static check found nothing
+      EXPECT_THAT(p, HasSubstr("did not pass the static check"));
+    } else if (p.find(absl::StrCat("KERNEL", other)) != std::string::npos) {
+      ++other_task[own];
+      EXPECT_THAT(p, HasSubstr("did not pass the first run, on small inputs"));
+    } else {
+      ++cut_short[own];
+      // Cut before its last lines, and failed by the static check.
+      EXPECT_THAT(p, HasSubstr(absl::StrCat("class ModelNew", own)));
+      EXPECT_THAT(p, Not(HasSubstr(absl::StrCat("KERNEL", own))));
+      EXPECT_THAT(p, HasSubstr("did not pass the static check"));
+    }
+  }
+  // About half are revisions, and every task gets both kinds.
+  EXPECT_GT(revisions, kCount * 3 / 10);
+  EXPECT_LT(revisions, kCount * 7 / 10);
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_GT(other_task[t], 5) << "task " << t;
+    EXPECT_GT(cut_short[t], 5) << "task " << t;
+    EXPECT_GT(no_code[t], 5) << "task " << t;
+  }
+  // A resumed job draws the same sequences from the same place.
+  auto resumed = SupervisedSequences(tasks, prompt, *tokenizer_, 5, /*offset=*/50, 10, 0.5, 500);
+  ASSERT_TRUE(resumed.ok());
+  for (size_t i = 0; i < resumed->size(); ++i) {
+    EXPECT_EQ((*resumed)[i].prompt, (*batch)[50 + i].prompt) << i;
+  }
+  // Share 0 (and single-turn jobs, which pass 0): first-turn prompts only.
+  auto plain = SupervisedSequences(tasks, prompt, *tokenizer_, 5, 0, 20);
+  ASSERT_TRUE(plain.ok());
+  for (const TrainSequence& seq : *plain) {
+    EXPECT_THAT(text(seq.prompt), Not(HasSubstr("The verifier's feedback")));
+  }
 }
 
 TEST_F(StepBatchesTest, TheStepSummaryCountsPassRatesPerStageAndLevel) {
