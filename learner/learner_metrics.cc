@@ -85,6 +85,10 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                         "Mean entropy of the policy per completion token, last step.")),
       grad_norm_(NewGauge(registry, "kforge_learner_grad_norm",
                           "Gradient norm before clipping, last step.")),
+      tis_capped_fraction_(NewGauge(
+          registry, "kforge_learner_tis_capped_fraction",
+          "Share of the last step's completion tokens whose truncated importance weight was cut "
+          "to grpo.tis_cap (0 without TIS).")),
       learning_rate_(
           NewGauge(registry, "kforge_learner_learning_rate", "Learning rate, last step.")),
       level2_share_(NewGauge(registry, "kforge_learner_level2_share",
@@ -225,6 +229,7 @@ void LearnerMetrics::ObserveStep(const kforge::v1::JobProgress& p, const StepFig
   kl_.Set(p.kl());
   entropy_.Set(p.entropy());
   grad_norm_.Set(p.grad_norm());
+  tis_capped_fraction_.Set(p.tis_capped_fraction());
   learning_rate_.Set(f.learning_rate);
   level2_share_.Set(p.level2_share());
   steps_.Increment();

@@ -84,6 +84,7 @@ class LearnerMetrics {
   prometheus::Gauge& kl_;
   prometheus::Gauge& entropy_;
   prometheus::Gauge& grad_norm_;
+  prometheus::Gauge& tis_capped_fraction_;
   prometheus::Gauge& learning_rate_;
   prometheus::Gauge& level2_share_;
   prometheus::Counter& steps_;

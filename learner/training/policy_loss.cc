@@ -39,8 +39,12 @@ PolicyLoss GrpoLoss(const PolicyLossInputs& in, const GrpoLossParams& params,
   const at::Tensor ratio = at::exp(log_ratio);
   const at::Tensor clipped = at::clamp(ratio, 1.0 - params.clip_low, 1.0 + params.clip_high);
   at::Tensor pg = -at::min(ratio * in.advantages, clipped * in.advantages);
+  at::Tensor capped;  // 1 where the TIS weight was cut to the cap
   if (params.tis_cap > 0 && in.sampler_logprobs.defined()) {
     pg = TruncatedImportanceWeights(in.old_logprobs, in.sampler_logprobs, params.tis_cap) * pg;
+    c10::NoGradGuard no_grad;
+    capped = (in.old_logprobs.detach() - in.sampler_logprobs.detach() > std::log(params.tis_cap))
+                 .to(at::kFloat);
   }
   at::Tensor per_token = pg;
   at::Tensor kl;
@@ -57,7 +61,8 @@ PolicyLoss GrpoLoss(const PolicyLossInputs& in, const GrpoLossParams& params,
   const at::Tensor mask = in.mask.detach();
   out.sums = at::stack({(pg.detach() * mask).sum(),
                         kl.defined() ? (kl.detach() * mask).sum() : at::zeros({}, mask.options()),
-                        (outside * mask).sum(), (ratio.detach() * mask).sum(), mask.sum()});
+                        (outside * mask).sum(), (ratio.detach() * mask).sum(), mask.sum(),
+                        capped.defined() ? (capped * mask).sum() : at::zeros({}, mask.options())});
   return out;
 }
 
@@ -68,7 +73,7 @@ PolicyLoss SupervisedLoss(const PolicyLossInputs& in, double normaliser) {
   const at::Tensor mask = in.mask.detach();
   const at::Tensor tokens = mask.sum();
   const at::Tensor zero = at::zeros({}, mask.options());
-  out.sums = at::stack({-(in.logprobs.detach() * mask).sum(), zero, zero, tokens, tokens});
+  out.sums = at::stack({-(in.logprobs.detach() * mask).sum(), zero, zero, tokens, tokens, zero});
   return out;
 }
 

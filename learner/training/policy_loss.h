@@ -68,16 +68,18 @@ at::Tensor TruncatedImportanceWeights(const at::Tensor& old_logprobs,
 struct PolicyLoss {
   at::Tensor loss;  // scalar, to backward
   // Sums over counted tokens, for the step's figures: detached float32
-  // scalars on the loss's device, [pg, kl, clipped tokens, ratio, tokens],
-  // so a step reads them back once instead of syncing per micro-batch.
-  // kl is 0 without a reference; clipped counts tokens whose ratio left the
-  // clip range.
+  // scalars on the loss's device, [pg, kl, clipped tokens, ratio, tokens,
+  // TIS-capped tokens], so a step reads them back once instead of syncing
+  // per micro-batch. kl is 0 without a reference; clipped counts tokens
+  // whose ratio left the clip range; TIS-capped, tokens whose importance
+  // weight was cut to tis_cap (0 without TIS).
   at::Tensor sums;
   double pg_sum() const { return sums[0].item<double>(); }
   double kl_sum() const { return sums[1].item<double>(); }
   double clipped_tokens() const { return sums[2].item<double>(); }
   double ratio_sum() const { return sums[3].item<double>(); }
   double tokens() const { return sums[4].item<double>(); }
+  double tis_capped_tokens() const { return sums[5].item<double>(); }
 };
 
 PolicyLoss GrpoLoss(const PolicyLossInputs& in, const GrpoLossParams& params, double normaliser);

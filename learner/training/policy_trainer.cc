@@ -114,7 +114,8 @@ absl::Status PolicyTrainer::Accumulate(absl::Span<const TrainSequence* const> mi
                                 ? GrpoLoss(inputs, params.grpo, normaliser)
                                 : SupervisedLoss(inputs, normaliser);
     loss.loss.backward();
-    // [loss, pg, kl, clipped, ratio, tokens, entropy], summed on the device.
+    // [loss, pg, kl, clipped, ratio, tokens, tis capped, entropy], summed
+    // on the device.
     const at::Tensor sums = at::cat({loss.loss.detach().reshape({1}), loss.sums,
                                      lp.entropy_sum.reshape({1})});
     *device_sums = device_sums->defined() ? *device_sums + sums : sums;
@@ -171,7 +172,8 @@ absl::StatusOr<TrainStepStats> PolicyTrainer::Step(absl::Span<const TrainSequenc
     stats.kl = v[2];
     stats.clip_fraction = v[3];
     stats.mean_ratio = v[4];
-    stats.entropy = v[6];
+    stats.tis_capped_fraction = v[6];
+    stats.entropy = v[7];
     return absl::OkStatus();
   }));
   stats.tokens = static_cast<int64_t>(CountedTokens(batch, 0, batch.size()));
@@ -182,6 +184,7 @@ absl::StatusOr<TrainStepStats> PolicyTrainer::Step(absl::Span<const TrainSequenc
     stats.kl /= counted;
     stats.entropy /= counted;
     stats.clip_fraction /= counted;
+    stats.tis_capped_fraction /= counted;
     stats.mean_ratio /= counted;
   }
   ++step_;

@@ -63,6 +63,7 @@ struct TrainStepStats {
   double grad_norm = 0;     // mean pre-clip norm over the updates
   double learning_rate = 0;
   double clip_fraction = 0;  // share of tokens whose ratio left the clip range
+  double tis_capped_fraction = 0;  // share of tokens whose TIS weight was cut to the cap
   double mean_ratio = 0;
   int64_t tokens = 0;        // completion tokens in the batch
   int64_t sequences = 0;

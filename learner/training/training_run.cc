@@ -488,6 +488,7 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
   progress.set_kl(stats.kl);
   progress.set_entropy(stats.entropy);
   progress.set_grad_norm(stats.grad_norm);
+  progress.set_tis_capped_fraction(stats.tis_capped_fraction);
   progress.set_samples_accepted(static_cast<int64_t>(tracker.accepted));
   progress.set_groups_reissued(static_cast<int64_t>(tracker.groups_reissued));
   progress.set_groups_dropped(static_cast<int64_t>(tracker.groups_dropped));
@@ -501,6 +502,7 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
                      {"version", progress.policy_version()}, {"loss", stats.loss},
                      {"reward", progress.mean_reward()}, {"correct", progress.pass_rates().correct()},
                      {"entropy", stats.entropy}, {"clip_fraction", stats.clip_fraction},
+                     {"tis_capped", stats.tis_capped_fraction},
                      {"ratio", stats.mean_ratio}, {"lr", stats.learning_rate},
                      {"seconds", figures.step_seconds},
                      {"rollout_s", progress.times().rollout_seconds()},

@@ -258,7 +258,12 @@ def training():
     b.ts("KL to reference", [(f"avg({sel('kforge_learner_kl')})", "KL")], w=6)
     b.ts("Entropy", [(f"avg({sel('kforge_learner_entropy')})", "entropy")], w=6)
     b.ts("Gradient norm", [(f"avg({sel('kforge_learner_grad_norm')})", "grad norm")], w=6)
-    b.ts("Learning rate", [(f"avg({sel('kforge_learner_learning_rate')})", "lr")])
+    b.ts("Learning rate", [(f"avg({sel('kforge_learner_learning_rate')})", "lr")], w=12)
+    b.ts("Tokens with the TIS weight capped", [
+        (f"avg({sel('kforge_learner_tis_capped_fraction')})", "share")], unit="percentunit", w=12,
+         description="Share of a GRPO step's completion tokens whose truncated importance weight "
+                     "(learner's old log-prob over the sampler's) was cut to grpo.tis_cap; only "
+                     "with recompute_old_logprobs. Growing: sampler and trainer drift apart.")
     b.ts("Sample staleness (policy versions)",
          [(mean_of_histogram("kforge_learner_sample_staleness_versions"), "mean"),
           (quantile(0.9, "kforge_learner_sample_staleness_versions"), "p90")])

@@ -107,6 +107,22 @@ TEST(GrpoLoss, TisWeightsThePolicyTermAndItsGradientOnHandWorkedNumbers) {
   loss.loss.backward();
   EXPECT_NEAR(logp.grad()[0].item<double>(), -2.0 / 2.0, 1e-6);
   EXPECT_NEAR(logp.grad()[1].item<double>(), -std::exp(0.5) / 2.0, 1e-6);
+  // Token 0's weight was cut to the cap, token 1's was not.
+  EXPECT_EQ(loss.tis_capped_tokens(), 1.0);
+}
+
+TEST(GrpoLoss, CountsCappedTokensOnlyAmongCountedOnesAndOnlyWithTis) {
+  // Weights e^2, e^2 and e^-1 against a cap of 2; the second token is
+  // masked out (padding), so one counted token was capped.
+  PolicyLossInputs in{.logprobs = Floats({-1.0f, -1.0f, -1.0f}),
+                      .old_logprobs = Floats({-1.0f, -1.0f, -1.0f}),
+                      .advantages = Floats({1.0f, 1.0f, 1.0f}),
+                      .mask = Floats({1.0f, 0.0f, 1.0f}),
+                      .sampler_logprobs = Floats({-3.0f, -3.0f, 0.0f})};
+  EXPECT_EQ(GrpoLoss(in, {.tis_cap = 2.0}, 2.0).tis_capped_tokens(), 1.0);
+  EXPECT_EQ(GrpoLoss(in, {.tis_cap = 0.0}, 2.0).tis_capped_tokens(), 0.0);
+  in.sampler_logprobs = at::Tensor();
+  EXPECT_EQ(GrpoLoss(in, {.tis_cap = 2.0}, 2.0).tis_capped_tokens(), 0.0);
 }
 
 TEST(GrpoLoss, ASampleDrawnByTheTrainedPolicyIsUnchangedByTis) {
