@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <numeric>
 #include <optional>
 #include <tuple>
 #include <regex>
@@ -23,10 +25,14 @@
 #include "common/server/work_pool.h"
 #include "eval/eval_metrics.h"
 #include "eval/eval_plots.h"
+#include "common/config/proto_defaults.h"
 #include "prompts/task_prompt.h"
+#include "prompts/trajectory_end.h"
+#include "prompts/turn_feedback.h"
 #include "learner/tasks/task_set.h"
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
 #include "model/policy_loader.h"
+#include "model/tokenizer/bpe_tokenizer.h"
 #include "rollout_worker/sampler/rollout_engine.h"
 #include "verifier_worker/verifier_service.h"
 
@@ -214,66 +220,186 @@ absl::StatusOr<std::vector<Job>> ReadCandidates(const EvalOptions& options,
   return jobs;
 }
 
-// K completions per task from the model, through the rollout engine.
-absl::StatusOr<std::vector<Job>> SampleCandidates(const EvalOptions& options,
-                                                  const std::vector<v1::Task>& tasks) {
-  KF_ASSIGN_OR_RETURN(std::unique_ptr<LoadedPolicy> policy,
-                      LoadPolicy(options.model_dir, options.device, "auto"));
-  std::fprintf(stderr, "kforge eval: sampling %d per task with %s\n", options.samples,
-               policy->description.c_str());
-  absl::Mutex mu;
-  std::vector<Job> jobs;
-  Progress progress("sampling", tasks.size() * static_cast<size_t>(options.samples));
-  absl::BlockingCounter done(static_cast<int>(tasks.size()) * options.samples);
-  auto task_of = [](const std::string& group_id) {
-    size_t t = 0;
-    return absl::SimpleAtoi(group_id, &t) ? t : 0;
+// Completions from a model through the rollout engine, in rounds: the first
+// turn of every sample of every task, then (with --turns) the next turn of
+// each trajectory that has not ended.
+class EvalSampler {
+ public:
+  // One prompt sampled `count` times, as samples first_sample.. of `task`
+  // at `turn`.
+  struct Request {
+    size_t task = 0;
+    int first_sample = 0;
+    int turn = 0;
+    int count = 1;
+    std::string prompt;
   };
-  KF_ASSIGN_OR_RETURN(
-      std::unique_ptr<RolloutEngine> engine,
-      RolloutEngine::Create(
-          policy->model.get(), policy->tokenizer.get(),
-          {.worker_id = "kforge-eval",
-           .slots = std::max<int64_t>(options.samples, 8),
-           .max_len = options.max_sequence_tokens},
-          [&](v1::Sample sample, const v1::WorkItem& item, absl::Duration) {
-            {
-              absl::MutexLock lock(&mu);
-              jobs.push_back({.task = task_of(item.group_id()),
-                              .sample = sample.key().index_in_group(),
-                              .completion = sample.completion_text()});
-            }
-            progress.Step();
-            done.DecrementCount();
-          },
-          [&](const v1::WorkItem& item, const absl::Status& status) {
-            for (int i = 0; i < item.group_size(); ++i) {
-              {
-                absl::MutexLock lock(&mu);
-                jobs.push_back({.task = task_of(item.group_id()), .sample = i,
-                                .missing_reason = absl::StrCat("sampling failed: ", status.message())});
+
+  static absl::StatusOr<std::unique_ptr<EvalSampler>> Create(const EvalOptions& options) {
+    auto sampler = std::unique_ptr<EvalSampler>(new EvalSampler(options));
+    KF_ASSIGN_OR_RETURN(sampler->policy_, LoadPolicy(options.model_dir, options.device, "auto"));
+    std::fprintf(stderr, "kforge eval: sampling %d per task with %s\n", options.samples,
+                 sampler->policy_->description.c_str());
+    EvalSampler* self = sampler.get();
+    KF_ASSIGN_OR_RETURN(
+        sampler->engine_,
+        RolloutEngine::Create(
+            self->policy_->model.get(), self->policy_->tokenizer.get(),
+            {.worker_id = "kforge-eval",
+             .slots = std::max<int64_t>(options.samples, 8),
+             .max_len = options.max_sequence_tokens},
+            [self](v1::Sample sample, const v1::WorkItem& item, absl::Duration) {
+              self->Finished(item, sample.key().index_in_group(), sample.completion_text(), "");
+            },
+            [self](const v1::WorkItem& item, const absl::Status& status) {
+              for (int i = 0; i < item.group_size(); ++i) {
+                self->Finished(item, i, std::nullopt,
+                               absl::StrCat("sampling failed: ", status.message()));
               }
-              progress.Step();
-              done.DecrementCount();
-            }
-          }));
-  for (size_t t = 0; t < tasks.size(); ++t) {
-    v1::WorkItem item;
-    item.set_job_id("eval");
-    item.set_group_id(absl::StrCat(t));
-    KF_ASSIGN_OR_RETURN(std::string prompt, RenderTaskPrompt({}, tasks[t]));
-    item.set_prompt_text(std::move(prompt));
-    item.set_group_size(options.samples);
-    v1::SamplingParams& sampling = *item.mutable_sampling();
-    sampling.set_temperature(options.samples == 1 ? 0.0 : options.temperature);
-    sampling.set_max_new_tokens(options.max_new_tokens);
-    KF_RETURN_IF_ERROR(engine->Submit(std::move(item)));
+            }));
+    return sampler;
   }
-  done.Wait();
-  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
-    return std::tie(a.task, a.sample) < std::tie(b.task, b.sample);
+
+  // The round's candidates, in (task, sample) order.
+  absl::StatusOr<std::vector<Job>> Sample(const std::vector<Request>& requests) {
+    int total = 0;
+    for (const Request& r : requests) total += r.count;
+    Progress progress(requests.empty() || requests[0].turn == 0
+                          ? "sampling"
+                          : absl::StrCat("turn ", requests[0].turn + 1),
+                      static_cast<size_t>(total));
+    absl::BlockingCounter done(total);
+    {
+      absl::MutexLock lock(&mu_);
+      round_ = {.requests = &requests, .progress = &progress, .done = &done};
+      round_.jobs.clear();
+    }
+    for (size_t r = 0; r < requests.size(); ++r) {
+      v1::WorkItem item;
+      item.set_job_id("eval");
+      item.set_group_id(absl::StrCat(r));
+      item.set_prompt_text(requests[r].prompt);
+      item.set_group_size(requests[r].count);
+      v1::SamplingParams& sampling = *item.mutable_sampling();
+      sampling.set_temperature(options_.samples == 1 ? 0.0 : options_.temperature);
+      sampling.set_max_new_tokens(options_.max_new_tokens);
+      KF_RETURN_IF_ERROR(engine_->Submit(std::move(item)));
+    }
+    done.Wait();
+    absl::MutexLock lock(&mu_);
+    std::vector<Job> jobs = std::move(round_.jobs);
+    round_ = {};
+    std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
+      return std::tie(a.task, a.sample) < std::tie(b.task, b.sample);
+    });
+    return jobs;
+  }
+
+  // Tokens of a rendered prompt, to keep follow-up prompts within the
+  // context (RenderBoundedFollowUpPrompt).
+  int64_t CountTokens(const std::string& text) const {
+    return static_cast<int64_t>(policy_->tokenizer->Encode(text).size());
+  }
+
+ private:
+  explicit EvalSampler(const EvalOptions& options) : options_(options) {}
+
+  void Finished(const v1::WorkItem& item, int index, std::optional<std::string> completion,
+                std::string why) {
+    Progress* progress = nullptr;
+    absl::BlockingCounter* done = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      size_t r = 0;
+      if (round_.requests == nullptr || !absl::SimpleAtoi(item.group_id(), &r) ||
+          r >= round_.requests->size()) {
+        return;
+      }
+      const Request& request = (*round_.requests)[r];
+      round_.jobs.push_back({.task = request.task, .sample = request.first_sample + index,
+                             .turn = request.turn, .completion = std::move(completion),
+                             .missing_reason = std::move(why)});
+      progress = round_.progress;
+      done = round_.done;
+    }
+    progress->Step();
+    done->DecrementCount();
+  }
+
+  struct Round {
+    const std::vector<Request>* requests = nullptr;
+    Progress* progress = nullptr;
+    absl::BlockingCounter* done = nullptr;
+    std::vector<Job> jobs;
+  };
+
+  const EvalOptions options_;
+  std::unique_ptr<LoadedPolicy> policy_;
+  absl::Mutex mu_;
+  Round round_ ABSL_GUARDED_BY(mu_);
+  // Declared last: destroyed first, so no callback outlives what it uses.
+  std::unique_ptr<RolloutEngine> engine_;
+};
+
+// Candidates and their verdicts, in the order the report reads them:
+// by task, then sample, then turn.
+struct Scored {
+  std::vector<Job> jobs;
+  std::vector<v1::Verdict> verdicts;
+};
+
+// --model: K samples per task, then with --turns up to that many turns per
+// sample: a trajectory goes on (the rule the mesh applies,
+// TrajectoryEnds) with the follow-up prompt the rollout worker would
+// render, with the verifier's feedback on its last answer.
+absl::StatusOr<Scored> SampleAndVerify(const EvalOptions& options,
+                                       const std::vector<v1::Task>& tasks) {
+  KF_ASSIGN_OR_RETURN(std::unique_ptr<EvalSampler> sampler, EvalSampler::Create(options));
+  v1::MultiTurnSpec spec;
+  spec.set_max_turns(options.turns);
+  KF_RETURN_IF_ERROR(ApplyProtoDefaults(&spec));
+  std::vector<EvalSampler::Request> requests;
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    KF_ASSIGN_OR_RETURN(std::string prompt, RenderTaskPrompt({}, tasks[t]));
+    requests.push_back({.task = t, .count = options.samples, .prompt = std::move(prompt)});
+  }
+  std::map<std::pair<size_t, int>, std::vector<PastTurn>> past;  // (task, sample) -> turns
+  Scored all;
+  for (int turn = 0; !requests.empty(); ++turn) {
+    KF_ASSIGN_OR_RETURN(std::vector<Job> round, sampler->Sample(requests));
+    KF_ASSIGN_OR_RETURN(std::vector<v1::Verdict> verdicts, VerifyAll(options, tasks, round));
+    requests.clear();
+    for (size_t i = 0; i < round.size(); ++i) {
+      const Job& job = round[i];
+      if (job.completion.has_value() && !TrajectoryEnds(spec, verdicts[i], turn)) {
+        std::vector<PastTurn>& turns = past[{job.task, job.sample}];
+        turns.push_back({*job.completion,
+                         RenderTurnFeedback(verdicts[i], static_cast<size_t>(spec.feedback_max_chars()))});
+        KF_ASSIGN_OR_RETURN(
+            std::string prompt,
+            RenderBoundedFollowUpPrompt({}, tasks[job.task], turns,
+                                        options.max_sequence_tokens - options.max_new_tokens,
+                                        [&](const std::string& text) { return sampler->CountTokens(text); }));
+        requests.push_back({.task = job.task, .first_sample = job.sample, .turn = turn + 1,
+                            .prompt = std::move(prompt)});
+      }
+      all.jobs.push_back(job);
+      all.verdicts.push_back(std::move(verdicts[i]));
+    }
+  }
+  std::vector<size_t> order(all.jobs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Job& x = all.jobs[a];
+    const Job& y = all.jobs[b];
+    return std::tie(x.task, x.sample, x.turn) < std::tie(y.task, y.sample, y.turn);
   });
-  return jobs;
+  Scored sorted;
+  for (size_t i : order) {
+    sorted.jobs.push_back(std::move(all.jobs[i]));
+    sorted.verdicts.push_back(std::move(all.verdicts[i]));
+  }
+  return sorted;
 }
 
 }  // namespace
@@ -299,6 +425,21 @@ int RunEval(const EvalOptions& given) {
     std::fprintf(stderr, "kforge eval: --samples %d is below 1\n", options.samples);
     return kExitConfigError;
   }
+  if (options.turns < 1 || options.turns > 8) {
+    std::fprintf(stderr, "kforge eval: --turns %d is outside 1..8\n", options.turns);
+    return kExitConfigError;
+  }
+  if (options.turns > 1 && options.model_dir.empty()) {
+    std::fprintf(stderr,
+                 "kforge eval: --turns needs --model (candidate files name their turns: "
+                 "..._sample_<S>_turn_<T>_kernel.py)\n");
+    return kExitConfigError;
+  }
+  if (options.turns > 1 && options.max_new_tokens >= options.max_sequence_tokens) {
+    std::fprintf(stderr, "kforge eval: --max_new_tokens %d leaves no room for a follow-up prompt\n",
+                 options.max_new_tokens);
+    return kExitConfigError;
+  }
   if (options.model_dir.empty() && !fs::is_directory(options.candidates_dir)) {
     std::fprintf(stderr, "kforge eval: --candidates %s: not a folder\n",
                  options.candidates_dir.c_str());
@@ -312,19 +453,19 @@ int RunEval(const EvalOptions& given) {
     std::fprintf(stderr, "kforge eval: --tasks: %s\n", std::string(tasks.status().message()).c_str());
     return kExitConfigError;
   }
-  absl::StatusOr<std::vector<Job>> jobs = options.model_dir.empty()
-                                              ? ReadCandidates(options, *tasks)
-                                              : SampleCandidates(options, *tasks);
-  if (!jobs.ok()) {
-    std::fprintf(stderr, "kforge eval: %s\n", std::string(jobs.status().message()).c_str());
+  absl::StatusOr<Scored> scored = [&]() -> absl::StatusOr<Scored> {
+    if (!options.model_dir.empty()) return SampleAndVerify(options, *tasks);
+    KF_ASSIGN_OR_RETURN(std::vector<Job> read, ReadCandidates(options, *tasks));
+    std::fprintf(stderr, "kforge eval: %zu tasks, %zu candidates\n", tasks->size(), read.size());
+    KF_ASSIGN_OR_RETURN(std::vector<v1::Verdict> judged, VerifyAll(options, *tasks, read));
+    return Scored{std::move(read), std::move(judged)};
+  }();
+  if (!scored.ok()) {
+    std::fprintf(stderr, "kforge eval: %s\n", std::string(scored.status().message()).c_str());
     return kExitRuntimeError;
   }
-  std::fprintf(stderr, "kforge eval: %zu tasks, %zu candidates\n", tasks->size(), jobs->size());
-  absl::StatusOr<std::vector<v1::Verdict>> verdicts = VerifyAll(options, *tasks, *jobs);
-  if (!verdicts.ok()) {
-    std::fprintf(stderr, "kforge eval: %s\n", std::string(verdicts.status().message()).c_str());
-    return kExitRuntimeError;
-  }
+  const std::vector<Job>* jobs = &scored->jobs;
+  const std::vector<v1::Verdict>* verdicts = &scored->verdicts;
   std::vector<TaskVerdicts> by_task(tasks->size());
   for (size_t t = 0; t < tasks->size(); ++t) {
     by_task[t].task_id = (*tasks)[t].id();

@@ -13,7 +13,10 @@
 // (issue 24) add the turn: level_<L>_problem_<N>_sample_<S>_turn_<T>_kernel.py
 // (T from 0); with any turn above 0 every sample counts with its best
 // answer over its turns, and the report adds pass@k and fast_p by turn
-// (EvalReport.turns; a "By turn" table). A task without a
+// (EvalReport.turns; a "By turn" table). With --model, --turns N samples
+// up to N turns per sample the same way a multi-turn job does (the
+// follow-up prompt with the verifier's feedback; a correct, fast-enough
+// answer ends a trajectory) and reports them by turn. A task without a
 // candidate counts as one failed sample. Verification runs in process (a
 // zygote and reference server of its own, `--concurrency` at once) or on a
 // remote verifier (--server, a list or dns:/// name, many at once).
@@ -40,6 +43,11 @@ struct EvalOptions {
   std::string candidates_dir;  // one of these two
   std::string model_dir;
   int samples = 1;             // per task, with --model
+  // With --model: turns per sample at most (1..8). Past the first, a
+  // sample whose trajectory has not ended (prompts/trajectory_end.h, with
+  // MultiTurnSpec's defaults for the rest) gets the follow-up prompt the
+  // rollout worker would render, with the verifier's feedback.
+  int turns = 1;
   double temperature = 0.8;    // with --model and samples > 1 (K = 1 is greedy)
   int max_new_tokens = 1024;
   int max_sequence_tokens = 8192;

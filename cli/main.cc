@@ -52,6 +52,9 @@ ABSL_FLAG(std::vector<std::string>, levels, {}, "kforge eval: levels to evaluate
 ABSL_FLAG(std::string, out, "", "kforge eval: folder for report.json, report.md and plots");
 ABSL_FLAG(int, concurrency, 2, "kforge eval: candidates verified at once in process");
 ABSL_FLAG(int, samples, 1, "kforge eval: completions per task with --model (1: greedy)");
+ABSL_FLAG(int, turns, 1,
+          "kforge eval: turns per sample with --model (1..8): later turns read the verifier's "
+          "feedback on the last answer, as in a multi-turn job; the report adds a table by turn");
 ABSL_FLAG(double, temperature, 0.8, "kforge eval: sampling temperature when --samples > 1");
 ABSL_FLAG(int, max_new_tokens, 1024, "kforge eval: tokens per completion at most");
 ABSL_FLAG(std::string, arch, "qwen2", "kforge tiny-model: qwen2, qwen3 or llama");
@@ -117,7 +120,7 @@ commands:
                         [--json] [--server HOST:PORT] [--device cuda:0]
                         [--require_triton=false] [--options OPTIONS.json]
   eval                  score a model or a folder of candidates: --model DIR
-                        [--samples K] or --candidates DIR; [--tasks DIR] (default:
+                        [--samples K] [--turns N] or --candidates DIR; [--tasks DIR] (default:
                         KernelBench's problems, as scripts/kernelbench-dir.sh finds them)
                         [--levels 1,2] [--server HOST:PORT] [--out DIR] [--json]
                         [--require_triton=false] [--device cuda:0]
@@ -245,6 +248,7 @@ int main(int argc, char** argv) {
     return kforge::RunEval({.candidates_dir = absl::GetFlag(FLAGS_candidates),
                             .model_dir = absl::GetFlag(FLAGS_model),
                             .samples = absl::GetFlag(FLAGS_samples),
+                            .turns = absl::GetFlag(FLAGS_turns),
                             .temperature = absl::GetFlag(FLAGS_temperature),
                             .max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens),
                             .tasks_dir = absl::GetFlag(FLAGS_tasks),

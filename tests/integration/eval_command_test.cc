@@ -156,6 +156,40 @@ TEST(EvalCommandTest, SamplesTheTinyModelOnTheBuiltInTasksAndScoresEveryCompleti
   }
 }
 
+// --turns with --model: every trajectory the random model fails goes on to
+// the next turn with the verifier's feedback in its prompt, up to --turns;
+// the report counts trajectories, not turns, and has a row per turn.
+TEST(EvalCommandTest, SamplesFollowUpTurnsWithTheVerifiersFeedback) {
+  testing::TempDir dir;
+  auto tiny = RunKforge({"tiny-model", dir.Sub("tiny")});
+  ASSERT_TRUE(tiny.ok() && tiny->code == 0);
+  auto exit = RunKforge({"eval", "--model=" + dir.Sub("tiny"),
+                         "--tasks=" + (kSource / "tasks/kforge-mini").string(), "--levels=1",
+                         "--samples=2", "--turns=3", "--max_new_tokens=16",
+                         "--require_triton=false", "--json"});
+  ASSERT_TRUE(exit.ok()) << exit.status();
+  ASSERT_EQ(exit->code, 0) << exit->output;
+  const std::string& out = exit->output;
+  EXPECT_THAT(out, HasSubstr("turn 3"));  // the progress line of the third round
+  v1::EvalReport report;
+  ASSERT_TRUE(ParseJsonMessage(out.substr(out.find("{\n")), &report).ok()) << out;
+  const int tasks = report.overall().tasks();
+  ASSERT_GT(tasks, 0);
+  EXPECT_EQ(report.overall().samples(), 2 * tasks);  // trajectories
+  ASSERT_EQ(report.turns_size(), 3) << out;
+  for (const auto& turn : report.turns()) {
+    EXPECT_EQ(turn.overall().pass_at_k().at(1), 0.0);
+  }
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"eval", "--candidates=" + dir.Sub("tiny"), "--turns=2"},
+        std::vector<std::string>{"eval", "--model=" + dir.Sub("tiny"), "--turns=9"}}) {
+    auto refused = RunKforge(bad);
+    ASSERT_TRUE(refused.ok());
+    EXPECT_EQ(refused->code, 2) << refused->output;
+    EXPECT_THAT(refused->output, HasSubstr("--turns"));
+  }
+}
+
 TEST(EvalCommandTest, WithoutTasksItReadsKernelBenchWhereTheLookupFindsIt) {
   testing::TempDir dir;
   fs::create_directories(dir.Sub("candidates"));
