@@ -62,6 +62,8 @@ def main():
     parser.add_argument("--timed_ms", default="")
     parser.add_argument("--stop_below_loss", type=float, default=0.0)
     parser.add_argument("--log_samples", type=int, default=0)
+    parser.add_argument("--turns", type=int, default=1,
+                        help="multi_turn.max_turns (issue 24); 1 is single-turn")
     args = parser.parse_args()
 
     train, heldout = [], []
@@ -95,6 +97,8 @@ def main():
         "max_staleness": args.staleness,
         "seed": args.seed,
     }
+    if args.turns > 1:
+        job["multi_turn"] = {"max_turns": args.turns}
     if args.log_samples > 0:
         job["sample_log"] = {"per_step": args.log_samples}
     if args.timed_ms:

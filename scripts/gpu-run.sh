@@ -317,7 +317,7 @@ e2e_job() {
     --min_lr_ratio "${E2E_MIN_LR_RATIO:-0.1}" --temperature "${E2E_TEMPERATURE:-1.0}" \
     --eval_every "${E2E_EVAL_EVERY:-5}" \
     --timed_ms "${E2E_TIMED_MS:-}" --stop_below_loss "${E2E_STOP_BELOW_LOSS:-0}" \
-    --log_samples "${E2E_LOG_SAMPLES:-0}" > "$dir-job.json"
+    --log_samples "${E2E_LOG_SAMPLES:-0}" --turns "${E2E_TURNS:-1}" > "$dir-job.json"
   rm -rf "$dir"
   echo "$name: at most $seconds s on GPU(s) ${CUDA_VISIBLE_DEVICES:-all}, max_staleness $staleness"
   timeout "$seconds" build/bin/kforge local --learner_port=0 --run_dir="$dir" \
@@ -334,6 +334,10 @@ for name, key in (("reward", "reward_history"), ("correct", "correct_rate_histor
     print(name, "per step:", " ".join(f"{float(r):.2f}" for r in s.get(key, [])))' "$curves" \
       > "$out/$name-curves.txt"
     cp "$curves" "$out/$name-curves.json"
+    if [ "${E2E_TURNS:-1}" -gt 1 ]; then
+      python3 bench/turn_shares.py "$curves" --window 5 --gpus "$(nvidia-smi -L | wc -l)" \
+        > "$out/$name-turns.md" 2>&1
+    fi
   fi
   # Where verification went, and any completion given two verdicts.
   local samples
@@ -353,7 +357,7 @@ if [ "$what" = e2e ] || [ "$what" = e2e-pair ]; then
   # tasks evaluated every few steps. E2E_STEPS, E2E_WARM, E2E_PROMPTS,
   # E2E_GROUP, E2E_TOKENS, E2E_STALENESS, E2E_TRAIN, E2E_SFT_LR, E2E_LR,
   # E2E_MICRO, E2E_MIN_LR_RATIO, E2E_TEMPERATURE, E2E_EVAL_EVERY, E2E_TIMED_MS,
-  # E2E_STOP_BELOW_LOSS, E2E_LOG_SAMPLES (scripts/e2e_job.py's flags),
+  # E2E_STOP_BELOW_LOSS, E2E_LOG_SAMPLES, E2E_TURNS (scripts/e2e_job.py's flags),
   # E2E_ROLLOUT_WORKERS (kforge local's --rollout_workers), E2E_SECONDS or
   # E2E_DEADLINE.
   # e2e-pair: the same job and seed twice at once, synchronous
@@ -387,7 +391,7 @@ if [ "$what" = e2e ] || [ "$what" = e2e-pair ]; then
     wait
     for name in e2e-sync e2e-async; do echo "== $name"; tail -12 "$out/$name.log"; done
   fi
-  for f in "$out"/e2e*-stage-times.md "$out"/e2e*-curves.txt "$out"/e2e*-samples.md; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
+  for f in "$out"/e2e*-stage-times.md "$out"/e2e*-curves.txt "$out"/e2e*-samples.md "$out"/e2e*-turns.md; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
 fi
 
 if [ "$what" = verifier-corpus ] || [ "$what" = verifier-batch ]; then
