@@ -12,9 +12,11 @@
 #include <tuple>
 #include <regex>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "cli/local_funnel.h"
@@ -252,6 +254,7 @@ class EvalSampler {
               self->Finished(item, sample.key().index_in_group(), sample.completion_text(), "");
             },
             [self](const v1::WorkItem& item, const absl::Status& status) {
+              // Samples of the group already delivered keep their answers.
               for (int i = 0; i < item.group_size(); ++i) {
                 self->Finished(item, i, std::nullopt,
                                absl::StrCat("sampling failed: ", status.message()));
@@ -271,13 +274,22 @@ class EvalSampler {
     absl::BlockingCounter done(total);
     {
       absl::MutexLock lock(&mu_);
+      ++round_number_;
       round_ = {.requests = &requests, .progress = &progress, .done = &done};
-      round_.jobs.clear();
+      for (const Request& r : requests) round_.delivered.emplace_back(static_cast<size_t>(r.count));
     }
+    // Whatever way this returns, no later callback may reach this round's
+    // counter, progress or requests (a failed Submit leaves groups running).
+    absl::Cleanup forget = [this] {
+      absl::MutexLock lock(&mu_);
+      round_ = {};
+    };
     for (size_t r = 0; r < requests.size(); ++r) {
       v1::WorkItem item;
       item.set_job_id("eval");
-      item.set_group_id(absl::StrCat(r));
+      // A group id of its own per round: the engine seeds a sample by its
+      // id, and a late answer of an earlier round must not land in this one.
+      item.set_group_id(absl::StrCat(round_number_, "/", r));
       item.set_prompt_text(requests[r].prompt);
       item.set_group_size(requests[r].count);
       v1::SamplingParams& sampling = *item.mutable_sampling();
@@ -286,9 +298,11 @@ class EvalSampler {
       KF_RETURN_IF_ERROR(engine_->Submit(std::move(item)));
     }
     done.Wait();
-    absl::MutexLock lock(&mu_);
-    std::vector<Job> jobs = std::move(round_.jobs);
-    round_ = {};
+    std::vector<Job> jobs;
+    {
+      absl::MutexLock lock(&mu_);
+      jobs = std::move(round_.jobs);
+    }
     std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) {
       return std::tie(a.task, a.sample) < std::tie(b.task, b.sample);
     });
@@ -310,11 +324,17 @@ class EvalSampler {
     absl::BlockingCounter* done = nullptr;
     {
       absl::MutexLock lock(&mu_);
+      const std::pair<std::string, std::string> id =
+          absl::StrSplit(item.group_id(), absl::MaxSplits('/', 1));
       size_t r = 0;
-      if (round_.requests == nullptr || !absl::SimpleAtoi(item.group_id(), &r) ||
-          r >= round_.requests->size()) {
-        return;
+      int64_t number = 0;
+      if (round_.requests == nullptr || !absl::SimpleAtoi(id.first, &number) ||
+          number != round_number_ || !absl::SimpleAtoi(id.second, &r) ||
+          r >= round_.requests->size() || index < 0 ||
+          static_cast<size_t>(index) >= round_.delivered[r].size() || round_.delivered[r][index]) {
+        return;  // another round's, or a sample already counted
       }
+      round_.delivered[r][index] = true;
       const Request& request = (*round_.requests)[r];
       round_.jobs.push_back({.task = request.task, .sample = request.first_sample + index,
                              .turn = request.turn, .completion = std::move(completion),
@@ -330,6 +350,8 @@ class EvalSampler {
     const std::vector<Request>* requests = nullptr;
     Progress* progress = nullptr;
     absl::BlockingCounter* done = nullptr;
+    // Per request, which of its samples have been counted: each once.
+    std::vector<std::vector<bool>> delivered;
     std::vector<Job> jobs;
   };
 
@@ -337,6 +359,7 @@ class EvalSampler {
   std::unique_ptr<LoadedPolicy> policy_;
   absl::Mutex mu_;
   Round round_ ABSL_GUARDED_BY(mu_);
+  int64_t round_number_ ABSL_GUARDED_BY(mu_) = 0;
   // Declared last: destroyed first, so no callback outlives what it uses.
   std::unique_ptr<RolloutEngine> engine_;
 };
@@ -375,13 +398,17 @@ absl::StatusOr<Scored> SampleAndVerify(const EvalOptions& options,
         std::vector<PastTurn>& turns = past[{job.task, job.sample}];
         turns.push_back({*job.completion,
                          RenderTurnFeedback(verdicts[i], static_cast<size_t>(spec.feedback_max_chars()))});
-        KF_ASSIGN_OR_RETURN(
-            std::string prompt,
-            RenderBoundedFollowUpPrompt({}, tasks[job.task], turns,
-                                        options.max_sequence_tokens - options.max_new_tokens,
-                                        [&](const std::string& text) { return sampler->CountTokens(text); }));
-        requests.push_back({.task = job.task, .first_sample = job.sample, .turn = turn + 1,
-                            .prompt = std::move(prompt)});
+        absl::StatusOr<std::string> prompt = RenderBoundedFollowUpPrompt(
+            {}, tasks[job.task], turns, options.max_sequence_tokens - options.max_new_tokens,
+            [&](const std::string& text) { return sampler->CountTokens(text); });
+        if (prompt.ok()) {
+          requests.push_back({.task = job.task, .first_sample = job.sample, .turn = turn + 1,
+                              .prompt = *std::move(prompt)});
+        } else {  // as the rollout worker does: that trajectory ends here
+          std::fprintf(stderr, "kforge eval: %s sample %d: no turn %d: %s\n",
+                       tasks[job.task].id().c_str(), job.sample, turn + 2,
+                       std::string(prompt.status().message()).c_str());
+        }
       }
       all.jobs.push_back(job);
       all.verdicts.push_back(std::move(verdicts[i]));

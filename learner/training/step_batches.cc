@@ -235,7 +235,14 @@ PastTurn WrongEarlierTurn(const std::vector<const v1::Task*>& solved, int64_t at
     result->set_outcome(outcome);
   };
   const double kind = UnitDraw(at, 1);
-  if (kind < 1.0 / 3) {
+  // The first half of the solution's lines; all of it when it has one line.
+  const size_t lines = static_cast<size_t>(std::count(own.begin(), own.end(), '\n'));
+  size_t cut = 0;
+  for (size_t seen = 0; cut < own.size() && seen < std::max<size_t>(1, lines / 2); ++cut) {
+    if (own[cut] == '\n') ++seen;
+  }
+  const bool can_cut = cut < own.size();
+  if (kind < 1.0 / 3 || (!can_cut && (n == 1 || kind >= 2.0 / 3))) {
     // No code at all, the commonest failure of an early policy: reasoning
     // and nothing after it (an answer cut off inside <think> reads alike).
     add_stage(v1::STAGE_STATIC, v1::OUTCOME_FAILED);
@@ -251,13 +258,10 @@ PastTurn WrongEarlierTurn(const std::vector<const v1::Task*>& solved, int64_t at
     add_stage(v1::STAGE_COMPILE, v1::OUTCOME_PASSED);
     add_stage(v1::STAGE_TINY_RUN, v1::OUTCOME_FAILED);
   } else {
-    // This task's solution cut off halfway through its lines.
-    const size_t lines = static_cast<size_t>(std::count(own.begin(), own.end(), '\n'));
-    size_t cut = 0;
-    for (size_t seen = 0; cut < own.size() && seen < std::max<size_t>(1, lines / 2); ++cut) {
-      if (own[cut] == '\n') ++seen;
-    }
-    // Unparsable, or without ModelNew: the static check fails it.
+    // This task's solution cut off halfway through its lines: an unfinished
+    // module, what an answer cut off at max_new_tokens looks like. Its
+    // feedback is the static check's, where such a module usually fails
+    // (unparsable, or no ModelNew yet).
     wrong = own.substr(0, cut);
     add_stage(v1::STAGE_STATIC, v1::OUTCOME_FAILED);
   }

@@ -316,6 +316,15 @@ TEST_F(StepBatchesTest, AShareOfSupervisedSequencesAreRevisionsOfAWrongEarlierAn
   for (size_t i = 0; i < resumed->size(); ++i) {
     EXPECT_EQ((*resumed)[i].prompt, (*batch)[50 + i].prompt) << i;
   }
+  // A one-line solution cannot be cut short: its revisions never show it
+  // whole as the wrong answer.
+  std::vector<v1::Task> one_line(1, tasks[0]);
+  one_line[0].set_reference_solution("class ModelNew0: pass\n");
+  auto whole = SupervisedSequences(one_line, prompt, *tokenizer_, 5, 0, 30, /*share=*/1.0, 500);
+  ASSERT_TRUE(whole.ok());
+  for (const TrainSequence& seq : *whole) {
+    EXPECT_THAT(text(seq.prompt), Not(HasSubstr("class ModelNew0: pass")));
+  }
   // Share 0 (and single-turn jobs, which pass 0): first-turn prompts only.
   auto plain = SupervisedSequences(tasks, prompt, *tokenizer_, 5, 0, 20);
   ASSERT_TRUE(plain.ok());
