@@ -122,10 +122,20 @@ class Progress {
   const size_t total_;
 };
 
-// Verdicts for every job, in job order.
+// An in-process funnel when there is no --server, started once for every
+// round of an evaluation (its zygote and reference server take seconds).
+absl::StatusOr<std::unique_ptr<LocalFunnel>> StartLocalFunnel(const EvalOptions& options) {
+  if (!options.server.empty()) return std::unique_ptr<LocalFunnel>();
+  return LocalFunnel::Start(options.python, options.device, options.concurrency,
+                            options.concurrency);
+}
+
+// Verdicts for every job, in job order: on `local` (from StartLocalFunnel),
+// or on --server when it is null.
 absl::StatusOr<std::vector<v1::Verdict>> VerifyAll(const EvalOptions& options,
                                                    const std::vector<v1::Task>& tasks,
-                                                   const std::vector<Job>& jobs) {
+                                                   const std::vector<Job>& jobs,
+                                                   LocalFunnel* local) {
   std::vector<v1::VerifyRequest> requests(jobs.size());
   std::vector<v1::Verdict> verdicts(jobs.size());
   std::vector<bool> pending(jobs.size(), false);
@@ -146,10 +156,7 @@ absl::StatusOr<std::vector<v1::Verdict>> VerifyAll(const EvalOptions& options,
   Progress progress("verifying", count);
   absl::BlockingCounter done(static_cast<int>(count));
   absl::Mutex mu;
-  if (options.server.empty()) {
-    KF_ASSIGN_OR_RETURN(std::unique_ptr<LocalFunnel> local,
-                        LocalFunnel::Start(options.python, options.device, options.concurrency,
-                                           options.concurrency));
+  if (local != nullptr) {
     WorkPool pool("kf-eval", options.concurrency, 2 * options.concurrency);
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (!pending[i]) continue;
@@ -378,6 +385,7 @@ struct Scored {
 absl::StatusOr<Scored> SampleAndVerify(const EvalOptions& options,
                                        const std::vector<v1::Task>& tasks) {
   KF_ASSIGN_OR_RETURN(std::unique_ptr<EvalSampler> sampler, EvalSampler::Create(options));
+  KF_ASSIGN_OR_RETURN(std::unique_ptr<LocalFunnel> local, StartLocalFunnel(options));
   v1::MultiTurnSpec spec;
   spec.set_max_turns(options.turns);
   KF_RETURN_IF_ERROR(ApplyProtoDefaults(&spec));
@@ -390,7 +398,7 @@ absl::StatusOr<Scored> SampleAndVerify(const EvalOptions& options,
   Scored all;
   for (int turn = 0; !requests.empty(); ++turn) {
     KF_ASSIGN_OR_RETURN(std::vector<Job> round, sampler->Sample(requests));
-    KF_ASSIGN_OR_RETURN(std::vector<v1::Verdict> verdicts, VerifyAll(options, tasks, round));
+    KF_ASSIGN_OR_RETURN(std::vector<v1::Verdict> verdicts, VerifyAll(options, tasks, round, local.get()));
     requests.clear();
     for (size_t i = 0; i < round.size(); ++i) {
       const Job& job = round[i];
@@ -484,7 +492,9 @@ int RunEval(const EvalOptions& given) {
     if (!options.model_dir.empty()) return SampleAndVerify(options, *tasks);
     KF_ASSIGN_OR_RETURN(std::vector<Job> read, ReadCandidates(options, *tasks));
     std::fprintf(stderr, "kforge eval: %zu tasks, %zu candidates\n", tasks->size(), read.size());
-    KF_ASSIGN_OR_RETURN(std::vector<v1::Verdict> judged, VerifyAll(options, *tasks, read));
+    KF_ASSIGN_OR_RETURN(std::unique_ptr<LocalFunnel> local, StartLocalFunnel(options));
+    KF_ASSIGN_OR_RETURN(std::vector<v1::Verdict> judged,
+                        VerifyAll(options, *tasks, read, local.get()));
     return Scored{std::move(read), std::move(judged)};
   }();
   if (!scored.ok()) {
@@ -499,9 +509,12 @@ int RunEval(const EvalOptions& given) {
     by_task[t].level = (*tasks)[t].level();
   }
   std::map<size_t, std::map<int, size_t>> sample_index;  // task -> sample -> trajectory
-  // Multi-turn candidates (a file with a _turn_<T> above 0): each sample's
-  // verdicts by turn, in order (jobs come sorted by sample, then turn).
+  // Multi-turn candidates (a file with a _turn_<T> above 0, or --turns):
+  // each sample's verdicts by turn, in order (jobs come sorted by sample,
+  // then turn). With --turns the table by turn is there even when every
+  // trajectory ended at its first turn.
   const bool multi_turn =
+      options.turns > 1 ||
       std::any_of(jobs->begin(), jobs->end(), [](const Job& job) { return job.turn > 0; });
   int most_samples = 1;
   for (size_t i = 0; i < jobs->size(); ++i) {
