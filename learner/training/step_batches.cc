@@ -13,6 +13,7 @@
 #include "learner/rewards/turn_credit.h"
 #include "prompts/trajectory_end.h"
 #include "learner/training/policy_loss.h"
+#include "model/sampling/sampling_params.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 
 namespace kforge {
@@ -206,17 +207,12 @@ std::string ReferenceAnswer(const std::string& solution, bool reasoning_tags) {
 
 namespace {
 
-// A number in [0, 1) fixed by (sequence, purpose): which sequences are
-// revisions, and of which kind, depends only on their place in the cycle,
-// so a resumed job draws the same ones, and unlike a stride it does not
-// fall into step with the number of tasks.
-double UnitDraw(int64_t at, uint64_t purpose) {
-  uint64_t x = static_cast<uint64_t>(at) * 0x9E3779B97F4A7C15ULL + purpose * 0xD1B54A32D192ED03ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;  // splitmix64's finaliser
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  x ^= x >> 31;
-  return static_cast<double>(x >> 11) * 0x1.0p-53;
-}
+// Which sequences are revisions, and of which kind: uniform draws fixed by
+// the sequence's place in the cycle (SamplingUniform, the sampler's own
+// counter-based draw), so a resumed job draws the same ones, and unlike a
+// stride they do not fall into step with the number of tasks.
+constexpr uint64_t kRevisionDraw = 0;
+constexpr uint64_t kWrongKindDraw = 1;
 
 // The earlier turn of revision sequence `at` (see SupervisedSequences): a
 // wrong answer in the format the prompt asks for, and the feedback the
@@ -234,7 +230,7 @@ PastTurn WrongEarlierTurn(const std::vector<const v1::Task*>& solved, int64_t at
     result->set_stage(stage);
     result->set_outcome(outcome);
   };
-  const double kind = UnitDraw(at, 1);
+  const double kind = SamplingUniform(kWrongKindDraw, static_cast<uint64_t>(at));
   // The first half of the solution's lines; all of it when it has one line.
   const size_t lines = static_cast<size_t>(std::count(own.begin(), own.end(), '\n'));
   size_t cut = 0;
@@ -242,18 +238,16 @@ PastTurn WrongEarlierTurn(const std::vector<const v1::Task*>& solved, int64_t at
     if (own[cut] == '\n') ++seen;
   }
   const bool can_cut = cut < own.size();
+  std::string completion;
   if (kind < 1.0 / 3 || (!can_cut && (n == 1 || kind >= 2.0 / 3))) {
     // No code at all, the commonest failure of an early policy: reasoning
     // and nothing after it (an answer cut off inside <think> reads alike).
+    if (reasoning_tags) completion = "<think>\nCompute the same result as the reference.\n</think>\n";
     add_stage(v1::STAGE_STATIC, v1::OUTCOME_FAILED);
-    const std::string reasoning = "<think>\nCompute the same result as the reference.\n</think>\n";
-    return {.completion = reasoning_tags ? reasoning : "",
-            .feedback = RenderTurnFeedback(verdict, static_cast<size_t>(feedback_max_chars))};
-  }
-  std::string wrong;
-  if (n > 1 && kind < 2.0 / 3) {
+  } else if (n > 1 && kind < 2.0 / 3) {
     // Another task's kernel: it builds, and computes the wrong thing.
-    wrong = solved[static_cast<size_t>((at + 1) % n)]->reference_solution();
+    completion = ReferenceAnswer(solved[static_cast<size_t>((at + 1) % n)]->reference_solution(),
+                                 reasoning_tags);
     add_stage(v1::STAGE_STATIC, v1::OUTCOME_PASSED);
     add_stage(v1::STAGE_COMPILE, v1::OUTCOME_PASSED);
     add_stage(v1::STAGE_TINY_RUN, v1::OUTCOME_FAILED);
@@ -262,10 +256,10 @@ PastTurn WrongEarlierTurn(const std::vector<const v1::Task*>& solved, int64_t at
     // module, what an answer cut off at max_new_tokens looks like. Its
     // feedback is the static check's, where such a module usually fails
     // (unparsable, or no ModelNew yet).
-    wrong = own.substr(0, cut);
+    completion = ReferenceAnswer(own.substr(0, cut), reasoning_tags);
     add_stage(v1::STAGE_STATIC, v1::OUTCOME_FAILED);
   }
-  return {.completion = ReferenceAnswer(wrong, reasoning_tags),
+  return {.completion = std::move(completion),
           .feedback = RenderTurnFeedback(verdict, static_cast<size_t>(feedback_max_chars))};
 }
 
@@ -292,7 +286,9 @@ absl::StatusOr<std::vector<TrainSequence>> SupervisedSequences(
   for (int64_t i = 0; i < count; ++i) {
     const int64_t at = offset + i;
     const v1::Task& task = *solved[static_cast<size_t>(at % n)];
-    const bool follow_up = follow_up_share > 0 && UnitDraw(at, 0) < follow_up_share;
+    const bool follow_up =
+        follow_up_share > 0 &&
+        SamplingUniform(kRevisionDraw, static_cast<uint64_t>(at)) < follow_up_share;
     absl::StatusOr<std::string> text =
         follow_up ? RenderFollowUpPrompt(prompt, task,
                                          {WrongEarlierTurn(solved, at, prompt.reasoning_tags(),
