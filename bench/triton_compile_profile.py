@@ -67,11 +67,6 @@ def _instrument(times):
     for name in ("_build", "build"):
         if hasattr(build, name):
             setattr(build, name, timed("host_cc", getattr(build, name)))
-    import triton.compiler.compiler as tcc
-    tcc.compile = timed("triton_compile", tcc.compile)
-    import triton.runtime.jit as jit
-    if hasattr(jit, "compile"):
-        jit.compile = tcc.compile
 
 
 def _child(args):
@@ -172,11 +167,13 @@ def main():
         results[task] = result
         for r in result["rows"]:
             g = lambda k: r.get(k, 0.0)
+            # The compile is its stages; a kernel compiled is one cubin made.
+            compile_s = sum(v for k, v in r.items() if k.startswith("stage_"))
             print(f"{name[:34]:34} {r['set']:12} {r['scale']:6.3f} {r['first_s']:8.3f} "
-                  f"{1000 * r['second_s']:7.2f} {g('triton_compile'):8.3f} "
+                  f"{1000 * r['second_s']:7.2f} {compile_s:8.3f} "
                   f"{g('stage_ttir'):5.2f} {g('stage_ttgir'):5.2f} {g('stage_llir'):5.2f} "
                   f"{g('stage_ptx'):5.2f} {g('stage_cubin'):5.2f} {g('launcher'):6.3f} "
-                  f"{int(g('n_triton_compile')):3d} {int(g('n_host_cc')):3d} {r['error']}")
+                  f"{int(g('n_stage_cubin')):3d} {int(g('n_host_cc')):3d} {r['error']}")
         print(f"{name[:34]:34} warm-up {result['warm_s']:.2f} s, import {result['import_s']:.2f} s")
     if args.json:
         with open(args.json, "w") as f:
