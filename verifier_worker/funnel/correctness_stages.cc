@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -30,19 +31,41 @@ uint64_t Bytes(const std::vector<TensorEntry>& tensors) {
 
 // The sets stage 4 runs, in order: the task's own inputs first (most
 // candidates that are wrong are wrong there), then the rest from the
-// cheapest to move and run.
-std::vector<const ReferenceSet*> MultiInputOrder(const ReferenceEpoch& epoch) {
+// cheapest to move and run; with `warmed_last`, the sets a background
+// warm-up compiles for (those in `warmed`) after all the others.
+std::vector<const ReferenceSet*> MultiInputOrder(const ReferenceEpoch& epoch,
+                                                 const std::set<std::string>& warmed,
+                                                 bool warmed_last) {
   std::vector<const ReferenceSet*> order;
   for (const InputSetSpec& spec : epoch.plan.sets) {
     auto it = epoch.sets.find(spec.name);
     if (it != epoch.sets.end() && it->second.ok) order.push_back(&it->second);
   }
-  std::stable_sort(order.begin(), order.end(), [](const ReferenceSet* a, const ReferenceSet* b) {
+  std::stable_sort(order.begin(), order.end(), [&](const ReferenceSet* a, const ReferenceSet* b) {
     const bool a_own = a->spec.name == "task_inputs", b_own = b->spec.name == "task_inputs";
     if (a_own != b_own) return a_own;
+    if (warmed_last) {
+      const bool a_warmed = warmed.contains(a->spec.name),
+                 b_warmed = warmed.contains(b->spec.name);
+      if (a_warmed != b_warmed) return b_warmed;
+    }
     return Bytes(a->inputs) + Bytes(a->outputs) < Bytes(b->inputs) + Bytes(b->outputs);
   });
   return order;
+}
+
+// The sets whose first call compiles again (their compile signature is
+// neither the tiny set's nor the task's own inputs').
+std::set<std::string> RecompilingSets(const ReferenceEpoch& epoch, const ReferenceSet& tiny) {
+  std::set<std::string> seen = {CompileSignature(tiny)};
+  if (auto own = epoch.sets.find("task_inputs"); own != epoch.sets.end() && own->second.ok) {
+    seen.insert(CompileSignature(own->second));
+  }
+  std::set<std::string> names;
+  for (const auto& [name, set] : epoch.sets) {
+    if (set.ok && !seen.contains(CompileSignature(set))) names.insert(name);
+  }
+  return names;
 }
 
 // One set's run request, sent from a thread of its own so the previous
@@ -217,17 +240,20 @@ void Funnel::Run::RecordSet(const v1::InputSetResult& result, absl::Duration rou
   recorded->set_call_seconds(reply.GetNumber("call_s"));
 }
 
-bool Funnel::Run::WarmVariantSets(v1::StageResult* stage, absl::Duration timeout) {
-  if (!cuda() || !options_.multi_input().warm_variant_sets()) return true;
+bool Funnel::Run::WarmVariantSets(v1::StageResult* stage, absl::Duration timeout,
+                                  bool background) {
   google::protobuf::Value sets = WarmList(*epoch_, TinySet());
   if (sets.list_value().values_size() == 0) return true;
   Frame warm = Frame::Of("warm");
-  warm.Set("sets", std::move(sets));
+  warm.Set("sets", std::move(sets)).Set("background", background);
+  if (background) {
+    warm.Set("copy_max_bytes", options_.multi_input().warm_copy_max_bytes());
+  }
   // Preemptible: it is mostly host compiles, and a timing waiting for it to
   // end would hold the GPU idle for them (a GRPO-shaped batch took 20%
   // longer on one H100 when it did).
   const DeviceReply warmed = AskSharingDevice(warm, timeout, /*preemptible=*/true);
-  AddPart(stage, "warm", warmed.own());
+  AddPart(stage, background ? "warm_start" : "warm", warmed.own());
   const absl::StatusOr<Frame>& reply = warmed.reply;
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "warm-up: ");
@@ -248,8 +274,25 @@ bool Funnel::Run::WarmVariantSets(v1::StageResult* stage, absl::Duration timeout
 bool Funnel::Run::MultiInput() {
   v1::StageResult* stage = Begin(v1::STAGE_MULTI_INPUT);
   const absl::Duration timeout = absl::Seconds(limits_.correctness_timeout_s());
-  if (!WarmVariantSets(stage, timeout)) return false;
-  const std::vector<const ReferenceSet*> order = MultiInputOrder(*epoch_);
+  const v1::MultiInputOptions& multi = options_.multi_input();
+  const bool warm = cuda() && multi.warm_variant_sets();
+  const std::set<std::string> recompiling =
+      warm ? RecompilingSets(*epoch_, TinySet()) : std::set<std::string>();
+  // Background: started once the task's own inputs have run (their
+  // autotuning alone), over the sets of the task's shapes; the recompiling
+  // sets run last, after it (the sandbox waits for it on their request).
+  const bool background = warm && multi.overlap_warm_up() && !recompiling.empty() &&
+                          epoch_->sets.contains("task_inputs") &&
+                          epoch_->sets.at("task_inputs").ok;
+  if (warm && !background && !WarmVariantSets(stage, timeout, /*background=*/false)) {
+    return false;
+  }
+  const std::vector<const ReferenceSet*> order =
+      MultiInputOrder(*epoch_, recompiling, background);
+  // Keeps the candidate's process running between its requests while the
+  // background warm-up compiles; a timing stops it (preemptible). Declared
+  // before the request in flight, so that request is ended first.
+  std::optional<GpuArbiter::Shared> warm_hold;
   // The next set's request goes out before this one's outputs are compared
   // here: the candidate runs it meanwhile. One set more than needed runs
   // when a set fails; its process is then killed, not waited for.
@@ -260,6 +303,7 @@ bool Funnel::Run::MultiInput() {
     run.Set("set", set.spec.name).Set("init_inputs", set.init_inputs)
         .Set("repeat", RepeatOf(set)).Set("dtype", set.spec.dtype).Set("return_inputs", own)
         .Set("attribute", attribution_.has_value())
+        .Set("after_warm", background && recompiling.contains(set.spec.name))
         .Set("poison_bytes", static_cast<int64_t>(Bytes(set.outputs)));
     AttachInputs(set, epoch_->prepared, run);
     OfferReplyBuffer(run, ReplyBytes(set, RepeatOf(set), /*with_inputs=*/own));
@@ -282,6 +326,12 @@ bool Funnel::Run::MultiInput() {
     const Frame& reply = *done.reply;
     if (reply.type() == "failed") {
       return EndWithFailedReply(stage, reply, absl::StrCat(name, " inputs: "));
+    }
+    if (own && background && i + 1 < order.size()) {
+      absl::Duration held_after;
+      warm_hold.emplace(f_.gpu_, sandbox_->session->pid(), &held_after, /*preemptible=*/true);
+      AddDeviceWait(held_after);
+      if (!WarmVariantSets(stage, timeout, /*background=*/true)) return false;
     }
     if (i + 1 < order.size()) send(*order[i + 1]);
     if (!Attribute(stage, reply.Get("launches"), set->DisplayName())) return false;

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 namespace kforge {
 
 GpuArbiter::Shared::Shared(GpuArbiter& arbiter, int pgid, absl::Duration* waited,
@@ -32,8 +34,13 @@ GpuArbiter::Shared::~Shared() {
   if (pgid_ > 0) {
     arbiter_.stoppable_.erase(this);
     if (!preemptible_) --arbiter_.drained_;
-    // Stopped whether or not a timing resumed it in the meantime.
-    ::kill(-pgid_, SIGSTOP);
+    // Stopped whether or not a timing resumed it in the meantime, unless
+    // another use of the same process group is still open (a background
+    // warm-up held across a candidate's requests).
+    const bool still_used =
+        std::any_of(arbiter_.stoppable_.begin(), arbiter_.stoppable_.end(),
+                    [this](const Shared* other) { return other->pgid_ == pgid_; });
+    if (!still_used) ::kill(-pgid_, SIGSTOP);
   } else {
     --arbiter_.unstoppable_;
   }

@@ -33,7 +33,9 @@ class GpuArbiter {
   // Shared use for a scope. `pgid` > 0: a candidate's process group, which
   // a timing may stop; it is resumed now and stopped again at the end of
   // the scope (a candidate runs only while it is asked something). `pgid`
-  // <= 0: work a timing waits for. `waited` (optional) gets the time spent
+  // <= 0: work a timing waits for. Several uses may hold one process group
+  // at once (a background warm-up across its candidate's requests): it is
+  // stopped when the last of them ends. `waited` (optional) gets the time spent
   // waiting for a timing to end before the use could start. `preemptible`
   // (with `pgid` > 0): a timing stops this use at once even when it waits
   // for the other requests to end (work that is mostly host compiles, whose

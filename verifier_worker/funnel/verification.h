@@ -94,9 +94,11 @@ class Funnel::Run {
   // How many times stage 4 runs the set (twice for the self-consistency
   // check on the task's own inputs).
   int RepeatOf(const ReferenceSet& set) const;
-  // The warm request (MultiInputOptions.warm_variant_sets), at the start of
-  // stage 4; false when it ended the stage.
-  bool WarmVariantSets(v1::StageResult* stage, absl::Duration timeout);
+  // The warm request (MultiInputOptions.warm_variant_sets): at the start of
+  // stage 4, or with `background` after the task's own inputs (the sandbox
+  // answers at once and compiles while later sets run); false when it
+  // ended the stage.
+  bool WarmVariantSets(v1::StageResult* stage, absl::Duration timeout, bool background);
   // Adds to the verdict's device_wait_seconds.
   void AddDeviceWait(absl::Duration wait);
   bool MultiInput();

@@ -157,5 +157,28 @@ TEST(GpuArbiterTest, WhenNotStoppingRequestsATimingStillStopsPreemptibleOnesAtOn
   EXPECT_TRUE(timing_started);
 }
 
+TEST(GpuArbiterTest, AProcessGroupHeldTwiceIsStoppedOnlyWhenTheLastUseEnds) {
+  GpuArbiter gpu(/*stop_requests=*/false);
+  SleepingGroup candidate;
+  ::kill(candidate.pid(), SIGSTOP);
+  ASSERT_TRUE(candidate.Reaches('T'));
+  {
+    // A background warm-up, held across the candidate's requests.
+    GpuArbiter::Shared warming(gpu, candidate.pid(), nullptr, /*preemptible=*/true);
+    EXPECT_TRUE(candidate.Reaches('S'));
+    {
+      GpuArbiter::Shared request(gpu, candidate.pid());
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+    EXPECT_TRUE(candidate.Reaches('S')) << "a request's end stopped the warm-up still held";
+    {
+      GpuArbiter::Exclusive alone(gpu);  // another candidate's timing
+      EXPECT_TRUE(candidate.Reaches('T')) << "a timing did not stop the warm-up";
+    }
+    EXPECT_TRUE(candidate.Reaches('S')) << "and did not resume it";
+  }
+  EXPECT_TRUE(candidate.Reaches('T')) << "idle again once the last use ended";
+}
+
 }  // namespace
 }  // namespace kforge

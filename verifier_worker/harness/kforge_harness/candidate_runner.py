@@ -12,7 +12,10 @@ at a time:
   warm     {sets: shapes and dtypes of later sets, no values}: forward runs
            once per entry, in threads, on random inputs made here, so those
            sets' compiles overlap; nothing of it is recorded or returned but
-           an error that left the GPU unusable
+           an error that left the GPU unusable. With `background` the reply
+           comes at once and the threads go on beside later requests; a run
+           with `after_warm`, and every time, probe and attribute request,
+           first waits for them
   run      {set, init_inputs} + inputs: poisons free memory, runs the model
            (the first call on these inputs recorded when `attribute` is
            set; then more when asked) and returns the outputs, the launches
@@ -66,6 +69,7 @@ class Runner:
         self.pool = {}  # set name -> [inputs on device]
         self.request = {}  # the request being served, and the descriptors
         self.fds = []      # that came with it (closed once it is answered)
+        self.warming = None  # (threads, errors, entries) of a warm-up running
 
     # -- helpers --------------------------------------------------------
 
@@ -111,22 +115,33 @@ class Runner:
         count = len(scalars) + len(tensors)
         return [scalars[i] if i in scalars else tensors[i] for i in range(count)]
 
-    def _warm(self, entries):
+    def _model_bytes(self):
+        return sum(t.numel() * t.element_size()
+                   for t in list(self.model.parameters()) + list(self.model.buffers()))
+
+    def _warm(self, entries, background=False, copy_max_bytes=0):
         """One forward call per entry, in threads, on inputs made here, so
         Triton compiles for those shapes and dtypes overlap instead of each
         set's first (recorded) call compiling in turn. Errors are the set's
         own run's to report, with its real inputs; None, or {set, message}
         when the GPU is unusable afterwards (an illegal address on those
-        shapes), which every later call would meet."""
+        shapes), which every later call would meet.
+
+        `background`: returns once the threads run (None); _end_warm waits
+        for them. Later requests run beside them, so each thread calls a
+        copy of the model of its own (built as the model was), not the one
+        the recorded runs call, unless the model holds more than
+        `copy_max_bytes`."""
         import threading
         import torch
         generator = torch.Generator(device=self.device)
         generator.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        own_copy = background and self._model_bytes() <= copy_max_bytes
         jobs = []
         for entry in entries:
             try:
                 key = self._model_key(entry["init_inputs"], entry.get("dtype", ""))
-                model = (self.model if key == self.model_init
+                model = (self.model if key == self.model_init and not own_copy
                          else self._make_model(entry["init_inputs"], entry.get("dtype", "")))
                 jobs.append((entry["set"], model, self._warm_inputs(entry, generator)))
             except Exception:  # noqa: BLE001 - the set's own run raises it again
@@ -147,6 +162,18 @@ class Runner:
                    for job in jobs]
         for t in threads:
             t.start()
+        self.warming = (threads, errors, entries)
+        if background:
+            return None
+        return self._end_warm()
+
+    def _end_warm(self):
+        """Waits for the warm-up's threads; None, or {set, message} as _warm."""
+        if self.warming is None:
+            return None
+        import torch
+        threads, errors, entries = self.warming
+        self.warming = None
         for t in threads:
             t.join()
         if self.device.startswith("cuda"):
@@ -271,15 +298,31 @@ class Runner:
                                    record)
 
     def warm(self, request, payload):
-        """See _warm; after compile, before the first run."""
+        """See _warm; after compile, before the first run, or in the
+        background (the reply comes at once)."""
         started = time.perf_counter()
-        warm_error = self._warm(request.get("sets", []))
-        header = {"type": "warmed", "warm_s": time.perf_counter() - started}
+        self._after_warm()  # one at a time
+        background = bool(request.get("background"))
+        warm_error = self._warm(request.get("sets", []), background,
+                                int(request.get("copy_max_bytes", 0)))
+        header = {"type": "warming" if background else "warmed",
+                  "warm_s": time.perf_counter() - started}
         if warm_error is not None:
             header["warm_error"] = warm_error
         return header, b""
 
+    def _after_warm(self):
+        """Before a request that must not run beside a background warm-up:
+        waits for it; a warm-up that left the GPU unusable fails this one."""
+        warm_error = self._end_warm()
+        if warm_error is not None:
+            raise CandidateError(
+                f"{warm_error['message']} (raised while the shapes of {warm_error['set']} "
+                "compiled, on inputs of the same shapes; the GPU was unusable after it)")
+
     def run(self, request, payload):
+        if request.get("after_warm"):
+            self._after_warm()
         self._build(request["init_inputs"], request.get("dtype", ""))
         inputs = self._inputs(request, payload, request["set"])
         runs, record = [], None
@@ -300,6 +343,7 @@ class Runner:
     def time(self, request, payload):
         # The pool's sets share the task's own shapes and dtype; the model
         # may have been rebuilt for another set (a dtype or size variant).
+        self._after_warm()
         self._build(request["init_inputs"], request.get("dtype", ""))
         pool = [self.pool[name] for name in request["sets"]]
         timer = timing.Timer(self.device)
@@ -339,6 +383,7 @@ class Runner:
         """One timed call on each of `sets`, whose inputs arrive now: the
         candidate has never seen them."""
         import torch
+        self._after_warm()
         timer = timing.Timer(self.device)
         named = []
         event_ms, host_ms = [], []
@@ -365,6 +410,7 @@ class Runner:
     def attribute(self, request, payload):
         """One recorded call on a set already sent: what forward launches
         after its timed runs."""
+        self._after_warm()
         _, record = self._recorded_call(self.pool[request["set"]])
         self._check_guards()
         return {"type": "attributed", "launches": record["launches"]}, b""

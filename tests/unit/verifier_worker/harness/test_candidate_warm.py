@@ -124,6 +124,106 @@ class CompileWarmUpTest(unittest.TestCase):
         self.assertAlmostEqual(floats[0].std().item(), 1.0, delta=0.15)
 
 
+BLOCKING_CANDIDATE = """
+import threading
+import torch
+import torch.nn as nn
+
+GO = threading.Event()
+SEEN = []
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+        self.last = None
+
+    def forward(self, x, k):
+        SEEN.append((threading.current_thread().name, tuple(x.shape), id(self)))
+        if threading.current_thread().name.startswith("kf-warm-"):
+            GO.wait(10)  # a compile that lasts until the test lets it end
+            self.last = torch.full_like(x, 7.0)  # state a shared model would leak
+            return self.last
+        self.last = x * k
+        return self.last
+"""
+
+
+class BackgroundWarmUpTest(unittest.TestCase):
+    """MultiInputOptions.overlap_warm_up: the warm reply comes at once, later
+    runs go on beside the warm-up on a model of their own, and a run marked
+    after_warm (and every timing request) waits for it to end."""
+
+    def setUp(self):
+        import tempfile
+        self.tmp = tempfile.mkdtemp(prefix="kf-warm-test-")
+
+    def _compiled(self):
+        runner = _runner()
+        packer = protocol.TensorPacker()
+        packer.add("tiny/in0", torch.ones(2, 4))
+        payload = b"".join(bytes(p) for p in packer.payload())
+        request = {"type": "compile", "source": BLOCKING_CANDIDATE, "init_inputs": [2],
+                   "init_seed": 1, "set": "tiny", "tensors": packer.entries,
+                   "scalars": {"tiny": [[1, 3, "int"]]}}
+        runner.request = request
+        cwd = os.getcwd()
+        os.chdir(self.tmp)
+        try:
+            runner.compile(request, payload)
+        finally:
+            os.chdir(cwd)
+        return runner
+
+    def _run(self, runner, name, x, after_warm=False):
+        packer = protocol.TensorPacker()
+        packer.add(f"{name}/in0", x)
+        payload = b"".join(bytes(p) for p in packer.payload())
+        request = {"type": "run", "set": name, "init_inputs": [2], "dtype": "",
+                   "tensors": packer.entries, "scalars": {name: [[1, 3, "int"]]},
+                   "after_warm": after_warm, "return_inputs": False}
+        runner.request = request
+        header, parts = runner.run(request, payload)
+        return header, protocol.unpack_tensors(header["tensors"], b"".join(bytes(p) for p in parts))
+
+    def test_runs_go_on_beside_the_warm_up_on_a_model_of_their_own(self):
+        runner = self._compiled()
+        request = {"type": "warm", "background": True, "copy_max_bytes": 1 << 20,
+                   "sets": [_entry("ragged_shape", (5, 7))]}
+        runner.request = request
+        header, _ = runner.warm(request, b"")
+        self.assertEqual(header["type"], "warming", "the reply waited for the warm-up")
+        x = torch.arange(8, dtype=torch.float32).reshape(2, 4)
+        ran, out = self._run(runner, "normal", x)
+        self.assertEqual(ran["type"], "ran")
+        self.assertTrue(torch.equal(out["run0/out0"], x * 3))
+        module = runner.module
+        module.GO.set()  # the warm-up's compile ends
+        ran, out = self._run(runner, "ragged_shape", torch.ones(5, 7), after_warm=True)
+        self.assertEqual(ran["type"], "ran")
+        self.assertTrue(torch.equal(out["run0/out0"], torch.full((5, 7), 3.0)))
+        warm_models = {m for name, _, m in module.SEEN if name.startswith("kf-warm-")}
+        own_models = {m for name, _, m in module.SEEN if not name.startswith("kf-warm-")}
+        self.assertEqual(len(warm_models), 1)
+        self.assertTrue(warm_models.isdisjoint(own_models), "the warm-up called the runs' model")
+        self.assertIsNone(runner.warming)
+
+    def test_a_run_after_the_warm_up_waits_for_it(self):
+        runner = self._compiled()
+        request = {"type": "warm", "background": True, "copy_max_bytes": 0,
+                   "sets": [_entry("ragged_shape", (5, 7))]}
+        runner.request = request
+        runner.warm(request, b"")
+        module = runner.module
+        threading.Timer(0.3, module.GO.set).start()
+        self._run(runner, "ragged_shape", torch.ones(5, 7), after_warm=True)
+        self.assertTrue(module.GO.is_set(), "ran before the warm-up ended")
+        names = [name for name, _, _ in module.SEEN]
+        self.assertEqual(names[-1], threading.current_thread().name)
+        self.assertIsNone(runner.warming)
+
+
 class ProbeWarmUpTest(unittest.TestCase):
     def test_seen_sets_warm_the_device_before_the_first_fresh_call(self):
         runner = _runner()
