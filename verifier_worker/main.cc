@@ -160,6 +160,7 @@ int Run() {
        .reference_cache_bytes = config.reference_cache_bytes(),
        .reference_servers = config.reference_servers(),
        .timing_stops_requests = config.timing_stops_requests(),
+       .triton_launchers = config.triton_launchers(),
        .secret_dirs = SecretDirs(config.server())},
       &metrics);
   if (!created.ok()) {

@@ -210,6 +210,7 @@ bool Funnel::Run::CompileAndTinyRun() {
   const DeviceReply compiled = AskSharingDevice(compile, timeout);
   AddPart(stage, "compile_request", compiled.own());
   const absl::StatusOr<Frame>& reply = compiled.reply;
+  if (reply.ok()) f_.launchers_.Offer(reply->Get("launchers"));
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "");
   End(stage, v1::OUTCOME_PASSED);
@@ -324,6 +325,7 @@ bool Funnel::Run::MultiInput() {
     AddPart(stage, "sets", done.own());
     if (!done.reply.ok()) return EndWithSessionError(stage, done.reply.status());
     const Frame& reply = *done.reply;
+    f_.launchers_.Offer(reply.Get("launchers"));
     if (reply.type() == "failed") {
       return EndWithFailedReply(stage, reply, absl::StrCat(name, " inputs: "));
     }

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 Funnel::Funnel(FunnelConfig config, VerifierMetrics* metrics)
     : config_(std::move(config)), metrics_(metrics), reference_(config_.harness, config_.reference_servers),
       cache_(config_.cache_entries), references_(config_.reference_cache_bytes),
+      launchers_(config_.triton_launchers),
       gpu_(config_.timing_stops_requests),
       free_slots_(config_.max_concurrent) {}
 
@@ -93,6 +94,25 @@ void Funnel::FillTritonBaseCache() {
   }
   triton_base_cache_ = dir;
   triton_cache_report_ = dir;
+}
+
+void Funnel::BuildPendingLaunchers() {
+  if (triton_base_cache_.empty()) return;
+  absl::MutexLock lock(&launcher_build_mu_);
+  absl::StatusOr<std::shared_ptr<ZygoteClient>> zygote = Zygote();
+  if (!zygote.ok()) return;
+  if (launcher_builder_pid_ > 0) {
+    // One build at a time; what was kept meanwhile waits for the next.
+    if (!(*zygote)->WaitExit(launcher_builder_pid_, absl::ZeroDuration()).has_value()) return;
+    launcher_builder_pid_ = 0;
+  }
+  google::protobuf::Value signatures = launchers_.TakePending();
+  if (signatures.list_value().values_size() == 0) return;
+  // A build that cannot start costs the next candidates time, not a
+  // verdict: they build their launchers themselves.
+  absl::StatusOr<int> pid = (*zygote)->BuildLaunchers(triton_base_cache_, config_.harness.device,
+                                                     std::move(signatures), config_.start_timeout);
+  if (pid.ok()) launcher_builder_pid_ = *pid;
 }
 
 absl::StatusOr<std::unique_ptr<Funnel>> Funnel::Create(FunnelConfig config,
@@ -177,6 +197,7 @@ bool Funnel::healthy() const {
 v1::Verdict Funnel::Verify(const v1::VerifyRequest& request) {
   if (metrics_ != nullptr) metrics_->in_flight.Increment();
   v1::Verdict verdict = Run(*this, request).Execute();
+  BuildPendingLaunchers();
   if (metrics_ != nullptr) metrics_->reference_cache_bytes.Set(static_cast<double>(references_.bytes()));
   if (metrics_ != nullptr) {
     metrics_->in_flight.Decrement();

@@ -24,6 +24,7 @@
 #include "kforge/v1/verifier_service.pb.h"
 #include "verifier_worker/funnel/baseline_cache.h"
 #include "verifier_worker/funnel/gpu_arbiter.h"
+#include "verifier_worker/funnel/launcher_harvest.h"
 #include "verifier_worker/funnel/reference_cache.h"
 #include "verifier_worker/funnel/sandbox_pool.h"
 #include "verifier_worker/funnel/verdict_cache.h"
@@ -63,6 +64,9 @@ struct FunnelConfig {
   // A timing stops correctness requests in flight instead of waiting for
   // them (GpuArbiter; ServiceConfig.timing_stops_requests).
   bool timing_stops_requests = false;
+  // Triton launcher signatures built ahead into the base cache at most
+  // (VerifierWorkerConfig.triton_launchers); 0: none.
+  int triton_launchers = 256;
   // Folders candidates must not read: the verifier's own TLS key and token
   // files (harness sandbox.py: Landlock then grants reads everywhere else).
   std::vector<std::string> secret_dirs;
@@ -86,6 +90,8 @@ class Funnel {
   // The trusted Triton cache every sandbox starts from: where it is, or
   // why there is none.
   const std::string& triton_cache_report() const { return triton_cache_report_; }
+  // Triton launcher signatures candidates needed, kept to be built ahead.
+  int triton_launchers_kept() const { return launchers_.kept(); }
   // Spares ready now, and where sandboxes came from so far.
   int spare_sandboxes_ready() const { return sandboxes_->ready(); }
   SandboxPool::Stats sandbox_stats() const { return sandboxes_->stats(); }
@@ -97,6 +103,9 @@ class Funnel {
   absl::StatusOr<std::shared_ptr<ZygoteClient>> Zygote();
   absl::Status SetUpCgroups();
   void FillTritonBaseCache();
+  // Starts building the launchers candidates needed since the last build
+  // into the base cache, unless a build is still running (LauncherHarvest).
+  void BuildPendingLaunchers();
   // A new sandbox: folder, cgroup, child process (which copies the Triton
   // base cache into its own folder before it is confined).
   absl::StatusOr<std::unique_ptr<CandidateSandbox>> MakeSandbox(const v1::SandboxLimits& limits,
@@ -114,6 +123,9 @@ class Funnel {
   std::string cgroup_report_;
   std::string triton_base_cache_;  // empty: none
   std::string triton_cache_report_;
+  LauncherHarvest launchers_;
+  absl::Mutex launcher_build_mu_;
+  int launcher_builder_pid_ ABSL_GUARDED_BY(launcher_build_mu_) = 0;  // 0: none running
   bool has_compile_ = false;
   mutable absl::Mutex zygote_mu_;
   // Shared with the candidate sessions it forked (see CandidateSession).

@@ -122,6 +122,16 @@ absl::StatusOr<Frame> ZygoteClient::FillTritonCache(const std::string& dir,
   return Call(std::move(request), -1, timeout + absl::Seconds(10));
 }
 
+absl::StatusOr<int> ZygoteClient::BuildLaunchers(const std::string& dir,
+                                                 const std::string& device,
+                                                 google::protobuf::Value signatures,
+                                                 absl::Duration timeout) {
+  Frame request = Frame::Of("build_launchers");
+  request.Set("dir", dir).Set("device", device).Set("signatures", std::move(signatures));
+  KF_ASSIGN_OR_RETURN(Frame reply, Call(std::move(request), -1, timeout));
+  return static_cast<int>(reply.GetNumber("pid"));
+}
+
 std::optional<ExitInfo> ZygoteClient::WaitExit(int pid, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);

@@ -40,7 +40,7 @@ import time
 import traceback
 import types
 
-from . import guards, launch_record, protocol, sandbox, task_inputs, timing, warmup
+from . import guards, launch_record, launchers, protocol, sandbox, task_inputs, timing, warmup
 from .device import make_current
 
 
@@ -434,6 +434,12 @@ class Runner:
                 header, out = {"type": "failed", "message": str(e), "flag": e.flag}, b""
             except Exception as e:  # the candidate's code raised
                 header, out = {"type": "failed", "message": _short_traceback(e), "flag": ""}, b""
+            else:
+                # What Triton had to build here, for the verifier to build
+                # ahead for the next candidates (launchers.py).
+                built = launchers.signatures()
+                if built:
+                    header["launchers"] = built
             finally:
                 # Mappings made from them stay valid; the descriptors go.
                 for fd in self.fds:
@@ -480,6 +486,7 @@ def run_child(sock, config):
             # failed with "replaced harness functions: torch.manual_seed").
             # The CPU needs no CUDA context, so this costs a spare nothing.
             launch_record.warm_up("cpu")
+        launchers.record()
         guarded = guards.capture()
         protocol.send_frame(sock, {"type": "ready", "pid": os.getpid(), **report})
         runner = Runner(sock, config)

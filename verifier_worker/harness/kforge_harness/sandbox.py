@@ -289,6 +289,13 @@ def _set_rlimits(config, joined, applied, skipped):
     applied.append("rlimits")
 
 
+def _copy_if_there(src, dst):
+    try:
+        shutil.copy2(src, dst)
+    except FileNotFoundError:
+        pass
+
+
 def confine(config):
     """Applies every step; returns {"applied": [...], "skipped": [...]}. A step
     that fails is skipped with its reason unless config marks it required."""
@@ -319,7 +326,13 @@ def confine(config):
         # A copy, never links: what this candidate writes into its cache must
         # not reach the next one. Done here, before Landlock narrows writes.
         try:
-            shutil.copytree(base_cache, os.environ["TRITON_CACHE_DIR"], dirs_exist_ok=True)
+            # A trusted child may be building launchers into it meanwhile
+            # (launchers.py): Triton writes each file under a temporary name
+            # and renames it, so a file is whole or absent; a temporary one
+            # is left out, and one renamed away while copied is skipped.
+            shutil.copytree(base_cache, os.environ["TRITON_CACHE_DIR"], dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("*.tmp.pid_*"),
+                            copy_function=_copy_if_there)
             applied.append("triton base cache")
         except OSError as e:
             skipped.append(f"triton base cache ({e})")

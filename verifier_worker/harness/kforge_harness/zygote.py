@@ -10,6 +10,9 @@ the C++ verifier. Requests (frames):
   spawn {id, config} + one fd (the candidate's channel) -> spawned {id, pid}
   fill_cache {id, dir, device, timeout_s} -> filled {id} | error: fills the
       trusted base Triton cache in a child that never sees candidate code
+  build_launchers {id, dir, device, signatures} -> building {id, pid}: a
+      child of the same kind makes those launchers into the base cache
+      (launchers.py); answered at once, its end comes as `exited`
   ping -> pong {python, torch, triton}
 and, unprompted, exited {pid, exit_code | signal} when a child ends.
 """
@@ -43,8 +46,8 @@ try:
 except ImportError:
     TRITON_VERSION = ""
 
-from . import (candidate_runner, guards, protocol, sandbox, static_check, task_inputs,  # noqa: F401
-               timing, warmup)
+from . import (candidate_runner, guards, launchers, protocol, sandbox, static_check,  # noqa: F401
+               task_inputs, timing, warmup)
 
 
 def _static_check(request):
@@ -102,6 +105,25 @@ def _fill_cache(control, request):
     return {"type": "filled"}
 
 
+def _build_launchers(control, request):
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            control.close()
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            made = launchers.build(request["dir"], request["device"], request["signatures"])
+            print(f"kforge: {made} Triton launcher(s) built into the base cache", file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            os._exit(code)
+    return {"type": "building", "pid": pid}
+
+
 def _reap(control):
     while True:
         try:
@@ -143,6 +165,8 @@ def serve(control):
                 reply = _spawn(control, request, fds)
             elif kind == "fill_cache":
                 reply = _fill_cache(control, request)
+            elif kind == "build_launchers":
+                reply = _build_launchers(control, request)
             elif kind == "ping":
                 reply = {"type": "pong", "python": sys.version.split()[0],
                          "torch": torch.__version__, "triton": TRITON_VERSION}
