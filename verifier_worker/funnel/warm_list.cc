@@ -1,6 +1,9 @@
 #include "verifier_worker/funnel/warm_list.h"
 
+#include <cmath>
+#include <map>
 #include <set>
+#include <vector>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -8,15 +11,76 @@
 #include "absl/strings/str_join.h"
 
 namespace kforge {
+namespace {
+
+// Triton specialises an integer argument on being 1, on being a multiple
+// of 16 and on needing 64 bits, not on its value: a size's class, not the
+// size, decides whether a first call compiles again.
+std::string SizeClass(int64_t n) {
+  if (n == 1) return "1";
+  if (n >= (int64_t{1} << 31) || n < -(int64_t{1} << 31)) return "L";
+  return n % 16 == 0 ? "16" : "n";
+}
+
+// `value` with each integral number replaced by its class.
+void AppendClasses(const google::protobuf::Value& value, std::string* out) {
+  switch (value.kind_case()) {
+    case google::protobuf::Value::kNumberValue: {
+      const double v = value.number_value();
+      const bool integral = v == std::floor(v) && std::abs(v) < 9e15;
+      absl::StrAppend(out, integral ? SizeClass(static_cast<int64_t>(v)) : "f");
+      return;
+    }
+    case google::protobuf::Value::kListValue:
+      absl::StrAppend(out, "[");
+      for (const auto& item : value.list_value().values()) {
+        AppendClasses(item, out);
+        absl::StrAppend(out, ",");
+      }
+      absl::StrAppend(out, "]");
+      return;
+    case google::protobuf::Value::kStructValue: {
+      // Keys in order: a map's iteration order is not.
+      std::map<std::string, const google::protobuf::Value*> fields;
+      for (const auto& [key, field] : value.struct_value().fields()) fields[key] = &field;
+      absl::StrAppend(out, "{");
+      for (const auto& [key, field] : fields) {
+        absl::StrAppend(out, key, ":");
+        AppendClasses(*field, out);
+        absl::StrAppend(out, ",");
+      }
+      absl::StrAppend(out, "}");
+      return;
+    }
+    default: {
+      std::string text;
+      (void)google::protobuf::util::MessageToJsonString(value, &text);
+      absl::StrAppend(out, text);
+    }
+  }
+}
+
+}  // namespace
 
 std::string CompileSignature(const ReferenceSet& set) {
   std::string signature;
-  (void)google::protobuf::util::MessageToJsonString(set.init_inputs, &signature);
+  AppendClasses(set.init_inputs, &signature);
   absl::StrAppend(&signature, "|", set.spec.dtype);
   for (const TensorEntry& e : set.inputs) {
-    absl::StrAppend(&signature, "|", e.dtype, "[", absl::StrJoin(e.shape, ","), "]");
+    // The sizes a kernel is likely given: each dimension, the element
+    // count and the strides of the contiguous layout.
+    std::vector<std::string> dims, strides;
+    int64_t numel = 1;
+    for (auto d = e.shape.rbegin(); d != e.shape.rend(); ++d) {
+      strides.push_back(SizeClass(numel));
+      numel *= *d;
+    }
+    for (int64_t d : e.shape) dims.push_back(SizeClass(d));
+    absl::StrAppend(&signature, "|", e.dtype, "[", absl::StrJoin(dims, ","), "]n",
+                    SizeClass(numel), "s", absl::StrJoin(strides, ","));
   }
-  absl::StrAppend(&signature, "|", set.scalars.list_value().values_size());
+  absl::StrAppend(&signature, "|");
+  AppendClasses(set.scalars, &signature);
   return signature;
 }
 

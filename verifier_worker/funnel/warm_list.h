@@ -16,9 +16,12 @@
 
 namespace kforge {
 
-// What a set's first call compiles for: its init inputs, dtype, inputs'
-// shapes and dtypes and how many plain numbers it passes (values do not
-// matter to Triton's specialisation).
+// What a set's first call compiles for, as Triton specialises: its dtype,
+// its inputs' dtypes, and the class (1, a multiple of 16, 64-bit, other) of
+// each integer it brings: in its init inputs and plain numbers, its inputs'
+// dimensions, element counts and contiguous strides. Two sets of one
+// signature compile once; a set whose kernels take other integers than
+// those may still compile on its first call (slower, never wrong).
 std::string CompileSignature(const ReferenceSet& set);
 
 // The stage-4 sets to warm up before the first of them: one entry per

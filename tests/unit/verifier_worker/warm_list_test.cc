@@ -59,6 +59,23 @@ TEST(WarmListTest, OnlySetsThatCompileAgainAreWarmedOncePerSignature) {
             (std::vector<std::string>{"ragged_shape", "batch_1", "bfloat16"}));
 }
 
+TEST(WarmListTest, SizesOfTheSameClassesAsTheTasksAreNotWarmed) {
+  // Triton specialises sizes on 1, multiples of 16 and 64 bits, not values.
+  const ReferenceSet tiny = Set("tiny", 16, {16, 128});
+  const ReferenceEpoch epoch = Epoch({
+      tiny,
+      Set("task_inputs", 128, {128, 1024}),
+      Set("larger_x1.5", 192, {192, 1536}),       // the same classes
+      Set("larger_odd", 200, {200, 1536}),        // 200 is not a multiple of 16
+      Set("init_odd", 129, {128, 1024}),          // the model's size is not either
+      Set("huge", 128, {128, int64_t{1} << 24}),  // 2^31 elements: 64-bit counts
+  });
+  EXPECT_EQ(Names(WarmList(epoch, tiny)),
+            (std::vector<std::string>{"larger_odd", "init_odd", "huge"}));
+  EXPECT_EQ(CompileSignature(epoch.sets.at("larger_x1.5")),
+            CompileSignature(epoch.sets.at("task_inputs")));
+}
+
 TEST(WarmListTest, AnEntryCarriesShapesAndDtypesButNoValues) {
   const ReferenceSet tiny = Set("tiny", 16, {16, 128});
   ReferenceSet ragged = Set("ragged_shape", 128, {127, 1021});
