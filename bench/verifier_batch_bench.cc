@@ -80,6 +80,15 @@ ABSL_FLAG(bool, warm_variant_sets, true,
 ABSL_FLAG(bool, one_at_a_time, true,
           "after the first run, on its warm funnels: one correct candidate of each level-1 "
           "task verified alone, one after another (reference and baselines cached)");
+ABSL_FLAG(bool, overlap_warm_up, true,
+          "MultiInputOptions.overlap_warm_up of the batch runs: the warm-up beside the sets");
+ABSL_FLAG(int, alone_repeats, 2,
+          "verifications of each candidate of the one-at-a-time run, in a row; its figures are "
+          "the last one's (the task's reference epoch and baselines then surely cached)");
+ABSL_FLAG(std::vector<std::string>, alone_overlap, std::vector<std::string>({"true", "false"}),
+          "the one-at-a-time run once per value of MultiInputOptions.overlap_warm_up, in order");
+ABSL_FLAG(int, triton_launchers, 256,
+          "FunnelConfig.triton_launchers: launcher signatures built ahead into the base cache");
 ABSL_FLAG(std::vector<std::string>, cv_launch_cover_ms, std::vector<std::string>({"-1"}),
           "the spread run once per value, in order, side by side (-1: the proto's default)");
 
@@ -130,6 +139,8 @@ v1::VerifyRequest Request(const Item& item, const std::string& batch_id, double 
   }
   request.mutable_options()->mutable_multi_input()->set_warm_variant_sets(
       absl::GetFlag(FLAGS_warm_variant_sets));
+  request.mutable_options()->mutable_multi_input()->set_overlap_warm_up(
+      absl::GetFlag(FLAGS_overlap_warm_up));
   (void)PrepareVerifyRequest(request);
   return request;
 }
@@ -374,7 +385,7 @@ void CvRun(const std::vector<Item>& items, const std::vector<std::unique_ptr<Fun
 void OneAtATimeRun(const std::vector<Item>& items,
                    const std::vector<std::unique_ptr<Funnel>>& funnels,
                    const std::vector<std::string>& devices, const std::string& batch_id,
-                   double launch_cover_ms) {
+                   double launch_cover_ms, bool overlap) {
   std::map<std::string, const Item*> by_task;  // the first correct candidate of each L1 task
   for (const Item& item : items) {
     if (item.kind == "correct" && absl::StartsWith(item.task, "level1/")) {
@@ -382,8 +393,10 @@ void OneAtATimeRun(const std::vector<Item>& items,
     }
   }
   if (by_task.empty()) return;
-  std::printf("\n== one at a time: one correct candidate of each of %zu level-1 tasks, alone ==\n",
-              by_task.size());
+  const int repeats = std::max(1, absl::GetFlag(FLAGS_alone_repeats));
+  std::printf("\n== one at a time: one correct candidate of each of %zu level-1 tasks, alone, "
+              "%d times in a row (figures: the last), overlap_warm_up=%d ==\n",
+              by_task.size(), repeats, overlap);
   std::vector<double> totals, own_s;
   std::map<std::string, std::vector<double>> parts;
   const std::vector<int> idle(funnels.size(), 0);
@@ -396,8 +409,12 @@ void OneAtATimeRun(const std::vector<Item>& items,
                    .value_or(0);
     }
     v1::VerifyRequest request = Request(*item, batch_id, launch_cover_ms);
-    request.set_request_id(absl::StrCat(item->id, "#alone"));
-    const v1::Verdict v = funnels[chosen]->Verify(request);
+    request.mutable_options()->mutable_multi_input()->set_overlap_warm_up(overlap);
+    v1::Verdict v;
+    for (int r = 0; r < repeats; ++r) {
+      request.set_request_id(absl::StrCat(item->id, "#alone", r));
+      v = funnels[chosen]->Verify(request);
+    }
     const double own = v.total_seconds() - v.device_wait_seconds() - v.queue_seconds() -
                        v.reference_seconds();
     std::string stages;
@@ -453,7 +470,8 @@ int Main() {
            .cache_entries = 0,
            .spare_sandboxes = absl::GetFlag(FLAGS_spare_sandboxes),
            .reference_servers = absl::GetFlag(FLAGS_reference_servers),
-           .timing_stops_requests = absl::GetFlag(FLAGS_timing_stops_requests)},
+           .timing_stops_requests = absl::GetFlag(FLAGS_timing_stops_requests),
+           .triton_launchers = absl::GetFlag(FLAGS_triton_launchers)},
           nullptr);
       if (!funnel.ok()) {
         std::fprintf(stderr, "%s: %s\n", devices[g].c_str(),
@@ -483,8 +501,17 @@ int Main() {
     // are gone before the next starts, so no run shares a GPU with another.
     if (runs_json.list_value().values_size() == 1) {
       if (absl::GetFlag(FLAGS_one_at_a_time)) {
-        OneAtATimeRun(*items, funnels, devices, absl::StrCat("grpo-step-", gpus),
-                      absl::GetFlag(FLAGS_launch_cover_ms));
+        for (const std::string& overlap_text : absl::GetFlag(FLAGS_alone_overlap)) {
+          bool overlap = true;
+          if (!absl::SimpleAtob(overlap_text, &overlap)) {
+            std::fprintf(stderr, "--alone_overlap: %s is not a bool\n", overlap_text.c_str());
+            return 1;
+          }
+          OneAtATimeRun(*items, funnels, devices, absl::StrCat("grpo-step-", gpus),
+                        absl::GetFlag(FLAGS_launch_cover_ms), overlap);
+        }
+        std::printf("triton launchers built ahead: %d signature(s) kept\n",
+                    funnels.front()->triton_launchers_kept());
       }
       int round = 0;
       for (const std::string& cover_text : absl::GetFlag(FLAGS_cv_launch_cover_ms)) {

@@ -27,7 +27,11 @@
 # candidate to the least busy GPU instead of its task's; BATCH_WARM=false turns
 # MultiInputOptions.warm_variant_sets off; ALONE=false skips the run of one
 # correct candidate of each level-1 task alone after the batch; BATCH_SPARES
-# sets the sandboxes kept ready (default 4); BATCH_TAG suffixes the output files.
+# sets the sandboxes kept ready (default 4); BATCH_TAG suffixes the output files;
+# BATCH_OVERLAP=false runs the batch with MultiInputOptions.overlap_warm_up off;
+# ALONE_OVERLAP (default true,false) runs the one-at-a-time part once per value,
+# each candidate ALONE_REPEATS times in a row (default 2, figures from the last);
+# BATCH_LAUNCHERS sets FunnelConfig.triton_launchers (0: none built ahead).
 # verifier: builds only the verifier, its GPU tests and benchmark, then runs
 # the GPU verifier tests (VERIFIER_TEST_FILTER) and the benchmark
 # (VERIFIER_BENCH_ARGS are appended to the bench mode's flags).
@@ -434,7 +438,9 @@ if [ "$what" = verifier-batch ]; then
     --correctness_timeout_s 30 --cv_repeats "${CV_REPEATS:-20}" --out "$out/kforge_batch${BATCH_TAG:-}.json" \
     --launch_cover_ms "${BATCH_LAUNCH_COVER_MS:--1}" --cv_launch_cover_ms "${CV_LAUNCH_COVER_MS:--1}" \
     --task_affinity="${BATCH_TASK_AFFINITY:-true}" --warm_variant_sets="${BATCH_WARM:-true}" \
-    --one_at_a_time="${ALONE:-true}" \
+    --one_at_a_time="${ALONE:-true}" --overlap_warm_up="${BATCH_OVERLAP:-true}" \
+    --alone_overlap="${ALONE_OVERLAP:-true,false}" --alone_repeats="${ALONE_REPEATS:-2}" \
+    --triton_launchers="${BATCH_LAUNCHERS:-256}" \
     > "$out/kforge_batch${BATCH_TAG:-}.txt" 2>&1
   echo "kforge batch: exit $?"; grep -v "^\[" "$out/kforge_batch${BATCH_TAG:-}.txt" | grep -v "^ts=" | tail -45
   if [ -d .gpu-work/kernelbench-repo ] && [ "${PEER_SECONDS:-240}" != 0 ]; then
