@@ -74,7 +74,9 @@ def _spawn(control, request, fds):
     return {"type": "spawned", "pid": pid}
 
 
-def _fill_cache(control, request):
+def _trusted_child(control, work):
+    """Forks a child that never sees candidate code and runs work() in it;
+    its pid. The child exits 0, or 1 with the traceback on stderr."""
     pid = os.fork()
     if pid == 0:
         code = 0
@@ -82,12 +84,18 @@ def _fill_cache(control, request):
             control.close()
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            warmup.fill_base_cache(request["dir"], request["device"])
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            work()
         except BaseException:
             traceback.print_exc()
             code = 1
         finally:
             os._exit(code)
+    return pid
+
+
+def _fill_cache(control, request):
+    pid = _trusted_child(control, lambda: warmup.fill_base_cache(request["dir"], request["device"]))
     # Waited for here (the SIGCHLD reaper then finds nothing): this runs once,
     # when the verifier starts, before any candidate is forked.
     deadline = time.monotonic() + float(request.get("timeout_s", 120))
@@ -106,22 +114,10 @@ def _fill_cache(control, request):
 
 
 def _build_launchers(control, request):
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            control.close()
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            made = launchers.build(request["dir"], request["device"], request["signatures"])
-            print(f"kforge: {made} Triton launcher(s) built into the base cache", file=sys.stderr)
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        finally:
-            os._exit(code)
-    return {"type": "building", "pid": pid}
+    def build():
+        made = launchers.build(request["dir"], request["device"], request["signatures"])
+        print(f"kforge: {made} Triton launcher(s) built into the base cache", file=sys.stderr)
+    return {"type": "building", "pid": _trusted_child(control, build)}
 
 
 def _reap(control):

@@ -16,12 +16,14 @@ import torch  # noqa: E402
 
 from kforge_harness import candidate_runner, guards, protocol  # noqa: E402
 
-CANDIDATE = """
+# A model keeping state between calls (`last`); each candidate below adds
+# its module's globals and forward.
+_MODEL = """
 import threading
 import torch
 import torch.nn as nn
 
-CALLS = []
+{globals}
 
 
 class ModelNew(nn.Module):
@@ -31,6 +33,9 @@ class ModelNew(nn.Module):
         self.last = None
 
     def forward(self, x, k):
+"""
+
+CANDIDATE = _MODEL.format(globals="CALLS = []") + """\
         CALLS.append((threading.current_thread().name, tuple(x.shape), x.dtype, k, self.scale))
         if x.shape[0] == 3:
             raise RuntimeError("three rows are not supported")
@@ -124,22 +129,7 @@ class CompileWarmUpTest(unittest.TestCase):
         self.assertAlmostEqual(floats[0].std().item(), 1.0, delta=0.15)
 
 
-BLOCKING_CANDIDATE = """
-import threading
-import torch
-import torch.nn as nn
-
-GO = threading.Event()
-SEEN = []
-
-
-class ModelNew(nn.Module):
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-        self.last = None
-
-    def forward(self, x, k):
+BLOCKING_CANDIDATE = _MODEL.format(globals="GO = threading.Event()\nSEEN = []") + """\
         SEEN.append((threading.current_thread().name, tuple(x.shape), id(self)))
         if threading.current_thread().name.startswith("kf-warm-"):
             GO.wait(10)  # a compile that lasts until the test lets it end
