@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -282,7 +283,12 @@ bool Funnel::Run::MultiInput() {
   // Background: started once the task's own inputs have run (their
   // autotuning alone), over the sets of the task's shapes; the recompiling
   // sets run last, after it (the sandbox waits for it on their request).
-  const bool background = warm && multi.overlap_warm_up() && !recompiling.empty() &&
+  // Not for a candidate that autotunes: Triton's Autotuner keeps per-call
+  // state on its (module-level) object, so a recorded run autotuning a new
+  // size beside a warm-up thread of the same kernel could fail an honest
+  // candidate. The word anywhere in its source is enough to stay safe.
+  const bool autotunes = absl::StrContains(code_, "autotune");
+  const bool background = warm && multi.overlap_warm_up() && !autotunes && !recompiling.empty() &&
                           epoch_->sets.contains("task_inputs") &&
                           epoch_->sets.at("task_inputs").ok;
   if (warm && !background && !WarmVariantSets(stage, timeout, /*background=*/false)) {

@@ -1,5 +1,7 @@
 #include "verifier_worker/funnel/funnel.h"
 
+#include <signal.h>
+
 #include <filesystem>
 #include <optional>
 
@@ -101,18 +103,27 @@ void Funnel::BuildPendingLaunchers() {
   absl::MutexLock lock(&launcher_build_mu_);
   absl::StatusOr<std::shared_ptr<ZygoteClient>> zygote = Zygote();
   if (!zygote.ok()) return;
-  if (launcher_builder_pid_ > 0) {
-    // One build at a time; what was kept meanwhile waits for the next.
-    if (!(*zygote)->WaitExit(launcher_builder_pid_, absl::ZeroDuration()).has_value()) return;
-    launcher_builder_pid_ = 0;
+  if (launcher_builder_pid_ > 0 && launcher_builder_zygote_ == *zygote) {
+    // One build at a time; what was kept meanwhile waits for the next. A
+    // build past the start-up timeout is stuck: ended, its signatures lost
+    // (their candidates build their own launchers).
+    if (!(*zygote)->WaitExit(launcher_builder_pid_, absl::ZeroDuration()).has_value()) {
+      if (absl::Now() - launcher_build_started_ < config_.start_timeout) return;
+      ::kill(launcher_builder_pid_, SIGKILL);
+    }
   }
+  launcher_builder_pid_ = 0;
+  launcher_builder_zygote_.reset();
   google::protobuf::Value signatures = launchers_.TakePending();
   if (signatures.list_value().values_size() == 0) return;
   // A build that cannot start costs the next candidates time, not a
   // verdict: they build their launchers themselves.
   absl::StatusOr<int> pid = (*zygote)->BuildLaunchers(triton_base_cache_, config_.harness.device,
                                                      std::move(signatures), config_.start_timeout);
-  if (pid.ok()) launcher_builder_pid_ = *pid;
+  if (!pid.ok()) return;
+  launcher_builder_pid_ = *pid;
+  launcher_builder_zygote_ = *zygote;
+  launcher_build_started_ = absl::Now();
 }
 
 absl::StatusOr<std::unique_ptr<Funnel>> Funnel::Create(FunnelConfig config,

@@ -125,7 +125,11 @@ class Funnel {
   std::string triton_cache_report_;
   LauncherHarvest launchers_;
   absl::Mutex launcher_build_mu_;
-  int launcher_builder_pid_ ABSL_GUARDED_BY(launcher_build_mu_) = 0;  // 0: none running
+  // The build running, if any: its pid in the zygote that forked it (a
+  // zygote started again never reports the old one's children).
+  int launcher_builder_pid_ ABSL_GUARDED_BY(launcher_build_mu_) = 0;
+  std::shared_ptr<ZygoteClient> launcher_builder_zygote_ ABSL_GUARDED_BY(launcher_build_mu_);
+  absl::Time launcher_build_started_ ABSL_GUARDED_BY(launcher_build_mu_);
   bool has_compile_ = false;
   mutable absl::Mutex zygote_mu_;
   // Shared with the candidate sessions it forked (see CandidateSession).

@@ -35,8 +35,9 @@ bool LauncherHarvest::Valid(const std::vector<std::string>& signature) {
 void LauncherHarvest::Offer(const google::protobuf::Value* launchers) {
   if (launchers == nullptr || !launchers->has_list_value()) return;
   absl::MutexLock lock(&mu_);
+  int kept = 0;
   for (const google::protobuf::Value& entry : launchers->list_value().values()) {
-    if (static_cast<int>(seen_.size()) >= max_signatures_) return;
+    if (static_cast<int>(seen_.size()) >= max_signatures_ || kept >= kPerOffer) return;
     if (!entry.has_list_value()) continue;
     std::vector<std::string> signature;
     bool strings = true;
@@ -46,6 +47,7 @@ void LauncherHarvest::Offer(const google::protobuf::Value* launchers) {
     }
     if (!strings || !Valid(signature) || !seen_.insert(signature).second) continue;
     pending_.push_back(std::move(signature));
+    ++kept;
   }
 }
 

@@ -24,12 +24,17 @@ class LauncherHarvest {
  public:
   explicit LauncherHarvest(int max_signatures) : max_signatures_(max_signatures) {}
 
+  // New signatures kept from one reply at most: one candidate cannot spend
+  // the whole bound.
+  static constexpr int kPerOffer = 8;
+
   // Whether `signature` is 1 to 64 known argument type names ("*fp32",
   // "i32", "constexpr"...), as Triton writes a kernel's signature.
   static bool Valid(const std::vector<std::string>& signature);
 
   // Keeps the valid signatures of `launchers` (a list of lists of strings,
-  // or null) not seen before, while fewer than the bound were kept.
+  // or null) not seen before, at most kPerOffer of them, while fewer than
+  // the bound were kept.
   void Offer(const google::protobuf::Value* launchers);
   // The signatures kept since the last call, as a list of lists.
   google::protobuf::Value TakePending();

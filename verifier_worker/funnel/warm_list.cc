@@ -18,8 +18,8 @@ namespace {
 // size, decides whether a first call compiles again.
 std::string SizeClass(int64_t n) {
   if (n == 1) return "1";
-  if (n >= (int64_t{1} << 31) || n < -(int64_t{1} << 31)) return "L";
-  return n % 16 == 0 ? "16" : "n";
+  const bool wide = n >= (int64_t{1} << 31) || n < -(int64_t{1} << 31);
+  return absl::StrCat(wide ? "L" : "", n % 16 == 0 ? "16" : "n");
 }
 
 // `value` with each integral number replaced by its class.

@@ -72,6 +72,13 @@ TEST(LauncherHarvestTest, StopsAtTheBound) {
   const google::protobuf::Value more = List({{"*fp16"}});
   harvest.Offer(&more);
   EXPECT_TRUE(Signatures(harvest.TakePending()).empty());
+  LauncherHarvest wide(/*max_signatures=*/100);
+  std::vector<std::vector<std::string>> many;
+  for (int i = 1; i <= 20; ++i) many.push_back(std::vector<std::string>(i, "i32"));
+  const google::protobuf::Value flood = List(many);
+  wide.Offer(&flood);
+  EXPECT_EQ(Signatures(wide.TakePending()).size(),
+            static_cast<size_t>(LauncherHarvest::kPerOffer)) << "one reply took more";
   LauncherHarvest off(/*max_signatures=*/0);
   off.Offer(&reply);
   EXPECT_EQ(off.kept(), 0);

@@ -23,13 +23,14 @@ its own source).
 
 import os
 import re
+import shutil
 import sys
 import tempfile
 
 # Argument types a signature may hold: pointers to any element type, the
 # scalar types Triton gives Python values, and constexpr positions.
 _ELEMENT = r"(fp8e4nv|fp8e5|fp8e4b15|fp16|bf16|fp32|fp64|i1|i8|i16|i32|i64|u1|u8|u16|u32|u64)"
-_TYPE = re.compile(r"^(\*k?" + _ELEMENT + r"|i1|i32|i64|u64|fp32|constexpr)$")
+_TYPE = re.compile(r"(\*k?" + _ELEMENT + r"|i1|i32|i64|u64|fp32|constexpr)")
 MAX_ARGS = 64
 # Signatures one candidate process notes at most.
 MAX_NOTED = 64
@@ -50,7 +51,7 @@ _seen = []
 def valid(signature):
     """Whether `signature` is a list of known argument type names."""
     return (isinstance(signature, (list, tuple)) and 0 < len(signature) <= MAX_ARGS
-            and all(isinstance(t, str) and _TYPE.match(t) for t in signature))
+            and all(isinstance(t, str) and _TYPE.fullmatch(t) for t in signature))
 
 
 def record():
@@ -93,15 +94,22 @@ def build(cache_dir, device, signatures_to_build):
     """In a trusted child of the zygote: makes the launcher of each valid
     signature into `cache_dir` (Triton's cache). Returns how many were made."""
     os.environ["TRITON_CACHE_DIR"] = cache_dir
-    import torch
     import triton  # noqa: F401
-    from triton.runtime import driver
     from .device import make_current
     make_current(device)
     todo = [list(s) for s in signatures_to_build if valid(s)]
     if not todo:
         return 0
     folder = tempfile.mkdtemp(prefix="kf-launchers-")
+    try:
+        return _build_in(folder, device, todo)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _build_in(folder, device, todo):
+    import torch
+    from triton.runtime import driver
     path = os.path.join(folder, "kf_launchers.py")
     with open(path, "w") as f:
         f.write("import triton\nimport triton.language as tl\n\n")
@@ -109,9 +117,10 @@ def build(cache_dir, device, signatures_to_build):
             f.write(_kernel_source(i, signature) + "\n")
     sys.path.insert(0, folder)
     import kf_launchers  # noqa: E402  (written just above)
+
     def pointer(element):
         dtype = getattr(torch, _ELEMENT_DTYPES.get(element, "float32"), torch.float32)
-        return torch.zeros(16, device=device, dtype=dtype)
+        return torch.empty(16, device=device, dtype=dtype)  # no kernel runs
 
     made = 0
     for i, signature in enumerate(todo):

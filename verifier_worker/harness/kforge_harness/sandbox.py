@@ -327,11 +327,12 @@ def confine(config):
         # not reach the next one. Done here, before Landlock narrows writes.
         try:
             # A trusted child may be building launchers into it meanwhile
-            # (launchers.py): Triton writes each file under a temporary name
-            # and renames it, so a file is whole or absent; a temporary one
-            # is left out, and one renamed away while copied is skipped.
+            # (launchers.py): Triton writes each file in a temporary folder
+            # (tmp.pid_*; *.tmp.pid_* files in older versions) and renames it
+            # into place, so a file is whole or absent; the temporary ones
+            # are left out, and one renamed away while copied is skipped.
             shutil.copytree(base_cache, os.environ["TRITON_CACHE_DIR"], dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("*.tmp.pid_*"),
+                            ignore=shutil.ignore_patterns("tmp.pid_*", "*.tmp.pid_*"),
                             copy_function=_copy_if_there)
             applied.append("triton base cache")
         except OSError as e:
