@@ -55,20 +55,6 @@ std::vector<const ReferenceSet*> MultiInputOrder(const ReferenceEpoch& epoch,
   return order;
 }
 
-// The sets whose first call compiles again (their compile signature is
-// neither the tiny set's nor the task's own inputs').
-std::set<std::string> RecompilingSets(const ReferenceEpoch& epoch, const ReferenceSet& tiny) {
-  std::set<std::string> seen = {CompileSignature(tiny)};
-  if (auto own = epoch.sets.find("task_inputs"); own != epoch.sets.end() && own->second.ok) {
-    seen.insert(CompileSignature(own->second));
-  }
-  std::set<std::string> names;
-  for (const auto& [name, set] : epoch.sets) {
-    if (set.ok && !seen.contains(CompileSignature(set))) names.insert(name);
-  }
-  return names;
-}
-
 // One set's run request, sent from a thread of its own so the previous
 // set's outputs are compared while the candidate runs this one
 // (Funnel::Run::MultiInput). Its result is taken with Wait(); dropped

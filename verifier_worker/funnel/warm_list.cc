@@ -84,17 +84,26 @@ std::string CompileSignature(const ReferenceSet& set) {
   return signature;
 }
 
+std::set<std::string> RecompilingSets(const ReferenceEpoch& epoch, const ReferenceSet& tiny) {
+  std::set<std::string> compiled = {CompileSignature(tiny)};
+  if (auto own = epoch.sets.find("task_inputs"); own != epoch.sets.end() && own->second.ok) {
+    compiled.insert(CompileSignature(own->second));
+  }
+  std::set<std::string> names;
+  for (const auto& [name, set] : epoch.sets) {
+    if (set.ok && !compiled.contains(CompileSignature(set))) names.insert(name);
+  }
+  return names;
+}
+
 google::protobuf::Value WarmList(const ReferenceEpoch& epoch, const ReferenceSet& tiny) {
   google::protobuf::Value list;
   list.mutable_list_value();
-  std::set<std::string> seen = {CompileSignature(tiny)};
-  if (auto own = epoch.sets.find("task_inputs"); own != epoch.sets.end() && own->second.ok) {
-    seen.insert(CompileSignature(own->second));
-  }
+  const std::set<std::string> recompiling = RecompilingSets(epoch, tiny);
+  std::set<std::string> seen;  // one entry per signature
   for (const InputSetSpec& spec : epoch.plan.sets) {
-    auto it = epoch.sets.find(spec.name);
-    if (it == epoch.sets.end() || !it->second.ok) continue;
-    const ReferenceSet& set = it->second;
+    if (!recompiling.contains(spec.name)) continue;  // only sets the reference ran
+    const ReferenceSet& set = epoch.sets.at(spec.name);
     if (!seen.insert(CompileSignature(set)).second) continue;
     google::protobuf::Value entry;
     auto& f = *entry.mutable_struct_value()->mutable_fields();

@@ -7,6 +7,7 @@
 #ifndef KFORGE_VERIFIER_WORKER_FUNNEL_WARM_LIST_H_
 #define KFORGE_VERIFIER_WORKER_FUNNEL_WARM_LIST_H_
 
+#include <set>
 #include <string>
 
 #include <google/protobuf/struct.pb.h>
@@ -23,6 +24,11 @@ namespace kforge {
 // signature compile once; a set whose kernels take other integers than
 // those may still compile on its first call (slower, never wrong).
 std::string CompileSignature(const ReferenceSet& set);
+
+// The sets whose first call compiles again: their signature is neither the
+// tiny set's nor the task's own inputs'. Sets the reference could not run
+// are left out.
+std::set<std::string> RecompilingSets(const ReferenceEpoch& epoch, const ReferenceSet& tiny);
 
 // The stage-4 sets to warm up before the first of them: one entry per
 // signature that neither `tiny` nor the task's own inputs share, in the

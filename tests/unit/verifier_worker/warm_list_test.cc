@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ TEST(WarmListTest, OnlySetsThatCompileAgainAreWarmedOncePerSignature) {
   });
   EXPECT_EQ(Names(WarmList(epoch, tiny)),
             (std::vector<std::string>{"ragged_shape", "batch_1", "bfloat16"}));
+  // Every set that compiles again runs after the warm-up, a signature's
+  // second set too.
+  EXPECT_EQ(RecompilingSets(epoch, tiny),
+            (std::set<std::string>{"ragged_shape", "batch_1", "batch_1_again", "bfloat16"}));
 }
 
 TEST(WarmListTest, SizesOfTheSameClassesAsTheTasksAreNotWarmed) {

@@ -32,7 +32,7 @@ import tempfile
 _ELEMENT = r"(fp8e4nv|fp8e5|fp8e4b15|fp16|bf16|fp32|fp64|i1|i8|i16|i32|i64|u1|u8|u16|u32|u64)"
 _TYPE = re.compile(r"(\*k?" + _ELEMENT + r"|i1|i32|i64|u64|fp32|constexpr)")
 MAX_ARGS = 64
-# Signatures one candidate process notes at most.
+# Signatures a candidate process notes between two replies at most.
 MAX_NOTED = 64
 
 # What each scalar type is made from: a Python value Triton types that way
