@@ -266,10 +266,10 @@ bool Funnel::Run::MultiInput() {
   const bool warm = cuda() && multi.warm_variant_sets();
   const std::set<std::string> recompiling =
       warm ? RecompilingSets(*epoch_, TinySet()) : std::set<std::string>();
-  // Background: started once the task's own inputs have run (their
-  // autotuning alone), over the sets of the task's shapes; the recompiling
-  // sets run last, after it (the sandbox waits for it on their request).
-  // Not for a candidate that autotunes: Triton's Autotuner keeps per-call
+  // Background: started before the task's own inputs run, so the
+  // recompiling sets' compiles overlap that set's compile as well as the
+  // plain sets; the recompiling sets run last, after it (the sandbox waits
+  // for it on their request). Not for a candidate that autotunes: Triton's Autotuner keeps per-call
   // state on its (module-level) object, so a recorded run autotuning a new
   // size beside a warm-up thread of the same kernel could fail an honest
   // candidate. The word anywhere in its source is enough to stay safe.
@@ -304,6 +304,12 @@ bool Funnel::Run::MultiInput() {
       return AskSharingDeviceFromAnyThread(run, timeout, /*preemptible=*/false);
     });
   };
+  if (background) {
+    absl::Duration held_after;
+    warm_hold.emplace(f_.gpu_, sandbox_->session->pid(), &held_after, /*preemptible=*/true);
+    AddDeviceWait(held_after);
+    if (!WarmVariantSets(stage, timeout, /*background=*/true)) return false;
+  }
   if (!order.empty()) send(*order.front());
   int passed = 0;
   bool task_inputs_passed = false;
@@ -320,12 +326,6 @@ bool Funnel::Run::MultiInput() {
     f_.launchers_.Offer(reply.Get("launchers"));
     if (reply.type() == "failed") {
       return EndWithFailedReply(stage, reply, absl::StrCat(name, " inputs: "));
-    }
-    if (own && background && i + 1 < order.size()) {
-      absl::Duration held_after;
-      warm_hold.emplace(f_.gpu_, sandbox_->session->pid(), &held_after, /*preemptible=*/true);
-      AddDeviceWait(held_after);
-      if (!WarmVariantSets(stage, timeout, /*background=*/true)) return false;
     }
     if (i + 1 < order.size()) send(*order[i + 1]);
     if (!Attribute(stage, reply.Get("launches"), set->DisplayName())) return false;
