@@ -25,13 +25,18 @@ def main(argv=None):
     parser.add_argument("--batch", required=True)
     parser.add_argument("--kforge", required=True, help="kforge_verifier_batch_bench --out")
     parser.add_argument("--peer", required=True, help="kernelbench_peer.py --out")
-    parser.add_argument("--gpus", type=int, default=1, help="which kforge run (by GPU count)")
+    parser.add_argument("--gpus", type=int, default=0,
+                        help="which kforge run (by GPU count); default: the run with as many "
+                             "GPUs as the peer used, else the first")
     args = parser.parse_args(argv)
     batch = {item["id"]: item for item in json.load(open(args.batch))}
     runs = json.load(open(args.kforge))
+    peer_json = json.load(open(args.peer))
+    if args.gpus <= 0:  # like for like: the same GPU count on both sides
+        peer_gpus = int(peer_json["summary"].get("devices", 1))
+        args.gpus = peer_gpus if any(int(r["gpus"]) == peer_gpus for r in runs) else int(runs[0]["gpus"])
     run = next(r for r in runs if int(r["gpus"]) == args.gpus)
     kforge = {it["id"]: it["verdict"] for it in run["items"]}
-    peer_json = json.load(open(args.peer))
     peer = {r["id"]: r for r in peer_json["records"]}
     common = [i for i in batch if i in kforge and i in peer]
 
