@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +29,7 @@ constexpr const char* kCheckpointsDir = "checkpoints";
 constexpr const char* kPartialSuffix = ".partial";
 constexpr const char* kTrainerStateFile = "trainer_state.json";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kReferenceDir = "reference";
 // Files of a Hugging Face model folder that are not weights.
 constexpr const char* kModelSideFiles[] = {"config.json", "generation_config.json",
                                            "tokenizer.json", "tokenizer_config.json",
@@ -111,6 +113,31 @@ absl::Status CopySideFiles(const fs::path& from, const fs::path& to) {
   return absl::OkStatus();
 }
 
+// A model folder (side files and weights, then what `more` adds) written
+// into "<final_dir>.partial" and renamed to final_dir once complete.
+absl::Status WriteModelFolder(const CheckpointTarget& target, DecoderModel& model,
+                              const fs::path& final_dir,
+                              const std::function<absl::Status(const fs::path&)>& more) {
+  const fs::path partial = fs::path(final_dir.string() + kPartialSuffix);
+  std::error_code ec;
+  fs::remove_all(partial, ec);
+  fs::create_directories(partial, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot create ", partial.string(), ": ", ec.message()));
+  }
+  KF_RETURN_IF_ERROR(CopySideFiles(target.source_model_dir, partial));
+  KF_RETURN_IF_ERROR(
+      WriteModelShards(partial, model.NamedParameters(), target.spec.max_shard_bytes()));
+  KF_RETURN_IF_ERROR(more(partial));
+  fs::remove_all(final_dir, ec);
+  fs::rename(partial, final_dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", partial.string(), " to ", final_dir.string(), ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
 // Complete checkpoints of a job, oldest first (names sort by step).
 std::vector<fs::path> CompleteCheckpoints(const fs::path& job_dir) {
   std::vector<fs::path> found;
@@ -141,31 +168,34 @@ absl::StatusOr<std::string> WriteTrainingCheckpoint(const CheckpointTarget& targ
                                                     const v1::TrainerState& state) {
   const fs::path final_dir =
       target.job_dir / kCheckpointsDir / absl::StrFormat("step-%08d", state.step());
-  const fs::path partial = fs::path(final_dir.string() + kPartialSuffix);
-  std::error_code ec;
-  fs::remove_all(partial, ec);
-  fs::create_directories(partial, ec);
-  if (ec) {
-    return absl::InternalError(absl::StrCat("cannot create ", partial.string(), ": ", ec.message()));
-  }
-  KF_RETURN_IF_ERROR(CopySideFiles(target.source_model_dir, partial));
-  KF_RETURN_IF_ERROR(
-      WriteModelShards(partial, policy.NamedParameters(), target.spec.max_shard_bytes()));
-  std::vector<TensorToWrite> opt;
-  for (const auto& [name, tensor] : optimizer.StateTensors()) {
-    KF_ASSIGN_OR_RETURN(TensorToWrite t, ToWrite(name, tensor));
-    opt.push_back(std::move(t));
-  }
-  KF_RETURN_IF_ERROR(WriteSafetensors(partial / kOptimizerFile, opt, {{"format", "kforge-adamw"}}));
-  KF_RETURN_IF_ERROR(WriteFileAtomically((partial / kTrainerStateFile).string(), ToJson(state)));
-  fs::remove_all(final_dir, ec);
-  fs::rename(partial, final_dir, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot rename ", partial.string(), " to ", final_dir.string(), ": ", ec.message()));
-  }
+  auto optimizer_and_state = [&](const fs::path& partial) -> absl::Status {
+    std::vector<TensorToWrite> opt;
+    for (const auto& [name, tensor] : optimizer.StateTensors()) {
+      KF_ASSIGN_OR_RETURN(TensorToWrite t, ToWrite(name, tensor));
+      opt.push_back(std::move(t));
+    }
+    KF_RETURN_IF_ERROR(
+        WriteSafetensors(partial / kOptimizerFile, opt, {{"format", "kforge-adamw"}}));
+    return WriteFileAtomically((partial / kTrainerStateFile).string(), ToJson(state));
+  };
+  KF_RETURN_IF_ERROR(WriteModelFolder(target, policy, final_dir, optimizer_and_state));
   Prune(target.job_dir, std::max(1, target.spec.keep_last()));
   return final_dir.string();
+}
+
+absl::StatusOr<std::string> WriteReferenceModel(const CheckpointTarget& target,
+                                                DecoderModel& model) {
+  const fs::path final_dir = target.job_dir / kReferenceDir;
+  KF_RETURN_IF_ERROR(WriteModelFolder(target, model, final_dir,
+                                      [](const fs::path&) { return absl::OkStatus(); }));
+  return final_dir.string();
+}
+
+std::optional<std::string> ReferenceModel(const fs::path& job_dir) {
+  std::error_code ec;
+  const fs::path dir = job_dir / kReferenceDir;
+  if (!fs::exists(dir / "config.json", ec)) return std::nullopt;
+  return dir.string();
 }
 
 absl::StatusOr<std::optional<std::string>> LatestCheckpoint(const fs::path& job_dir) {

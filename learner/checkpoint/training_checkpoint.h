@@ -49,6 +49,18 @@ absl::StatusOr<std::string> WriteTrainingCheckpoint(const CheckpointTarget& targ
                                                     DecoderModel& policy, const AdamW& optimizer,
                                                     const v1::TrainerState& state);
 
+// The policy a job's KL term is measured against when its RL steps follow a
+// warm start: the policy as the warm start left it, as a model folder
+// (Hugging Face layout, no optimizer state) at <job_dir>/reference, written
+// once when the RL steps begin, into "reference.partial" and renamed. It
+// sits beside checkpoints/, so keep_last never prunes it and a resumed job
+// measures against the same policy.
+absl::StatusOr<std::string> WriteReferenceModel(const CheckpointTarget& target,
+                                                DecoderModel& model);
+
+// That folder, or nullopt when the job has not written one.
+std::optional<std::string> ReferenceModel(const std::filesystem::path& job_dir);
+
 // The newest complete checkpoint of a job, or nullopt when it has none.
 absl::StatusOr<std::optional<std::string>> LatestCheckpoint(const std::filesystem::path& job_dir);
 

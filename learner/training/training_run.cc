@@ -28,6 +28,7 @@
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/torch_runtime.h"
 #include "model/transformer/decoder_model.h"
+#include "model/transformer/torch_status.h"
 #include "model/weights/flat_parameters.h"
 #include "model/weights/weight_stream.h"
 
@@ -43,6 +44,25 @@ bool IsHeldOut(const v1::Task& task, const v1::TaskSetSpec& spec) {
 std::string RandomNonce() {
   std::random_device device;
   return absl::StrFormat("%06x", device() & 0xffffff);
+}
+
+// Copies `from`'s parameters into `to`, a model of the same configuration.
+absl::Status CopyParameters(DecoderModel& from, DecoderModel& to) {
+  std::vector<std::pair<std::string, at::Tensor>> src = from.NamedParameters();
+  std::vector<std::pair<std::string, at::Tensor>> dst = to.NamedParameters();
+  if (src.size() != dst.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the reference has ", dst.size(), " parameters, the policy ", src.size()));
+  }
+  return TorchCall("copy the policy into the reference", [&] {
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < src.size(); ++i) {
+      TORCH_CHECK(src[i].first == dst[i].first, "parameter ", i, " is ", src[i].first,
+                  " in the policy and ", dst[i].first, " in the reference");
+      dst[i].second.copy_(src[i].second);
+    }
+    return absl::OkStatus();
+  });
 }
 
 class TrainingRun {
@@ -61,6 +81,7 @@ class TrainingRun {
       const absl::Time started = absl::Now();
       const bool supervised =
           trainer_->step() < WarmStartSteps() || spec_.algorithm() == v1::ALGORITHM_SFT;
+      if (!supervised) KF_RETURN_IF_ERROR(MaybeTakeWarmStartReference());
 
       KF_RETURN_IF_ERROR(supervised ? SupervisedStep(started) : RolloutStep(started));
       KF_RETURN_IF_ERROR(MaybeStartEval());
@@ -99,6 +120,12 @@ class TrainingRun {
   // last sft.stop_window_steps steps fell below sft.stop_below_loss, which
   // moves the job's end (TotalSteps) and so the schedule's.
   absl::Status MaybeEndWarmStart();
+  // Before the first RL step of a job with a warm start and a KL term: the
+  // reference becomes the policy as the warm start left it (and is saved,
+  // WriteReferenceModel), as SFT-then-RL recipes measure the KL against the
+  // SFT model; the job's model_path, random or a base model the warm start
+  // moved away from, would pull the policy back from what it learned.
+  absl::Status MaybeTakeWarmStartReference();
   absl::Status SupervisedStep(absl::Time started);
   absl::Status RolloutStep(absl::Time started);
   absl::StatusOr<std::vector<CompletedGroup>> CollectGroups();
@@ -137,6 +164,7 @@ class TrainingRun {
   std::vector<v1::Task> train_tasks_;
   std::unique_ptr<LoadedPolicy> policy_;
   std::unique_ptr<LoadedPolicy> reference_;
+  bool reference_from_warm_start_ = false;  // reference_ holds the warm start's end
   // The policy's parameters as flat buffers, for the NCCL weight broadcast.
   std::unique_ptr<FlatParameters> flat_;
   std::unique_ptr<PolicyTrainer> trainer_;
@@ -179,7 +207,12 @@ absl::Status TrainingRun::Setup() {
   const std::string dtype = gpu && spec_.optimizer().bf16() ? "bfloat16" : "float32";
   KF_ASSIGN_OR_RETURN(policy_, LoadPolicy(source_model_dir_.string(), device, dtype));
   if (spec_.grpo().kl_coef() > 0 && spec_.algorithm() == v1::ALGORITHM_GRPO) {
-    KF_ASSIGN_OR_RETURN(reference_, LoadPolicy(spec_.model_path(), device, dtype));
+    // Resumed after the warm start: the reference it saved. Otherwise the
+    // job's model, replaced when the RL steps begin if a warm start precedes them.
+    const std::optional<std::string> saved =
+        spec_.warm_start_steps() > 0 && latest.has_value() ? ReferenceModel(job_dir_) : std::nullopt;
+    reference_from_warm_start_ = saved.has_value();
+    KF_ASSIGN_OR_RETURN(reference_, LoadPolicy(saved.value_or(spec_.model_path()), device, dtype));
   }
   if (deps_.broadcaster != nullptr && deps_.broadcaster->NotMemberReason().empty()) {
     // Before the optimiser exists: it then holds the re-homed tensors.
@@ -279,6 +312,24 @@ absl::Status TrainingRun::MaybeEndWarmStart() {
                                  "last %d steps is below sft.stop_below_loss %.4g; %d RL steps follow",
                                  step, spec_.warm_start_steps(), mean, window,
                                  sft.stop_below_loss(), spec_.total_steps()));
+}
+
+absl::Status TrainingRun::MaybeTakeWarmStartReference() {
+  if (reference_ == nullptr || reference_from_warm_start_ || spec_.warm_start_steps() <= 0) {
+    return absl::OkStatus();
+  }
+  KF_RETURN_IF_ERROR(CopyParameters(*policy_->model, *reference_->model));
+  KF_ASSIGN_OR_RETURN(std::string dir,
+                      WriteReferenceModel({.job_dir = job_dir_,
+                                           .source_model_dir = source_model_dir_,
+                                           .spec = spec_.checkpoint()},
+                                          *reference_->model));
+  reference_from_warm_start_ = true;
+  log_.Info("KL reference taken", {{"job", job_.id()}, {"step", trainer_->step()}, {"dir", dir}});
+  return deps_.jobs->Log(
+      job_.id(), absl::StrFormat("the KL term's reference is the policy at step %d, where the warm "
+                                 "start ended (saved in %s)",
+                                 trainer_->step(), dir));
 }
 
 absl::Status TrainingRun::OfferGroups(int64_t count) {

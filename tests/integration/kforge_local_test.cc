@@ -266,13 +266,15 @@ TEST(KforgeLocalTest, RunsAJobToTheEndWithProgressAndASummary) {
 // threshold every loss is under ends it after its window (2 steps of at most
 // 50), and the job's 2 GRPO steps follow from there. The learner, the
 // progress lines, the checkpoint and the job's log all say where it ended.
+// With a KL term, its reference is the policy where the warm start ended,
+// saved beside the checkpoints.
 TEST(KforgeLocalTest, AWarmStartEndsEarlyOnceTheLossIsBelowTheThreshold) {
   testing::TempDir dir;
   const std::string job = R"({
     "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
     "warm_start_steps": 50, "total_steps": 2, "prompts_per_step": 2,
     "sft": {"stop_below_loss": 1000, "stop_window_steps": 2},
-    "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 16},
+    "grpo": {"group_size": 2, "kl_coef": 0.05}, "sampling": {"max_new_tokens": 16},
     "optimizer": {"batch_size": 4, "micro_batch_size": 2, "bf16": false},
     "verifier": {"require_triton": false, "timing": {"enabled": false}},
     "checkpoint": {"every_steps": 100}, "max_staleness": 1
@@ -280,6 +282,7 @@ TEST(KforgeLocalTest, AWarmStartEndsEarlyOnceTheLossIsBelowTheThreshold) {
   std::string output;
   ASSERT_NO_FATAL_FAILURE(RunJobToTheEnd(dir, job, &output));
   EXPECT_THAT(output, HasSubstr("up to 50 warm-start steps (until the loss is below 1000)"));
+  EXPECT_TRUE(std::filesystem::exists(dir.Sub("run/state/jobs/job-000001/reference/config.json")));
   // Progress is polled: not every step gets a line, the last one does.
   EXPECT_THAT(output, ::testing::ContainsRegex("step +4/4 +v[0-9]+ +grpo"));
   EXPECT_THAT(output, ::testing::ContainsRegex("steps +4 of 4"));
@@ -287,6 +290,7 @@ TEST(KforgeLocalTest, AWarmStartEndsEarlyOnceTheLossIsBelowTheThreshold) {
   auto log = ReadFileToString(dir.Sub("run/learner.log"));
   ASSERT_TRUE(log.ok());
   EXPECT_THAT(*log, ::testing::ContainsRegex("warm start ended early[^\n]* step=2 "));
+  EXPECT_THAT(*log, ::testing::ContainsRegex("KL reference taken[^\n]* step=2 "));
   const std::string ckpt = dir.Sub("run/state/jobs/job-000001/checkpoints/step-00000004");
   auto state_json = ReadFileToString(ckpt + "/trainer_state.json");
   ASSERT_TRUE(state_json.ok()) << state_json.status() << "\n" << output;

@@ -287,5 +287,50 @@ TEST_F(TrainerLearningTest, ResumedFromACheckpointTheLossCurveContinuesExactly) 
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(continued[i], expected[3 + i], 1e-5) << "step " << 3 + i;
 }
 
+TEST_F(TrainerLearningTest, AWarmStartsReferenceIsSavedApartFromCheckpointsAndLoadsAsThatPolicy) {
+  const std::vector<TrainSequence> batch = {
+      {.prompt = policy_->tokenizer->Encode("class Model"),
+       .completion = policy_->tokenizer->Encode("(nn.Module):\n    pass")}};
+  const PolicyTrainerOptions options{.optimizer = Optimizer(1e-2),
+                                     .schedule = {.peak = 1e-2, .total_steps = 6}};
+  auto trainer = PolicyTrainer::Create(policy_->model.get(), nullptr, options);
+  ASSERT_TRUE(trainer.ok());
+  Train(**trainer, batch, 2);
+  testing::ScratchDir job;
+  EXPECT_FALSE(ReferenceModel(job.path()).has_value());
+  v1::CheckpointSpec spec;
+  spec.set_keep_last(1);
+  spec.set_max_shard_bytes(1 << 30);
+  const CheckpointTarget target{.job_dir = job.path(), .source_model_dir = dir_->Sub("model"),
+                                .spec = spec};
+  auto written = WriteReferenceModel(target, *policy_->model);
+  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_EQ(ReferenceModel(job.path()), std::optional<std::string>(*written));
+  // Not a checkpoint to resume from, and not pruned by the checkpoints'
+  // keep_last while the policy moves on.
+  auto none = LatestCheckpoint(job.path());
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  std::vector<at::Tensor> at_reference;
+  for (const auto& [name, p] : policy_->model->NamedParameters()) at_reference.push_back(p.clone());
+  for (int i = 0; i < 3; ++i) {
+    Train(**trainer, batch, 1);
+    v1::TrainerState state;
+    state.set_step((*trainer)->step());
+    ASSERT_TRUE(WriteTrainingCheckpoint(target, *policy_->model, (*trainer)->optimizer(), state).ok());
+  }
+  auto reference = LoadPolicy(*written, "cpu", "float32");
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const auto loaded = (*reference)->model->NamedParameters();
+  const auto now = policy_->model->NamedParameters();
+  ASSERT_EQ(loaded.size(), at_reference.size());
+  bool moved = false;
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    EXPECT_TRUE(at::equal(loaded[i].second, at_reference[i])) << loaded[i].first;
+    moved = moved || !at::equal(now[i].second, at_reference[i]);
+  }
+  EXPECT_TRUE(moved) << "the policy trained on after the reference was taken";
+}
+
 }  // namespace
 }  // namespace kforge
