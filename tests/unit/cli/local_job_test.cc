@@ -27,16 +27,16 @@ TEST(DefaultLocalJob, IsAValidJobSpecOnCpuAndGpu) {
   }
 }
 
-TEST(DefaultLocalJob, WarmStartsThenRunsGrpoWithDrGrpoAdvantagesAtTheWarmStartsRate) {
+TEST(DefaultLocalJob, WarmStartsThenRunsGrpoWithDrGrpoAdvantagesAtHalfTheWarmStartsRate) {
   const v1::JobSpec spec = Checked(DefaultLocalJob("/m", false));
   EXPECT_EQ(spec.algorithm(), v1::ALGORITHM_GRPO);
   EXPECT_GT(spec.warm_start_steps(), 0);
   EXPECT_FALSE(spec.grpo().scale_by_std());
   EXPECT_EQ(spec.grpo().kl_coef(), 0);
-  // One rate for both phases (sft 0: the optimiser's); GRPO's small
+  // One schedule, the warm start at twice GRPO's rate; GRPO's small
   // gradients meet the warm start's AdamW moments (local_job.cc says why).
-  EXPECT_EQ(spec.sft().learning_rate(), 0);
-  EXPECT_DOUBLE_EQ(spec.optimizer().learning_rate(), 1e-2);
+  EXPECT_DOUBLE_EQ(spec.sft().learning_rate(), 1e-2);
+  EXPECT_DOUBLE_EQ(spec.optimizer().learning_rate(), 5e-3);
 }
 
 TEST(DefaultLocalJob, CpuRewardLeavesHostTimingOutAndKeepsTheStageCredits) {
