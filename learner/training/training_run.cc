@@ -326,10 +326,18 @@ absl::Status TrainingRun::MaybeTakeWarmStartReference() {
                                           *reference_->model));
   reference_from_warm_start_ = true;
   log_.Info("KL reference taken", {{"job", job_.id()}, {"step", trainer_->step()}, {"dir", dir}});
-  return deps_.jobs->Log(
-      job_.id(), absl::StrFormat("the KL term's reference is the policy at step %d, where the warm "
-                                 "start ended (saved in %s)",
-                                 trainer_->step(), dir));
+  // Later than the warm start's end only when a restart came between that
+  // end and the save (the policy it left was not kept): said, not hidden.
+  const std::string where =
+      trainer_->step() == WarmStartSteps()
+          ? std::string("where the warm start ended")
+          : absl::StrFormat("the first RL step after a restart; the warm start ended at step %d "
+                            "and its policy had not been saved",
+                            WarmStartSteps());
+  return deps_.jobs->Log(job_.id(),
+                         absl::StrFormat("the KL term's reference is the policy at step %d, %s "
+                                         "(saved in %s)",
+                                         trainer_->step(), where, dir));
 }
 
 absl::Status TrainingRun::OfferGroups(int64_t count) {

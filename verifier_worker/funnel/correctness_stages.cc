@@ -269,10 +269,11 @@ bool Funnel::Run::MultiInput() {
   // Background: started before the task's own inputs run, so the
   // recompiling sets' compiles overlap that set's compile as well as the
   // plain sets; the recompiling sets run last, after it (the sandbox waits
-  // for it on their request). Not for a candidate that autotunes: Triton's Autotuner keeps per-call
-  // state on its (module-level) object, so a recorded run autotuning a new
-  // size beside a warm-up thread of the same kernel could fail an honest
-  // candidate. The word anywhere in its source is enough to stay safe.
+  // for it on their request). Not for a candidate that autotunes: Triton's
+  // Autotuner keeps per-call state on its (module-level) object, so a
+  // recorded run autotuning a new size beside a warm-up thread of the same
+  // kernel could fail an honest candidate. The word anywhere in its source
+  // is enough to stay safe.
   const bool autotunes = absl::StrContains(code_, "autotune");
   const bool background = warm && multi.overlap_warm_up() && !autotunes && !recompiling.empty() &&
                           epoch_->sets.contains("task_inputs") &&

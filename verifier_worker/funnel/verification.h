@@ -95,9 +95,9 @@ class Funnel::Run {
   // check on the task's own inputs).
   int RepeatOf(const ReferenceSet& set) const;
   // The warm request (MultiInputOptions.warm_variant_sets): at the start of
-  // stage 4, or with `background` after the task's own inputs (the sandbox
-  // answers at once and compiles while later sets run); false when it
-  // ended the stage.
+  // stage 4, before its sets, or with `background` just before the task's
+  // own inputs (the sandbox answers at once and compiles while the sets
+  // run); false when it ended the stage.
   bool WarmVariantSets(v1::StageResult* stage, absl::Duration timeout, bool background);
   // Adds to the verdict's device_wait_seconds.
   void AddDeviceWait(absl::Duration wait);

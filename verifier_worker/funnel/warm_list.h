@@ -30,7 +30,8 @@ std::string CompileSignature(const ReferenceSet& set);
 // are left out.
 std::set<std::string> RecompilingSets(const ReferenceEpoch& epoch, const ReferenceSet& tiny);
 
-// The stage-4 sets to warm up before the first of them: one entry per
+// The stage-4 sets to warm up (before the first set runs, or in the
+// background beside the sets): one entry per
 // signature that neither `tiny` nor the task's own inputs share, in the
 // plan's order, each {set, init_inputs, dtype, scalars, tensors: [{position,
 // dtype, shape}]}. Sets the reference could not run are left out.

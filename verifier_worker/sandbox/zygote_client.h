@@ -40,12 +40,12 @@ class ZygoteClient {
   // by a trusted child that never sees candidate code (harness warmup.py).
   absl::StatusOr<Frame> FillTritonCache(const std::string& dir, const std::string& device,
                                         absl::Duration timeout);
-  // How the child `pid` ended, once the zygote has reaped it.
   // Starts a trusted child building Triton launchers of `signatures` (a
   // list of lists of type names) into `dir`; its pid (its end comes as an
   // exit, WaitExit).
   absl::StatusOr<int> BuildLaunchers(const std::string& dir, const std::string& device,
                                      google::protobuf::Value signatures, absl::Duration timeout);
+  // How the child `pid` ended, once the zygote has reaped it.
   std::optional<ExitInfo> WaitExit(int pid, absl::Duration timeout);
   bool alive() const;
   const Frame& hello() const { return hello_; }
