@@ -35,7 +35,10 @@ def main(argv=None):
     if args.gpus <= 0:  # like for like: the same GPU count on both sides
         peer_gpus = int(peer_json["summary"].get("devices", 1))
         args.gpus = peer_gpus if any(int(r["gpus"]) == peer_gpus for r in runs) else int(runs[0]["gpus"])
-    run = next(r for r in runs if int(r["gpus"]) == args.gpus)
+    run = next((r for r in runs if int(r["gpus"]) == args.gpus), None)
+    if run is None:
+        parser.error(f"--gpus {args.gpus}: {args.kforge} has runs on "
+                     f"{', '.join(str(int(r['gpus'])) for r in runs)} GPU(s) only")
     kforge = {it["id"]: it["verdict"] for it in run["items"]}
     peer = {r["id"]: r for r in peer_json["records"]}
     common = [i for i in batch if i in kforge and i in peer]
