@@ -15,7 +15,8 @@
 # verifier-corpus: builds the verifier and its GPU tests, then verifies every
 # solution of tasks/kernelbench-solutions on its task (sharded over the GPUs,
 # one test process per GPU) and the GPU attack tests; corpus.txt has a line
-# per solution.
+# per solution. CORPUS_FILTER narrows the solutions (a gtest filter, default
+# 'KernelBench/*'); CORPUS_ONLY=true skips the attack tests after them.
 # verifier-batch: the GRPO-shaped batch (bench/make_grpo_batch.py) through
 # kforge_verifier_batch_bench on 1 GPU and, with two, on 2 (BATCH_GPU_COUNTS),
 # with the timing-spread run; KernelBench's harness (bench/kernelbench_peer.py,
@@ -412,13 +413,14 @@ if [ "$what" = verifier-corpus ]; then
   t0=$(date +%s)
   for i in $(seq 0 $((ngpu - 1))); do
     CUDA_VISIBLE_DEVICES=$i GTEST_TOTAL_SHARDS=$ngpu GTEST_SHARD_INDEX=$i timeout "${CORPUS_SECONDS:-300}" \
-      build/bin/kforge_verifier_gpu_tests --gtest_filter='KernelBench/*' > "$out/corpus-$i.log" 2>&1 &
+      build/bin/kforge_verifier_gpu_tests --gtest_filter="${CORPUS_FILTER:-KernelBench/*}" > "$out/corpus-$i.log" 2>&1 &
   done
   wait
   echo "corpus: $(( $(date +%s) - t0 )) s on $ngpu GPU(s)"
   cat "$out"/corpus-*.log | grep -E "^corpus" | sort > "$out/corpus.txt"
   awk '{print $3}' "$out/corpus.txt" | sort | uniq -c
   grep -h -E "^\[  FAILED  \] KernelBench" "$out"/corpus-*.log | sed 's/, where.*//' | sort -u
+  if [ "${CORPUS_ONLY:-false}" = true ]; then exit 0; fi
   CUDA_VISIBLE_DEVICES=0 timeout 200 build/bin/kforge_verifier_gpu_tests \
     --gtest_filter='-KernelBench/*:SecondGpu*' > "$out/gpu-tests.log" 2>&1
   echo "other GPU tests: exit $?"; grep -E "^\[ +(OK|FAILED) " "$out/gpu-tests.log"
