@@ -13,7 +13,17 @@ once whose verdicts disagree on how far it got or whether it was correct
 (a cached verdict counts: it is its verifier's verdict). A verifier that is right gives one completion one
 verdict: a disagreement is a load- or device-dependent failure (the 4xH100
 e2e job's verifiers of GPUs 1-3 failed kernels that cuda:0 accepted). Exit
-status 1 when any disagree. Standard library only.
+status 1 when any disagree.
+
+Then each rollout worker's and verifier's idle share over the logged steps
+after the first SKIP (default 1: start-up): 1 - (the union of its samples'
+generation, or verification, intervals) / (the span from the first such
+interval's start to the last one's end over all workers of its kind). It
+counts only logged samples, so log every sample (sample_log.per_step at
+least prompts x group) for a true figure; samples retired as stale or
+re-issued were work too and are not in the log. Standard library only.
+
+  python3 bench/sample_stats.py SAMPLES.jsonl [--skip N]
 """
 import collections
 import json
@@ -26,10 +36,63 @@ def last_line(message):
     return lines[-1][:160] if lines else ""
 
 
+def busy_seconds(intervals):
+    """The length of the union of [start, end] intervals (microseconds in,
+    seconds out)."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total / 1e6
+
+
+def idle_shares(rows, who, start_key, end_key):
+    """{worker: (idle share, busy s, span s)} over the rows that carry both
+    stamps, the span shared by every worker of the kind."""
+    stamped = [r for r in rows if r.get(who) and (r.get(start_key) or 0) > 0
+               and (r.get(end_key) or 0) >= (r.get(start_key) or 0)]
+    if not stamped:
+        return {}
+    first = min(int(r[start_key]) for r in stamped)
+    last = max(int(r[end_key]) for r in stamped)
+    span = (last - first) / 1e6
+    by_worker = collections.defaultdict(list)
+    for r in stamped:
+        by_worker[r[who]].append((int(r[start_key]), int(r[end_key])))
+    out = {}
+    for worker, intervals in sorted(by_worker.items()):
+        busy = busy_seconds(intervals)
+        out[worker] = (1 - busy / span if span > 0 else 0.0, busy, span)
+    return out
+
+
+def print_idle(rows, skip):
+    steps = sorted(set(r["step"] for r in rows))
+    counted = [r for r in rows if r["step"] in set(steps[skip:])]
+    print(f"idle shares over steps {steps[skip] if len(steps) > skip else '-'}.."
+          f"{steps[-1] if steps else '-'} (target <= 10%):")
+    for kind, who, start_key, end_key in (
+            ("rollout worker", "rollout_worker", "generation_started_us", "generation_finished_us"),
+            ("verifier", "verifier", "verify_started_us", "verify_finished_us")):
+        shares = idle_shares(counted, who, start_key, end_key)
+        if not shares:
+            print(f"  {kind}s: no stamped samples")
+        for worker, (share, busy, span) in shares.items():
+            print(f"  {kind} {worker}: idle {100 * share:.1f}% (busy {busy:.1f} of {span:.1f} s)")
+
+
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__.split("\n\n")[1])
-    with open(sys.argv[1]) as f:
+    args = sys.argv[1:]
+    skip = 1
+    if len(args) == 3 and args[1] == "--skip":
+        skip, args = int(args[2]), args[:1]
+    if len(args) != 1:
+        sys.exit(__doc__.split("\n\n")[-1].strip())
+    with open(args[0]) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     print(f"samples: {len(rows)} over {len(set(r['step'] for r in rows))} step(s)")
     if not rows:
@@ -66,6 +129,7 @@ def main():
     print(f"completions verified more than once with different verdicts: {len(disagree)}")
     for (task, _), seen in list(disagree.items())[:5]:
         print(f"  {task}: " + "; ".join(f"{stage} correct={ok}" for stage, ok in sorted(seen)))
+    print_idle(rows, skip)
     return 1 if disagree else 0
 
 

@@ -68,6 +68,11 @@ void Put(Fields& line, const std::string& key, double value) {
 void Put(Fields& line, const std::string& key, bool value) {
   line.emplace_back(key, value ? "true" : "false");
 }
+// Epoch microseconds as an exact integer (a double's %.10g would round
+// them to the second).
+void PutMicros(Fields& line, const std::string& key, int64_t micros) {
+  line.emplace_back(key, absl::StrCat(micros));
+}
 
 // {"key":value,...}; the keys are plain identifiers of this file's own.
 std::string ToJson(const Fields& line) {
@@ -130,6 +135,13 @@ std::string SampleLogLine(int64_t step, const ScoredGroup& group, size_t index, 
   Put(line, "reference_reused", verdict.reference_reused());
   Put(line, "baselines_cached", verdict.baselines_cached());
   Put(line, "rollout_worker", sample.rollout_worker_id());
+  Put(line, "verifier", scored.verifier_id());
+  // When each worker was busy with it (epoch microseconds, 0 where a worker
+  // did not stamp it), so a job's samples tell how long each waited.
+  PutMicros(line, "generation_started_us", sample.started_at_us());
+  PutMicros(line, "generation_finished_us", sample.finished_at_us());
+  PutMicros(line, "verify_started_us", verdict.started_at_us());
+  PutMicros(line, "verify_finished_us", verdict.finished_at_us());
   Put(line, "finish_reason", sample.finish_reason());
   Put(line, "completion_tokens", static_cast<double>(sample.completion_tokens_size()));
   Put(line, "completion", Head(sample.completion_text(), max_chars));

@@ -29,6 +29,10 @@ ScoredGroup Group(const std::string& id, int size) {
     scored.mutable_sample()->set_policy_version(7);
     scored.mutable_sample()->set_completion_text(absl::StrCat("<answer>code ", i, "</answer>"));
     scored.mutable_sample()->set_finish_reason("stop");
+    scored.mutable_sample()->set_rollout_worker_id("rollout-1");
+    scored.mutable_sample()->set_started_at_us(1795000000123456 + i);
+    scored.mutable_sample()->set_finished_at_us(1795000002123456 + i);
+    scored.set_verifier_id("verifier-0");
     v1::Verdict* verdict = scored.mutable_verdict();
     verdict->set_stage_reached(v1::STAGE_COMPILE);
     v1::StageResult* stage = verdict->add_stages();
@@ -43,6 +47,8 @@ ScoredGroup Group(const std::string& id, int size) {
     verdict->set_device_wait_seconds(4);
     verdict->set_queue_seconds(1.5);
     verdict->set_reference_reused(true);
+    verdict->set_started_at_us(1795000002500001);
+    verdict->set_finished_at_us(1795000015500001);
     stage->set_message("NameError: name 'tl' is not defined (line 4)");
     verdict->add_hack_flags(v1::HACK_TORCH_FALLBACK);
     group.samples.push_back(scored);
@@ -94,6 +100,14 @@ TEST(SampleLogTest, ALineNamesTheStepTaskRewardStageAndWhyItFailed) {
   EXPECT_DOUBLE_EQ(stages.at("STAGE_COMPILE").number_value(), 12.5);
   EXPECT_TRUE(f.at("reference_reused").bool_value());
   EXPECT_FALSE(f.at("baselines_cached").bool_value());
+  // Who worked on it and when, to the microsecond (the text, since a
+  // parsed double would hide a rounding to the second).
+  EXPECT_EQ(f.at("rollout_worker").string_value(), "rollout-1");
+  EXPECT_EQ(f.at("verifier").string_value(), "verifier-0");
+  EXPECT_NE(text.find(R"("generation_started_us":1795000000123457,)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("generation_finished_us":1795000002123457,)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("verify_started_us":1795000002500001,)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("verify_finished_us":1795000015500001,)"), std::string::npos) << text;
 }
 
 TEST(SampleLogTest, LongTextsKeepTheirHeadAndSayHowMuchWasCut) {
