@@ -118,6 +118,8 @@ v1::JobSpec DefaultLocalJob(const std::string& model_dir, bool gpu, uint64_t see
     spec.mutable_reward()->set_speedup_weight(0);
   }
   spec.mutable_checkpoint()->set_every_steps(20);
+  // The next step's groups are sampled while a step trains; lookahead_steps
+  // stays at its default 0 (none while a step collects), as tuned.
   spec.set_max_staleness(1);
   return spec;
 }

@@ -4,8 +4,9 @@ on those solutions, on the same prompts the policy then sees), with a few
 level-1 tasks without one held out and evaluated every few steps.
 
   python3 scripts/e2e_job.py --kernelbench DIR --model CKPT [--steps 30] [--warm 10]
-      [--prompts 16] [--group 8] [--tokens 256] [--staleness 1] [--heldout 4]
-      [--train N] [--sft_lr R] [--lr R] [--min_lr_ratio F] [--micro M]
+      [--prompts 16] [--group 8] [--tokens 256] [--staleness 1] [--lookahead_steps 0]
+      [--spare_groups 0]
+      [--heldout 4] [--train N] [--sft_lr R] [--lr R] [--min_lr_ratio F] [--micro M]
       [--temperature T] [--eval_every N] [--timed_ms MIN,MAX]
       [--stop_below_loss L] [--log_samples N] > job.json
 
@@ -25,6 +26,13 @@ solutions leaves every sample of a group the same, and GRPO nothing to learn.
 
 --log_samples N writes each GRPO step's first N samples, with the verifier's
 reasons and stage times, to the job's samples.jsonl (0: the default, 16).
+
+--lookahead_steps N lets the groups of up to N later steps (bounded by
+--staleness) be sampled while a step's batch is collected, not only while it trains
+(JobSpec.lookahead_steps; 0, the default, leaves the field out).
+
+--spare_groups N offers each step N groups over its batch, which is then the first
+prompts to come back (JobSpec.spare_groups_per_step; 0, the default, leaves it out).
 
 --timed_ms MIN,MAX sets the timing stage's budgets (TimingProtocol's
 min_timed_ms and max_timed_ms; the verifier's defaults when absent).
@@ -50,6 +58,11 @@ def main():
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--staleness", type=int, default=1)
+    parser.add_argument("--lookahead_steps", type=int, default=0,
+                        help="JobSpec.lookahead_steps: later steps whose groups are sampled "
+                             "while a step's batch is collected")
+    parser.add_argument("--spare_groups", type=int, default=0,
+                        help="JobSpec.spare_groups_per_step: groups offered over each batch")
     parser.add_argument("--heldout", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--train", type=int, default=0)
@@ -97,6 +110,14 @@ def main():
         "max_staleness": args.staleness,
         "seed": args.seed,
     }
+    if args.lookahead_steps < 0:
+        parser.error(f"--lookahead_steps must be >= 0, not {args.lookahead_steps}")
+    if args.lookahead_steps > 0:
+        job["lookahead_steps"] = args.lookahead_steps
+    if args.spare_groups < 0:
+        parser.error(f"--spare_groups must be >= 0, not {args.spare_groups}")
+    if args.spare_groups > 0:
+        job["spare_groups_per_step"] = args.spare_groups
     if args.turns > 1:
         job["multi_turn"] = {"max_turns": args.turns}
     if args.log_samples > 0:

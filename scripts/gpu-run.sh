@@ -318,6 +318,7 @@ e2e_job() {
     --steps "${E2E_STEPS:-30}" \
     --warm "${E2E_WARM:-10}" --prompts "${E2E_PROMPTS:-16}" --group "${E2E_GROUP:-8}" \
     --tokens "${E2E_TOKENS:-256}" --staleness "$staleness" --train "${E2E_TRAIN:-0}" \
+    --lookahead_steps "${E2E_LOOKAHEAD:-0}" --spare_groups "${E2E_SPARES:-0}" \
     --sft_lr "${E2E_SFT_LR:-1e-5}" --lr "${E2E_LR:-1e-6}" --micro "${E2E_MICRO:-1}" \
     --min_lr_ratio "${E2E_MIN_LR_RATIO:-0.1}" --temperature "${E2E_TEMPERATURE:-1.0}" \
     --eval_every "${E2E_EVAL_EVERY:-5}" \
@@ -362,7 +363,9 @@ if [ "$what" = e2e ] || [ "$what" = e2e-pair ]; then
   # tasks evaluated every few steps. E2E_STEPS, E2E_WARM, E2E_PROMPTS,
   # E2E_GROUP, E2E_TOKENS, E2E_STALENESS, E2E_TRAIN, E2E_SFT_LR, E2E_LR,
   # E2E_MICRO, E2E_MIN_LR_RATIO, E2E_TEMPERATURE, E2E_EVAL_EVERY, E2E_TIMED_MS,
-  # E2E_STOP_BELOW_LOSS, E2E_LOG_SAMPLES, E2E_TURNS (scripts/e2e_job.py's flags),
+  # E2E_STOP_BELOW_LOSS, E2E_LOG_SAMPLES, E2E_TURNS, E2E_LOOKAHEAD, E2E_SPARES
+  # (scripts/e2e_job.py's flags; the last two are --lookahead_steps and
+  # --spare_groups),
   # E2E_ROLLOUT_WORKERS (kforge local's --rollout_workers), E2E_SECONDS or
   # E2E_DEADLINE.
   # e2e-pair: the same job and seed twice at once, synchronous

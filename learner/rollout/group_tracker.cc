@@ -250,6 +250,10 @@ void GroupTracker::Retire(const std::string& group_id, const std::string& why) {
   next.item = std::move(old.item);
   next.item.set_attempt(attempt);
   next.item.set_group_id(absl::StrCat(old.base_id, "~r", attempt));
+  // Sampled afresh, so under the current policy at least: a group retired
+  // for a stale sample must not be sampled stale again by a worker still
+  // holding older weights, and the job driver counts it as a group of now.
+  next.item.set_min_policy_version(std::max(next.item.min_policy_version(), policy_version_));
   next.turns.assign(static_cast<size_t>(next.item.group_size()),
                     std::vector<v1::ScoredSample>(static_cast<size_t>(MaxTurns(next.item))));
   next.ended_at.assign(static_cast<size_t>(next.item.group_size()), -1);
@@ -409,6 +413,17 @@ int64_t GroupTracker::LiveGroups(const std::string& job_id, bool eval) const {
     live += group.item.job_id() == job_id && group.item.eval() == eval ? 1 : 0;
   }
   return live;
+}
+
+int64_t GroupTracker::UntakenGroups(const std::string& job_id, int64_t offered_from) const {
+  absl::MutexLock lock(&mu_);
+  auto counts = [&](const v1::WorkItem& item) {
+    return item.job_id() == job_id && !item.eval() && item.min_policy_version() >= offered_from;
+  };
+  int64_t untaken = 0;
+  for (const auto& [id, group] : groups_) untaken += counts(group.item) ? 1 : 0;
+  for (const CompletedGroup& group : completed_) untaken += counts(group.item) ? 1 : 0;
+  return untaken;
 }
 
 void GroupTracker::DropJob(const std::string& job_id) {

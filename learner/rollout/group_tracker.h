@@ -160,8 +160,16 @@ class GroupTracker {
   void SetJobBounds(const JobBounds& bounds);
   // Training groups (eval = false; or evaluation groups, eval = true) of
   // `job_id` waiting to be issued or in flight (re-issues count as their
-  // group), so the job driver knows how many more to offer.
+  // group).
   int64_t LiveGroups(const std::string& job_id, bool eval = false) const;
+  // Training groups of `job_id` the trainer has not taken yet: live ones
+  // (LiveGroups) and complete ones waiting for TakeCompleted, counted under
+  // one lock, so a group that completes meanwhile is counted exactly once:
+  // what the job driver counts before it offers more (offer_window.h).
+  // Only groups offered at policy version `offered_from` or later
+  // (WorkItem.min_policy_version): an older one can no longer serve the
+  // step the driver offers for, however soon it completes.
+  int64_t UntakenGroups(const std::string& job_id, int64_t offered_from = 0) const;
   // Forgets every group of a job that ended (cancelled, failed): pending and
   // in-flight groups go, complete ones not yet taken too; later samples of
   // them are ORPHANED.

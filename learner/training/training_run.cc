@@ -6,6 +6,8 @@
 #include <random>
 #include <sstream>
 
+#include <c10/core/GradMode.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -21,6 +23,7 @@
 #include "learner/tasks/task_set.h"
 #include "learner/training/policy_trainer.h"
 #include "learner/rollout/eval_round.h"
+#include "learner/rollout/offer_window.h"
 #include "learner/training/sample_log.h"
 #include "learner/training/step_batches.h"
 #include "learner/timing/step_timer.h"
@@ -129,6 +132,9 @@ class TrainingRun {
   absl::Status SupervisedStep(absl::Time started);
   absl::Status RolloutStep(absl::Time started);
   absl::StatusOr<std::vector<CompletedGroup>> CollectGroups();
+  // What the step being collected may keep out: its own groups and up to
+  // lookahead_steps later steps' (learner/rollout/offer_window.h).
+  OfferWindow StepOfferWindow() const;
   bool TooStale(const CompletedGroup& group) const;
   absl::Status OfferGroups(int64_t count);
   // A group of `task` for the rollout workers: the job's prompt, rendered
@@ -383,8 +389,18 @@ bool TrainingRun::TooStale(const CompletedGroup& group) const {
   });
 }
 
+OfferWindow TrainingRun::StepOfferWindow() const {
+  // This step is step() + 1 of TotalSteps().
+  return {.prompts_per_step = spec_.prompts_per_step(),
+          .max_staleness = spec_.max_staleness(),
+          .lookahead_steps = spec_.lookahead_steps(),
+          .spare_groups = spec_.spare_groups_per_step(),
+          .steps_after = TotalSteps() - trainer_->step() - 1};
+}
+
 absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
   const int64_t need = spec_.prompts_per_step();
+  const OfferWindow window = StepOfferWindow();
   std::vector<CompletedGroup> batch;
   // The carried groups (RouteCompleted puts training groups there) fill
   // the batch, the rest stay carried; too stale ones are dropped, counted.
@@ -399,6 +415,27 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
       (static_cast<int64_t>(batch.size()) < need ? batch : carried_).push_back(std::move(group));
     }
   };
+  // Every training group of the job not yet trained on is in the tracker,
+  // the batch or carried_, counted once (a group completing meanwhile is
+  // still the tracker's until RouteCompleted takes it). Counted only if it
+  // can still be trained on from version `usable_from` on: a group offered
+  // (or sampled) before it would be dropped as too stale when its turn
+  // came, so counting it would leave that step a group short, waiting for
+  // one offered only then (on 4 GPUs every step lost a group round so).
+  auto out = [&](int64_t usable_from) {
+    const int64_t carried = std::count_if(
+        carried_.begin(), carried_.end(), [&](const CompletedGroup& group) {
+          return std::all_of(group.samples.begin(), group.samples.end(),
+                             [&](const v1::ScoredSample& s) {
+                               return s.sample().policy_version() >= usable_from;
+                             });
+        });
+    return GroupsOut{.untaken = deps_.groups->UntakenGroups(job_.id(), usable_from),
+                     .batch = static_cast<int64_t>(batch.size()),
+                     .carried = carried};
+  };
+  // This step trains from the current version, the next from the one after.
+  const int64_t usable_now = state_.policy_version() - spec_.max_staleness();
   fill();
   absl::Time said = absl::Now();
   const uint64_t dropped_before = deps_.groups->stats().groups_dropped;
@@ -412,26 +449,26 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
           "(max_dropped_groups_per_step ", spec_.max_dropped_groups_per_step(),
           "); the last: ", deps_.groups->LastDropReason()));
     }
-    const int64_t live = deps_.groups->LiveGroups(job_.id());
-    const int64_t want = need - live - static_cast<int64_t>(batch.size());
+    const GroupsOut now = out(usable_now);
+    const int64_t want = GroupsToOfferWhileCollecting(window, now);
     if (want > 0) KF_RETURN_IF_ERROR(OfferGroups(want));
     RouteCompleted(absl::Milliseconds(500));
     fill();
     if (absl::Now() - said > absl::Seconds(deps_.config->batch_wait_log_s())) {
       said = absl::Now();
       log_.Info("waiting for scored groups",
-                {{"job", job_.id()}, {"have", batch.size()}, {"need", need}, {"live", live},
+                {{"job", job_.id()}, {"have", batch.size()}, {"need", need},
+                 {"untaken", now.untaken}, {"steps_ahead", StepsAhead(window)},
                  {"group_wait_s", absl::ToDoubleSeconds(deps_.groups->GroupWait())},
                  {"waiting_for", deps_.groups->DescribeWaiting(job_.id())}});
     }
   }
-  // With a staleness bound of at least one version, the next step's groups
-  // are sampled (under this version) while this step trains.
-  if (spec_.max_staleness() > 0 && trainer_->step() + 1 < TotalSteps()) {
-    const int64_t next = need - deps_.groups->LiveGroups(job_.id()) -
-                         static_cast<int64_t>(carried_.size());
-    if (next > 0) KF_RETURN_IF_ERROR(OfferGroups(next));
-  }
+  // With a staleness bound of at least one version, later steps' groups are
+  // sampled (under this version) while this step trains: the next step's,
+  // offered now, or with lookahead_steps those already out since this
+  // step's collection (this tops up any that were dropped).
+  const int64_t next = GroupsToOfferAfterBatch(window, out(usable_now + 1));
+  if (next > 0) KF_RETURN_IF_ERROR(OfferGroups(next));
   return batch;
 }
 

@@ -7,7 +7,9 @@
 //   GRPO / best-of-N step:
 //     1. offer groups (curriculum-drawn tasks x group_size) to the
 //        GroupTracker, keeping one step's worth ahead when max_staleness
-//        allows, so rollout workers sample while the trainer trains;
+//        allows, so rollout workers sample while the trainer trains, and
+//        with lookahead_steps up to that many steps' worth ahead while the
+//        batch is collected too (learner/rollout/offer_window.h);
 //     2. wait for prompts_per_step complete groups (scored by verifiers);
 //     3. rewards from verdicts (learner/rewards), group-relative advantages
 //        or the top-k of each group, the update (PolicyTrainer);

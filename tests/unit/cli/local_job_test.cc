@@ -60,6 +60,17 @@ TEST(DefaultLocalJob, SeedSetsTheJobAndSamplingSeeds) {
   EXPECT_EQ(ShortLocalJob("/m", false, 7).seed(), 7u);
 }
 
+// The recipe was tuned with the next step's groups sampled while a step
+// trains and none while it collects: lookahead stays off.
+TEST(DefaultLocalJob, SamplesTheNextStepWhileTrainingWithoutLookahead) {
+  for (bool gpu : {false, true}) {
+    const v1::JobSpec spec = Checked(DefaultLocalJob("/m", gpu));
+    EXPECT_EQ(spec.max_staleness(), 1);
+    EXPECT_EQ(spec.lookahead_steps(), 0);
+    EXPECT_EQ(Checked(ShortLocalJob("/m", gpu)).lookahead_steps(), 0);
+  }
+}
+
 TEST(ShortLocalJob, KeepsTheWarmStartAndCutsGrpoToTenSteps) {
   const v1::JobSpec full = Checked(DefaultLocalJob("/m", false));
   const v1::JobSpec spec = Checked(ShortLocalJob("/m", false));

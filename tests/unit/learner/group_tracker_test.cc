@@ -88,6 +88,9 @@ TEST(GroupTrackerTest, AStaleSampleReissuesItsGroupUnderAFreshId) {
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].group_id(), "g~r1");
   EXPECT_EQ(again[0].attempt(), 1);
+  // Sampled again under the current policy at least, so a worker still on
+  // older weights cannot make it stale again.
+  EXPECT_EQ(again[0].min_policy_version(), 3);
   // The first attempt is gone: its late samples count, unused.
   EXPECT_EQ(Status(tracker, Scored("g", 1, 3)), v1::SampleAck::ORPHANED);
   EXPECT_EQ(Status(tracker, Scored("g~r1", 0, 3)), v1::SampleAck::ACCEPTED);
@@ -248,6 +251,47 @@ TEST(GroupTrackerTest, LiveGroupsCountsAJobsPendingAndIssuedGroups) {
   EXPECT_EQ(Status(tracker, Scored("a", 0)), v1::SampleAck::ACCEPTED);
   EXPECT_EQ(tracker.LiveGroups("job-1"), 1);  // complete: no longer live
   EXPECT_EQ(tracker.LiveGroups("job-2"), 1);
+}
+
+// What the job driver counts against its offering window: a group that
+// completed is the tracker's until the trainer takes it.
+TEST(GroupTrackerTest, UntakenGroupsCountsCompleteGroupsUntilTheTrainerTakesThem) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("a", 1)).ok());
+  ASSERT_TRUE(tracker.Offer(Item("b", 2)).ok());
+  v1::WorkItem eval = Item("e", 1);
+  eval.set_eval(true);
+  ASSERT_TRUE(tracker.Offer(eval).ok());
+  v1::WorkItem other = Item("c", 1);
+  other.set_job_id("job-2");
+  ASSERT_TRUE(tracker.Offer(other).ok());
+  EXPECT_EQ(tracker.UntakenGroups("job-1"), 2);  // evaluation groups are not counted
+  ASSERT_EQ(tracker.Take("w", 4, absl::ZeroDuration()).size(), 4u);
+  EXPECT_EQ(Status(tracker, Scored("a", 0)), v1::SampleAck::ACCEPTED);  // a complete
+  EXPECT_EQ(tracker.LiveGroups("job-1"), 1);
+  EXPECT_EQ(tracker.UntakenGroups("job-1"), 2);
+  ASSERT_EQ(tracker.TakeCompleted().size(), 1u);
+  EXPECT_EQ(tracker.UntakenGroups("job-1"), 1);
+  EXPECT_EQ(tracker.UntakenGroups("job-2"), 1);
+  tracker.DropJob("job-1");
+  EXPECT_EQ(tracker.UntakenGroups("job-1"), 0);
+}
+
+// A group offered under an older policy cannot serve a later step within
+// the staleness bound: the job driver asks only for those offered since.
+TEST(GroupTrackerTest, UntakenGroupsCountsOnlyGroupsOfferedFromAVersionOn) {
+  GroupTracker tracker({});
+  for (int version = 3; version <= 5; ++version) {
+    v1::WorkItem item = Item(absl::StrCat("v", version), 1);
+    item.set_min_policy_version(version);
+    ASSERT_TRUE(tracker.Offer(item).ok());
+  }
+  EXPECT_EQ(tracker.UntakenGroups("job-1"), 3);
+  EXPECT_EQ(tracker.UntakenGroups("job-1", 4), 2);
+  ASSERT_EQ(tracker.Take("w", 3, absl::ZeroDuration()).size(), 3u);
+  EXPECT_EQ(Status(tracker, Scored("v5", 0, 5)), v1::SampleAck::ACCEPTED);  // complete, untaken
+  EXPECT_EQ(tracker.UntakenGroups("job-1", 5), 1);
+  EXPECT_EQ(tracker.UntakenGroups("job-1", 6), 0);
 }
 
 TEST(GroupTrackerTest, DroppingAJobOrphansItsLateSamplesAndFreesTheBuffer) {

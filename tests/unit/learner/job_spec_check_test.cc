@@ -64,6 +64,18 @@ TEST_F(JobSpecCheckTest, OutOfRangeNumberNamesField) {
   EXPECT_THAT(Error(spec), HasSubstr("spec.sampling.top_p: 1.5 is above the maximum 1"));
 }
 
+TEST_F(JobSpecCheckTest, LookaheadStepsDefaultsToNoneAndIsBounded) {
+  v1::JobSpec spec = Valid();
+  ASSERT_TRUE(CheckJobSpec({}, &spec).ok());
+  EXPECT_TRUE(spec.has_lookahead_steps());
+  EXPECT_EQ(spec.lookahead_steps(), 0);
+  spec = Valid();
+  spec.set_lookahead_steps(17);
+  EXPECT_THAT(Error(spec), HasSubstr("spec.lookahead_steps: 17 is above the maximum 16"));
+  spec.set_lookahead_steps(-1);
+  EXPECT_THAT(Error(spec), HasSubstr("spec.lookahead_steps: -1 is below the minimum 0"));
+}
+
 TEST_F(JobSpecCheckTest, MicroBatchLargerThanBatch) {
   v1::JobSpec spec = Valid();
   spec.mutable_optimizer()->set_micro_batch_size(128);
