@@ -72,7 +72,8 @@ def idle_shares(rows, who, start_key, end_key):
 
 def print_idle(rows, skip):
     steps = sorted(set(r["step"] for r in rows))
-    counted = [r for r in rows if r["step"] in set(steps[skip:])]
+    kept = set(steps[skip:])
+    counted = [r for r in rows if r["step"] in kept]
     print(f"idle shares over steps {steps[skip] if len(steps) > skip else '-'}.."
           f"{steps[-1] if steps else '-'} (target <= 10%):")
     for kind, who, start_key, end_key in (

@@ -31,6 +31,11 @@ absl::Status CheckRelations(const JobSpec& spec) {
         absl::StrCat("spec.best_of_n.top_k: ", spec.best_of_n().top_k(),
                      " is larger than spec.best_of_n.group_size ", spec.best_of_n().group_size()));
   }
+  if (spec.spare_groups_per_step() > spec.prompts_per_step()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.spare_groups_per_step: ", spec.spare_groups_per_step(),
+                     " is larger than spec.prompts_per_step ", spec.prompts_per_step()));
+  }
   const auto& curriculum = spec.curriculum();
   if (curriculum.level2_share_end() < curriculum.level2_share_start()) {
     return absl::InvalidArgumentError(absl::StrCat(

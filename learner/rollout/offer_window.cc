@@ -18,6 +18,12 @@ int64_t GroupsForSteps(const OfferWindow& window, int64_t first, int64_t last) {
   return groups;
 }
 
+// What the cap leaves room for: prompts_per_step for each of `steps` steps,
+// less every group out that they would train.
+int64_t Room(const OfferWindow& window, int64_t steps, int64_t out) {
+  return window.prompts_per_step * std::max<int64_t>(0, steps) - out;
+}
+
 }  // namespace
 
 int64_t StepsAhead(const OfferWindow& window) {
@@ -29,13 +35,17 @@ int64_t StepsAhead(const OfferWindow& window) {
 
 int64_t GroupsToOfferWhileCollecting(const OfferWindow& window, const GroupsOut& out) {
   const int64_t target = GroupsForSteps(window, 0, StepsAhead(window));
-  return std::max<int64_t>(0, target - out.untaken - out.batch - out.carried);
+  const int64_t counted = out.untaken + out.batch + out.carried;
+  return std::max<int64_t>(0, std::min(target - counted,
+                                       Room(window, 1 + window.steps_after, counted + out.older)));
 }
 
 int64_t GroupsToOfferAfterBatch(const OfferWindow& window, const GroupsOut& out) {
   if (window.max_staleness <= 0 || window.steps_after <= 0) return 0;
   const int64_t target = GroupsForSteps(window, 1, std::max<int64_t>(1, StepsAhead(window)));
-  return std::max<int64_t>(0, target - out.untaken - out.carried);
+  const int64_t counted = out.untaken + out.carried;  // the batch trains now
+  return std::max<int64_t>(
+      0, std::min(target - counted, Room(window, window.steps_after, counted + out.older)));
 }
 
 }  // namespace kforge

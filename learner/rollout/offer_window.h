@@ -18,14 +18,20 @@
 // is complete (they are sampled while it trains), and nothing ahead while
 // it collects.
 //
+// THE CAP. Whatever the window, the groups out (older ones included) never
+// exceed what the rest of the job can train: prompts_per_step for this step
+// and each after it. So no group is left over when the job ends, even when
+// spares, lookahead and groups that turned out newer than counted meet.
+//
 // SPARES. With spare_groups, each step's groups are offered that many over
 // its batch, so the batch is the first prompts_per_step to come back and a
 // slow group (a verification waiting for a new reference epoch) or a lost
 // one does not hold the step for a group round offered only then. The
 // spares left over are carried to the next step: trained there when still
-// within max_staleness, else dropped and counted as stale. At most
-// prompts_per_step spares, and none for the job's last step, so none is
-// left over when the job ends.
+// within max_staleness, else dropped and counted as stale (with
+// max_staleness 1 nearly all are: they were sampled a version before the
+// next step's own groups). At most prompts_per_step spares; near the job's
+// end THE CAP trims them.
 #ifndef KFORGE_LEARNER_ROLLOUT_OFFER_WINDOW_H_
 #define KFORGE_LEARNER_ROLLOUT_OFFER_WINDOW_H_
 
@@ -54,6 +60,11 @@ struct GroupsOut {
   // later step).
   int64_t batch = 0;
   int64_t carried = 0;
+  // Out as well but not counted above: offered or sampled under a version
+  // too old to train in the steps offered for. They may still train (a
+  // worker can sample under newer weights than its group asked for), so
+  // they count against the most the rest of the job can train.
+  int64_t older = 0;
 };
 
 // Later steps whose groups may be out while this step's batch is

@@ -93,6 +93,14 @@ class TrainingRun {
       }
     }
     if (state_.step() != last_checkpoint_step_) KF_RETURN_IF_ERROR(Checkpoint());
+    if (!carried_.empty()) {
+      // The offering's cap should leave none; the tracker's ledger has them
+      // as completed, and this says where they went.
+      int64_t samples = 0;
+      for (const CompletedGroup& group : carried_) samples += std::ssize(group.samples);
+      log_.Warning("complete groups left untrained at the job's end",
+                   {{"job", job_.id()}, {"groups", carried_.size()}, {"samples", samples}});
+    }
     return FlushEval();
   }
 
@@ -430,11 +438,17 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
                                return s.sample().policy_version() >= usable_from;
                              });
         });
-    return GroupsOut{.untaken = deps_.groups->UntakenGroups(job_.id(), usable_from),
+    const int64_t untaken = deps_.groups->UntakenGroups(job_.id(), usable_from);
+    const int64_t all_untaken = deps_.groups->UntakenGroups(job_.id());
+    return GroupsOut{.untaken = untaken,
                      .batch = static_cast<int64_t>(batch.size()),
-                     .carried = carried};
+                     .carried = carried,
+                     .older = std::max<int64_t>(0, all_untaken - untaken) +
+                              static_cast<int64_t>(carried_.size()) - carried};
   };
-  // This step trains from the current version, the next from the one after.
+  // This step trains from the current version, the next from the one after
+  // (if this step updates the policy; if it does not, a few groups more are
+  // offered than needed, within the cap of offer_window.h).
   const int64_t usable_now = state_.policy_version() - spec_.max_staleness();
   fill();
   absl::Time said = absl::Now();

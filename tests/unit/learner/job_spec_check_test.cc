@@ -76,6 +76,19 @@ TEST_F(JobSpecCheckTest, LookaheadStepsDefaultsToNoneAndIsBounded) {
   EXPECT_THAT(Error(spec), HasSubstr("spec.lookahead_steps: -1 is below the minimum 0"));
 }
 
+TEST_F(JobSpecCheckTest, SpareGroupsAreAtMostABatch) {
+  v1::JobSpec spec = Valid();
+  ASSERT_TRUE(CheckJobSpec({}, &spec).ok());
+  EXPECT_EQ(spec.spare_groups_per_step(), 0);
+  spec = Valid();
+  spec.set_prompts_per_step(4);
+  spec.set_spare_groups_per_step(4);
+  ASSERT_TRUE(CheckJobSpec({}, &spec).ok());
+  spec.set_spare_groups_per_step(5);
+  EXPECT_THAT(Error(spec),
+              HasSubstr("spec.spare_groups_per_step: 5 is larger than spec.prompts_per_step 4"));
+}
+
 TEST_F(JobSpecCheckTest, MicroBatchLargerThanBatch) {
   v1::JobSpec spec = Valid();
   spec.mutable_optimizer()->set_micro_batch_size(128);

@@ -90,9 +90,26 @@ TEST(SpareGroupsTest, TheLastStepGetsNoneSoNoneIsLeftOver) {
   EXPECT_EQ(GroupsToOfferWhileCollecting(window, {.carried = 2}), 2);
   EXPECT_EQ(GroupsToOfferAfterBatch(window, {}), 0);
   // One step left after this one: its groups, offered now, have no spares.
+  // One step left after this one: its groups, offered now, have no spares,
+  // and this step's are trimmed to what the two steps can train.
   window.steps_after = 1;
-  EXPECT_EQ(GroupsToOfferWhileCollecting(window, {}), 6 + 4);
+  EXPECT_EQ(GroupsToOfferWhileCollecting(window, {}), 8);
   EXPECT_EQ(GroupsToOfferAfterBatch(window, {.batch = 4}), 4);
+}
+
+TEST(OfferCapTest, GroupsOutNeverExceedWhatTheRestOfTheJobCanTrain) {
+  // Two steps left after this one, two later steps' groups out: the window
+  // would add this step's batch, the cap (4 x 3 = 12) lets 2 more out.
+  OfferWindow window = Window(2, 2, 2);
+  EXPECT_EQ(GroupsToOfferWhileCollecting(window, {.untaken = 4}), 8);
+  // Older groups (not supply for these steps, but they may still train)
+  // count against the cap.
+  EXPECT_EQ(GroupsToOfferWhileCollecting(window, {.untaken = 4, .older = 6}), 2);
+  EXPECT_EQ(GroupsToOfferWhileCollecting(window, {.untaken = 4, .older = 9}), 0);
+  // After the batch: 8 can still train, 3 older ones are out.
+  EXPECT_EQ(GroupsToOfferAfterBatch(window, {.batch = 4, .older = 3}), 5);
+  window.spare_groups = 4;
+  EXPECT_EQ(GroupsToOfferAfterBatch(window, {.batch = 4}), 8);
 }
 
 TEST(GroupsToOfferAfterBatchTest, WithoutLookaheadOffersTheNextStepsGroups) {

@@ -276,12 +276,9 @@ TEST_F(AsyncOfferingTest, WithoutAStalenessBoundLookaheadOffersNothingAhead) {
 // batch is the first groups back, the spare is carried and trained by the
 // next step (every group here comes back within the staleness bound), and
 // nothing is left when the job ends.
-TEST_F(AsyncOfferingTest, ASpareGroupIsOfferedOverEachBatchAndTrainedByTheNextStep) {
-  const JobOutcome outcome =
-      RunJob(/*max_staleness=*/1, /*lookahead_steps=*/0, /*total_steps=*/3, /*spare_groups=*/1);
+void ExpectSparesAccounted(const JobOutcome& outcome, int total_steps) {
   ASSERT_TRUE(outcome.status.ok()) << outcome.status;
-  EXPECT_EQ(outcome.held_back, kPromptsPerStep + 1);
-  const int64_t samples = int64_t{3} * kPromptsPerStep * kGroupSize;
+  const int64_t samples = int64_t{total_steps} * kPromptsPerStep * kGroupSize;
   EXPECT_EQ(outcome.samples_trained, samples);
   // What was offered and not trained was dropped as stale: nothing else.
   EXPECT_EQ(outcome.tracker.accepted,
@@ -290,15 +287,32 @@ TEST_F(AsyncOfferingTest, ASpareGroupIsOfferedOverEachBatchAndTrainedByTheNextSt
             outcome.tracker.samples_completed + outcome.tracker.samples_discarded +
                 static_cast<uint64_t>(outcome.tracker.samples_held));
   EXPECT_EQ(outcome.tracker.groups_issued * kGroupSize, outcome.tracker.accepted);
-  EXPECT_GT(outcome.tracker.groups_issued, uint64_t{3} * kPromptsPerStep);
   std::map<int, int> per_step;
   for (const auto& [sample, steps] : outcome.trained) {
     EXPECT_EQ(steps.size(), 1u) << sample << " trained more than once";
     for (int step : steps) ++per_step[step];
   }
-  for (int step = 1; step <= 3; ++step) {
+  for (int step = 1; step <= total_steps; ++step) {
     EXPECT_EQ(per_step[step], kPromptsPerStep * kGroupSize) << "step " << step;
   }
+}
+
+TEST_F(AsyncOfferingTest, ASpareGroupIsOfferedOverEachBatchAndTrainedByTheNextStep) {
+  const JobOutcome outcome =
+      RunJob(/*max_staleness=*/1, /*lookahead_steps=*/0, /*total_steps=*/3, /*spare_groups=*/1);
+  EXPECT_EQ(outcome.held_back, kPromptsPerStep + 1);
+  ExpectSparesAccounted(outcome, 3);
+  EXPECT_GT(outcome.tracker.groups_issued, uint64_t{3} * kPromptsPerStep);
+}
+
+// Spares with lookahead under a looser bound: every spare trains (within
+// max_staleness 2 a later step takes it and is offered fewer) and none is
+// left over when the job ends. (The cap itself: OfferCapTest.)
+TEST_F(AsyncOfferingTest, SparesWithLookaheadLeaveNothingOverAtTheJobsEnd) {
+  const JobOutcome outcome =
+      RunJob(/*max_staleness=*/2, /*lookahead_steps=*/1, /*total_steps=*/3, /*spare_groups=*/1);
+  EXPECT_EQ(outcome.held_back, 2 * (kPromptsPerStep + 1));
+  ExpectSparesAccounted(outcome, 3);
 }
 
 }  // namespace
