@@ -56,6 +56,8 @@ struct GrpoLossParams {
   double clip_low = 0.2;
   double clip_high = 0.28;
   double kl_coef = 0.0;
+  // The per-token k3 term's ceiling; 0 leaves it unclamped (GrpoParams.kl_max).
+  double kl_max = 0.0;
   // The TIS weight's cap; 0 applies no weight (GrpoParams.tis_cap).
   double tis_cap = 0.0;
 };

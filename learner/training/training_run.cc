@@ -530,6 +530,7 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
                            .grpo = {.clip_low = spec_.grpo().clip_low(),
                                     .clip_high = spec_.grpo().clip_high(),
                                     .kl_coef = spec_.grpo().kl_coef(),
+                                    .kl_max = spec_.grpo().kl_max(),
                                     .tis_cap = spec_.grpo().tis_cap()},
                            .epochs = best_of_n ? 1 : spec_.grpo().epochs_per_batch(),
                            .recompute_old_logprobs = spec_.grpo().recompute_old_logprobs()};

@@ -80,6 +80,29 @@ TEST(GrpoLoss, K3KlTermAndItsGradient) {
   EXPECT_NEAR(logp.grad()[0].item<double>(), -0.5 * (std::exp(1.0) - 1.0), 1e-5);
 }
 
+TEST(GrpoLoss, K3KlTermIsClampedAtKlMaxAndStaysFinite) {
+  // Token 0: delta = 1, k3 = 0.718 (under the ceiling, with its gradient).
+  // Token 1: delta = 5, k3 = e^5 - 6 = 142.4: clamped to 10, no gradient.
+  // Token 2: delta = 200: exp would overflow float32; clamped, finite.
+  at::Tensor logp = Floats({-2.0f, -6.0f, -201.0f}).requires_grad_(true);
+  PolicyLossInputs in{.logprobs = logp, .old_logprobs = Floats({-2.0f, -6.0f, -201.0f}),
+                      .advantages = Floats({0.0f, 0.0f, 0.0f}),
+                      .ref_logprobs = Floats({-1.0f, -1.0f, -1.0f}),
+                      .mask = Floats({1.0f, 1.0f, 1.0f})};
+  PolicyLoss loss = GrpoLoss(in, {.kl_coef = 0.5, .kl_max = 10.0}, 1.0);
+  EXPECT_NEAR(loss.kl_sum(), (std::exp(1.0) - 2.0) + 10.0 + 10.0, 1e-4);
+  loss.loss.backward();
+  EXPECT_NEAR(logp.grad()[0].item<double>(), -0.5 * (std::exp(1.0) - 1.0), 1e-5);
+  EXPECT_EQ(logp.grad()[1].item<double>(), 0.0);
+  EXPECT_EQ(logp.grad()[2].item<double>(), 0.0);
+  // Unclamped (kl_max 0), token 1 counts in full.
+  at::Tensor logp2 = Floats({-6.0f}).requires_grad_(true);
+  PolicyLossInputs one{.logprobs = logp2, .old_logprobs = Floats({-6.0f}),
+                       .advantages = Floats({0.0f}), .ref_logprobs = Floats({-1.0f}),
+                       .mask = Floats({1.0f})};
+  EXPECT_NEAR(GrpoLoss(one, {.kl_coef = 0.5}, 1.0).kl_sum(), std::exp(5.0) - 6.0, 1e-3);
+}
+
 TEST(TruncatedImportanceWeights, AreTheOldOverSamplerRatioCappedAtTheCap) {
   // exp(-1 - -2) = e = 2.718 > 2: capped to 2. exp(-1 - -1.5) = e^0.5 =
   // 1.6487: kept. exp(-2 - -1) = e^-1 = 0.3679: kept (the cap is above only).
