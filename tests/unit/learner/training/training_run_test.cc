@@ -225,11 +225,17 @@ class AsyncOfferingTest : public testing::TinyCheckpointSuite<Architecture::kQwe
     EXPECT_EQ(outcome.tracker.groups_reissued, 0u);
     EXPECT_EQ(outcome.tracker.groups_dropped, 0u);
     EXPECT_EQ(outcome.tracker.accepted, uint64_t(samples));
+    EXPECT_EQ(outcome.tracker.samples_buffered, 0);
+    EXPECT_EQ(static_cast<int64_t>(outcome.trained.size()), samples);
+    ExpectLedgerAndStepsWhole(outcome, total_steps);
+  }
+
+  // The tracker's ledger balances, no sample was trained twice, and each
+  // step trained prompts_per_step whole groups.
+  static void ExpectLedgerAndStepsWhole(const JobOutcome& outcome, int total_steps) {
     EXPECT_EQ(outcome.tracker.accepted,
               outcome.tracker.samples_completed + outcome.tracker.samples_discarded +
                   static_cast<uint64_t>(outcome.tracker.samples_held));
-    EXPECT_EQ(outcome.tracker.samples_buffered, 0);
-    EXPECT_EQ(static_cast<int64_t>(outcome.trained.size()), samples);
     std::map<int, int> per_step;
     for (const auto& [sample, steps] : outcome.trained) {
       EXPECT_EQ(steps.size(), 1u) << sample << " trained more than once";
@@ -238,6 +244,18 @@ class AsyncOfferingTest : public testing::TinyCheckpointSuite<Architecture::kQwe
     for (int step = 1; step <= total_steps; ++step) {
       EXPECT_EQ(per_step[step], kPromptsPerStep * kGroupSize) << "step " << step;
     }
+  }
+
+  // Spares: what was offered and not trained was dropped as stale, nothing
+  // else, and nothing is left when the job ends.
+  static void ExpectSparesAccounted(const JobOutcome& outcome, int total_steps) {
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    const int64_t samples = int64_t{total_steps} * kPromptsPerStep * kGroupSize;
+    EXPECT_EQ(outcome.samples_trained, samples);
+    EXPECT_EQ(outcome.tracker.accepted,
+              uint64_t(samples + outcome.progress.samples_dropped_stale()));
+    EXPECT_EQ(outcome.tracker.groups_issued * kGroupSize, outcome.tracker.accepted);
+    ExpectLedgerAndStepsWhole(outcome, total_steps);
   }
 };
 
@@ -273,31 +291,8 @@ TEST_F(AsyncOfferingTest, WithoutAStalenessBoundLookaheadOffersNothingAhead) {
 }
 
 // Spares: each step but the last is offered one group over its batch; the
-// batch is the first groups back, the spare is carried and trained by the
-// next step (every group here comes back within the staleness bound), and
-// nothing is left when the job ends.
-void ExpectSparesAccounted(const JobOutcome& outcome, int total_steps) {
-  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
-  const int64_t samples = int64_t{total_steps} * kPromptsPerStep * kGroupSize;
-  EXPECT_EQ(outcome.samples_trained, samples);
-  // What was offered and not trained was dropped as stale: nothing else.
-  EXPECT_EQ(outcome.tracker.accepted,
-            uint64_t(samples + outcome.progress.samples_dropped_stale()));
-  EXPECT_EQ(outcome.tracker.accepted,
-            outcome.tracker.samples_completed + outcome.tracker.samples_discarded +
-                static_cast<uint64_t>(outcome.tracker.samples_held));
-  EXPECT_EQ(outcome.tracker.groups_issued * kGroupSize, outcome.tracker.accepted);
-  std::map<int, int> per_step;
-  for (const auto& [sample, steps] : outcome.trained) {
-    EXPECT_EQ(steps.size(), 1u) << sample << " trained more than once";
-    for (int step : steps) ++per_step[step];
-  }
-  for (int step = 1; step <= total_steps; ++step) {
-    EXPECT_EQ(per_step[step], kPromptsPerStep * kGroupSize) << "step " << step;
-  }
-}
-
-TEST_F(AsyncOfferingTest, ASpareGroupIsOfferedOverEachBatchAndTrainedByTheNextStep) {
+// batch is the first groups back, the spare is carried to the next step.
+TEST_F(AsyncOfferingTest, ASpareGroupIsOfferedOverEachBatchAndAccountedFor) {
   const JobOutcome outcome =
       RunJob(/*max_staleness=*/1, /*lookahead_steps=*/0, /*total_steps=*/3, /*spare_groups=*/1);
   EXPECT_EQ(outcome.held_back, kPromptsPerStep + 1);
