@@ -25,6 +25,7 @@ re-issued were work too and are not in the log. Standard library only.
 
   python3 bench/sample_stats.py SAMPLES.jsonl [--skip N]
 """
+import argparse
 import collections
 import json
 import statistics
@@ -87,13 +88,13 @@ def print_idle(rows, skip):
 
 
 def main():
-    args = sys.argv[1:]
-    skip = 1
-    if len(args) == 3 and args[1] == "--skip":
-        skip, args = int(args[2]), args[:1]
-    if len(args) != 1:
-        sys.exit(__doc__.split("\n\n")[-1].strip())
-    with open(args[0]) as f:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("samples", help="the job's samples.jsonl")
+    parser.add_argument("--skip", type=int, default=1,
+                        help="logged steps left out of the idle shares (start-up)")
+    args = parser.parse_args()
+    skip = args.skip
+    with open(args.samples) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     print(f"samples: {len(rows)} over {len(set(r['step'] for r in rows))} step(s)")
     if not rows:

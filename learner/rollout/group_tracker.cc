@@ -406,24 +406,18 @@ void GroupTracker::SetJobBounds(const JobBounds& bounds) {
   pace_.clear();
 }
 
-int64_t GroupTracker::LiveGroups(const std::string& job_id, bool eval) const {
+GroupTracker::UntakenCount GroupTracker::UntakenGroups(const std::string& job_id,
+                                                       int64_t offered_from) const {
   absl::MutexLock lock(&mu_);
-  int64_t live = 0;
-  for (const auto& [id, group] : groups_) {
-    live += group.item.job_id() == job_id && group.item.eval() == eval ? 1 : 0;
-  }
-  return live;
-}
-
-int64_t GroupTracker::UntakenGroups(const std::string& job_id, int64_t offered_from) const {
-  absl::MutexLock lock(&mu_);
-  auto counts = [&](const v1::WorkItem& item) {
-    return item.job_id() == job_id && !item.eval() && item.min_policy_version() >= offered_from;
+  UntakenCount count;
+  auto add = [&](const v1::WorkItem& item) {
+    if (item.job_id() != job_id || item.eval()) return;
+    ++count.all;
+    if (item.min_policy_version() >= offered_from) ++count.offered_from;
   };
-  int64_t untaken = 0;
-  for (const auto& [id, group] : groups_) untaken += counts(group.item) ? 1 : 0;
-  for (const CompletedGroup& group : completed_) untaken += counts(group.item) ? 1 : 0;
-  return untaken;
+  for (const auto& [id, group] : groups_) add(group.item);
+  for (const CompletedGroup& group : completed_) add(group.item);
+  return count;
 }
 
 void GroupTracker::DropJob(const std::string& job_id) {

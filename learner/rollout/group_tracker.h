@@ -158,18 +158,19 @@ class GroupTracker {
   void SetPolicyVersion(int64_t version);
   // The running job's bounds; forgets the pace observed so far.
   void SetJobBounds(const JobBounds& bounds);
-  // Training groups (eval = false; or evaluation groups, eval = true) of
-  // `job_id` waiting to be issued or in flight (re-issues count as their
-  // group).
-  int64_t LiveGroups(const std::string& job_id, bool eval = false) const;
-  // Training groups of `job_id` the trainer has not taken yet: live ones
-  // (LiveGroups) and complete ones waiting for TakeCompleted, counted under
-  // one lock, so a group that completes meanwhile is counted exactly once:
-  // what the job driver counts before it offers more (offer_window.h).
-  // Only groups offered at policy version `offered_from` or later
-  // (WorkItem.min_policy_version): an older one can no longer serve the
-  // step the driver offers for, however soon it completes.
-  int64_t UntakenGroups(const std::string& job_id, int64_t offered_from = 0) const;
+  // Training groups of `job_id` the trainer has not taken yet: pending, in
+  // flight (re-issues count as their group) or complete and waiting for
+  // TakeCompleted, counted in one pass under one lock, so a group that
+  // completes meanwhile is counted exactly once: what the job driver counts
+  // before it offers more (offer_window.h).
+  struct UntakenCount {
+    int64_t all = 0;
+    // Of those, the ones offered at policy version `offered_from` or later
+    // (WorkItem.min_policy_version): an older one can no longer serve the
+    // step the driver offers for, however soon it completes.
+    int64_t offered_from = 0;
+  };
+  UntakenCount UntakenGroups(const std::string& job_id, int64_t offered_from = 0) const;
   // Forgets every group of a job that ended (cancelled, failed): pending and
   // in-flight groups go, complete ones not yet taken too; later samples of
   // them are ORPHANED.

@@ -50,16 +50,13 @@ PolicyLoss GrpoLoss(const PolicyLossInputs& in, const GrpoLossParams& params,
   at::Tensor kl;
   if (params.kl_coef > 0 && in.ref_logprobs.defined()) {
     at::Tensor delta = in.ref_logprobs - in.logprobs;
-    if (params.kl_max > 0) {
-      // Past this log-ratio exp(d) - d - 1 is above any ceiling a job may
-      // set (1e6), and in float32 exp would reach inf, whose backward
-      // through the clamp below is 0 x inf = NaN.
-      constexpr double kMaxLogRatio = 20.0;
-      delta = at::clamp(delta, -kMaxLogRatio, kMaxLogRatio);
-      kl = at::clamp_max(at::exp(delta) - delta - 1.0, params.kl_max);
-    } else {
-      kl = at::exp(delta) - delta - 1.0;
-    }
+    // Past this log-ratio exp(d) - d - 1 is above any ceiling a job may set
+    // (1e6), and in float32 exp would reach inf, whose backward through the
+    // ceiling's clamp is 0 x inf = NaN.
+    constexpr double kMaxLogRatio = 20.0;
+    if (params.kl_max > 0) delta = at::clamp(delta, -kMaxLogRatio, kMaxLogRatio);
+    kl = at::exp(delta) - delta - 1.0;
+    if (params.kl_max > 0) kl = at::clamp_max(kl, params.kl_max);
     per_token = per_token + params.kl_coef * kl;
   }
   PolicyLoss out;

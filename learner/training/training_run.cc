@@ -143,7 +143,18 @@ class TrainingRun {
   // What the step being collected may keep out: its own groups and up to
   // lookahead_steps later steps' (learner/rollout/offer_window.h).
   OfferWindow StepOfferWindow() const;
+  // Whether every sample of `group` came from policy `version` or later.
+  static bool SampledSince(const CompletedGroup& group, int64_t version);
   bool TooStale(const CompletedGroup& group) const;
+  // Every training group of the job not yet trained on is in the tracker,
+  // the batch (`batch` of them) or carried_, counted once (a group
+  // completing meanwhile is still the tracker's until RouteCompleted takes
+  // it). Counted as supply only if it can still be trained on from version
+  // `usable_from` on, else as older: a group offered (or sampled) before it
+  // would be dropped as too stale when its turn came, so counting it would
+  // leave that step a group short, waiting for one offered only then (on 4
+  // GPUs every step lost a group round so).
+  GroupsOut CountGroupsOut(int64_t usable_from, int64_t batch) const;
   absl::Status OfferGroups(int64_t count);
   // A group of `task` for the rollout workers: the job's prompt, rendered
   // and tokenised, its sampling and verifier options, the current version.
@@ -389,12 +400,29 @@ absl::StatusOr<v1::WorkItem> TrainingRun::MakeWorkItem(const v1::Task& task, std
   return item;
 }
 
+bool TrainingRun::SampledSince(const CompletedGroup& group, int64_t version) {
+  return std::all_of(group.samples.begin(), group.samples.end(), [&](const v1::ScoredSample& s) {
+    return s.sample().policy_version() >= version;
+  });
+}
+
 bool TrainingRun::TooStale(const CompletedGroup& group) const {
   // The tracker bounds staleness on delivery; a group that waited since can
   // have fallen further behind.
-  return std::any_of(group.samples.begin(), group.samples.end(), [&](const v1::ScoredSample& s) {
-    return state_.policy_version() - s.sample().policy_version() > spec_.max_staleness();
-  });
+  return !SampledSince(group, state_.policy_version() - spec_.max_staleness());
+}
+
+GroupsOut TrainingRun::CountGroupsOut(int64_t usable_from, int64_t batch) const {
+  const int64_t carried = std::count_if(carried_.begin(), carried_.end(),
+                                        [&](const CompletedGroup& g) {
+                                          return SampledSince(g, usable_from);
+                                        });
+  const GroupTracker::UntakenCount untaken = deps_.groups->UntakenGroups(job_.id(), usable_from);
+  return GroupsOut{.untaken = untaken.offered_from,
+                   .batch = batch,
+                   .carried = carried,
+                   .older = (untaken.all - untaken.offered_from) +
+                            (static_cast<int64_t>(carried_.size()) - carried)};
 }
 
 OfferWindow TrainingRun::StepOfferWindow() const {
@@ -423,29 +451,6 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
       (static_cast<int64_t>(batch.size()) < need ? batch : carried_).push_back(std::move(group));
     }
   };
-  // Every training group of the job not yet trained on is in the tracker,
-  // the batch or carried_, counted once (a group completing meanwhile is
-  // still the tracker's until RouteCompleted takes it). Counted only if it
-  // can still be trained on from version `usable_from` on: a group offered
-  // (or sampled) before it would be dropped as too stale when its turn
-  // came, so counting it would leave that step a group short, waiting for
-  // one offered only then (on 4 GPUs every step lost a group round so).
-  auto out = [&](int64_t usable_from) {
-    const int64_t carried = std::count_if(
-        carried_.begin(), carried_.end(), [&](const CompletedGroup& group) {
-          return std::all_of(group.samples.begin(), group.samples.end(),
-                             [&](const v1::ScoredSample& s) {
-                               return s.sample().policy_version() >= usable_from;
-                             });
-        });
-    const int64_t untaken = deps_.groups->UntakenGroups(job_.id(), usable_from);
-    const int64_t all_untaken = deps_.groups->UntakenGroups(job_.id());
-    return GroupsOut{.untaken = untaken,
-                     .batch = static_cast<int64_t>(batch.size()),
-                     .carried = carried,
-                     .older = std::max<int64_t>(0, all_untaken - untaken) +
-                              static_cast<int64_t>(carried_.size()) - carried};
-  };
   // This step trains from the current version, the next from the one after
   // (if this step updates the policy; if it does not, a few groups more are
   // offered than needed, within the cap of offer_window.h).
@@ -463,7 +468,7 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
           "(max_dropped_groups_per_step ", spec_.max_dropped_groups_per_step(),
           "); the last: ", deps_.groups->LastDropReason()));
     }
-    const GroupsOut now = out(usable_now);
+    const GroupsOut now = CountGroupsOut(usable_now, static_cast<int64_t>(batch.size()));
     const int64_t want = GroupsToOfferWhileCollecting(window, now);
     if (want > 0) KF_RETURN_IF_ERROR(OfferGroups(want));
     RouteCompleted(absl::Milliseconds(500));
@@ -481,7 +486,8 @@ absl::StatusOr<std::vector<CompletedGroup>> TrainingRun::CollectGroups() {
   // sampled (under this version) while this step trains: the next step's,
   // offered now, or with lookahead_steps those already out since this
   // step's collection (this tops up any that were dropped).
-  const int64_t next = GroupsToOfferAfterBatch(window, out(usable_now + 1));
+  const int64_t next = GroupsToOfferAfterBatch(
+      window, CountGroupsOut(usable_now + 1, static_cast<int64_t>(batch.size())));
   if (next > 0) KF_RETURN_IF_ERROR(OfferGroups(next));
   return batch;
 }

@@ -238,21 +238,6 @@ TEST(GroupTrackerTest, TakeWaitsForWorkOffered) {
   EXPECT_EQ(items[0].group_id(), "late");
 }
 
-TEST(GroupTrackerTest, LiveGroupsCountsAJobsPendingAndIssuedGroups) {
-  GroupTracker tracker({});
-  ASSERT_TRUE(tracker.Offer(Item("a", 1)).ok());
-  ASSERT_TRUE(tracker.Offer(Item("b", 1)).ok());
-  v1::WorkItem other = Item("c", 1);
-  other.set_job_id("job-2");
-  ASSERT_TRUE(tracker.Offer(other).ok());
-  EXPECT_EQ(tracker.LiveGroups("job-1"), 2);
-  ASSERT_EQ(tracker.Take("w", 1, absl::ZeroDuration()).size(), 1u);
-  EXPECT_EQ(tracker.LiveGroups("job-1"), 2);  // issued still counts
-  EXPECT_EQ(Status(tracker, Scored("a", 0)), v1::SampleAck::ACCEPTED);
-  EXPECT_EQ(tracker.LiveGroups("job-1"), 1);  // complete: no longer live
-  EXPECT_EQ(tracker.LiveGroups("job-2"), 1);
-}
-
 // What the job driver counts against its offering window: a group that
 // completed is the tracker's until the trainer takes it.
 TEST(GroupTrackerTest, UntakenGroupsCountsCompleteGroupsUntilTheTrainerTakesThem) {
@@ -265,16 +250,16 @@ TEST(GroupTrackerTest, UntakenGroupsCountsCompleteGroupsUntilTheTrainerTakesThem
   v1::WorkItem other = Item("c", 1);
   other.set_job_id("job-2");
   ASSERT_TRUE(tracker.Offer(other).ok());
-  EXPECT_EQ(tracker.UntakenGroups("job-1"), 2);  // evaluation groups are not counted
+  EXPECT_EQ(tracker.UntakenGroups("job-1").all, 2);  // evaluation groups are not counted
   ASSERT_EQ(tracker.Take("w", 4, absl::ZeroDuration()).size(), 4u);
+  EXPECT_EQ(tracker.UntakenGroups("job-1").all, 2);  // issued still counts
   EXPECT_EQ(Status(tracker, Scored("a", 0)), v1::SampleAck::ACCEPTED);  // a complete
-  EXPECT_EQ(tracker.LiveGroups("job-1"), 1);
-  EXPECT_EQ(tracker.UntakenGroups("job-1"), 2);
+  EXPECT_EQ(tracker.UntakenGroups("job-1").all, 2);
   ASSERT_EQ(tracker.TakeCompleted().size(), 1u);
-  EXPECT_EQ(tracker.UntakenGroups("job-1"), 1);
-  EXPECT_EQ(tracker.UntakenGroups("job-2"), 1);
+  EXPECT_EQ(tracker.UntakenGroups("job-1").all, 1);
+  EXPECT_EQ(tracker.UntakenGroups("job-2").all, 1);
   tracker.DropJob("job-1");
-  EXPECT_EQ(tracker.UntakenGroups("job-1"), 0);
+  EXPECT_EQ(tracker.UntakenGroups("job-1").all, 0);
 }
 
 // A group offered under an older policy cannot serve a later step within
@@ -286,12 +271,13 @@ TEST(GroupTrackerTest, UntakenGroupsCountsOnlyGroupsOfferedFromAVersionOn) {
     item.set_min_policy_version(version);
     ASSERT_TRUE(tracker.Offer(item).ok());
   }
-  EXPECT_EQ(tracker.UntakenGroups("job-1"), 3);
-  EXPECT_EQ(tracker.UntakenGroups("job-1", 4), 2);
+  EXPECT_EQ(tracker.UntakenGroups("job-1").offered_from, 3);
+  EXPECT_EQ(tracker.UntakenGroups("job-1", 4).offered_from, 2);
+  EXPECT_EQ(tracker.UntakenGroups("job-1", 4).all, 3);
   ASSERT_EQ(tracker.Take("w", 3, absl::ZeroDuration()).size(), 3u);
   EXPECT_EQ(Status(tracker, Scored("v5", 0, 5)), v1::SampleAck::ACCEPTED);  // complete, untaken
-  EXPECT_EQ(tracker.UntakenGroups("job-1", 5), 1);
-  EXPECT_EQ(tracker.UntakenGroups("job-1", 6), 0);
+  EXPECT_EQ(tracker.UntakenGroups("job-1", 5).offered_from, 1);
+  EXPECT_EQ(tracker.UntakenGroups("job-1", 6).offered_from, 0);
 }
 
 TEST(GroupTrackerTest, DroppingAJobOrphansItsLateSamplesAndFreesTheBuffer) {
@@ -302,7 +288,7 @@ TEST(GroupTrackerTest, DroppingAJobOrphansItsLateSamplesAndFreesTheBuffer) {
   EXPECT_EQ(Status(tracker, Scored("a", 0)), v1::SampleAck::ACCEPTED);
   EXPECT_EQ(Status(tracker, Scored("b", 0)), v1::SampleAck::ACCEPTED);  // b complete
   tracker.DropJob("job-1");
-  EXPECT_EQ(tracker.LiveGroups("job-1"), 0);
+  EXPECT_EQ(tracker.UntakenGroups("job-1").all, 0);
   EXPECT_TRUE(tracker.TakeCompleted().empty());
   EXPECT_EQ(tracker.stats().samples_buffered, 0);
   EXPECT_EQ(Status(tracker, Scored("a", 1)), v1::SampleAck::ORPHANED);
