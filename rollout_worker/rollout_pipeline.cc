@@ -21,6 +21,12 @@ std::string BatchId(const std::string& job_id, int64_t policy_version,
   return absl::StrCat(job_id, "/v", policy_version / rotation * rotation);
 }
 
+std::string NextBatchId(const std::string& job_id, int64_t policy_version,
+                        int64_t rotation_versions) {
+  return BatchId(job_id, policy_version + std::max<int64_t>(1, rotation_versions),
+                 rotation_versions);
+}
+
 absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
     const v1::RolloutWorkerConfig& config, LoadedPolicy* policy, const LearnerLink* link,
     RolloutMetrics* metrics, const ChannelSecurity& security) {
@@ -199,8 +205,9 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
   // Candidates sampled by seed_rotation_versions policy versions are one
   // batch: they share their tasks' reference epochs (secret seeds), and the
   // next batch draws new ones.
-  request.set_batch_id(BatchId(sample.key().job_id(), sample.policy_version(),
-                               item.verifier().multi_input().seed_rotation_versions()));
+  const int64_t rotation = item.verifier().multi_input().seed_rotation_versions();
+  request.set_batch_id(BatchId(sample.key().job_id(), sample.policy_version(), rotation));
+  request.set_next_batch_id(NextBatchId(sample.key().job_id(), sample.policy_version(), rotation));
   *request.mutable_sample() = std::move(sample);
   request.set_deliver_to_learner(true);
   turns_.Sampled(request.sample(), item);

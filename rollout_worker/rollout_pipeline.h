@@ -71,6 +71,10 @@ namespace kforge {
 // candidates of that many versions share their tasks' reference epochs.
 std::string BatchId(const std::string& job_id, int64_t policy_version,
                     int64_t rotation_versions);
+// The batch after that one ("job-000001/v12"), which verifiers may prepare
+// ahead (VerifyRequest.next_batch_id).
+std::string NextBatchId(const std::string& job_id, int64_t policy_version,
+                        int64_t rotation_versions);
 
 class RolloutPipeline {
  public:

@@ -159,6 +159,7 @@ int Run() {
        .spare_sandboxes = config.spare_sandboxes(),
        .reference_cache_bytes = config.reference_cache_bytes(),
        .reference_servers = config.reference_servers(),
+       .reference_prefetch_queue = config.reference_prefetch_queue(),
        .timing_stops_requests = config.timing_stops_requests(),
        .triton_launchers = config.triton_launchers(),
        .secret_dirs = SecretDirs(config.server())},

@@ -71,6 +71,10 @@ VerifierMetrics::VerifierMetrics(prometheus::Registry& registry)
           "A new reference epoch's time, by part: compute (the reference server's input "
           "sets and outputs, GPU waits left out), transfer (bytes fetched that did not fit "
           "its buffer), share (inputs copied into the buffers candidates map).")),
+      reference_prefetches_(NewCounterFamily(
+          registry, "kforge_verifier_reference_prefetches_total",
+          "Reference epochs of the batch candidates name next, made ahead, by result: made, "
+          "held (one was there by then), failed, full (not queued).")),
       baseline_lookups_(NewCounterFamily(registry, "kforge_verifier_baseline_lookups_total",
                                          "Candidates' baseline timings, by result: hit (cached "
                                          "and re-checked), miss (measured), drift (re-check "
@@ -139,6 +143,10 @@ void VerifierMetrics::RecordReferenceEpoch(double compute_s, double transfer_s,
   reference_epoch_seconds_.Add({{"part", "compute"}}, StageBuckets()).Observe(compute_s);
   reference_epoch_seconds_.Add({{"part", "transfer"}}, StageBuckets()).Observe(transfer_s);
   reference_epoch_seconds_.Add({{"part", "share"}}, StageBuckets()).Observe(share_s);
+}
+
+void VerifierMetrics::RecordReferencePrefetch(const std::string& result) {
+  reference_prefetches_.Add({{"result", result}}).Increment();
 }
 
 void VerifierMetrics::RecordBaselineLookup(const std::string& result) {

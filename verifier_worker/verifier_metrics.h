@@ -31,6 +31,9 @@ class VerifierMetrics {
   // the bytes fetched that did not fit its buffer, and the inputs copied
   // into the buffers candidates map (seconds).
   void RecordReferenceEpoch(double compute_s, double transfer_s, double share_s);
+  // A reference epoch of a batch to come, made ahead: "made", "held" (one
+  // was there by then), "failed", or "full" (not queued: the queue was).
+  void RecordReferencePrefetch(const std::string& result);
   // A candidate's baselines: "hit" (cached, re-check within tolerance),
   // "miss" (none cached: measured) or "drift" (the re-check moved:
   // re-measured).
@@ -69,6 +72,7 @@ class VerifierMetrics {
   prometheus::Family<prometheus::Counter>& stream_rejections_;
   prometheus::Family<prometheus::Counter>& reference_lookups_;
   prometheus::Family<prometheus::Histogram>& reference_epoch_seconds_;
+  prometheus::Family<prometheus::Counter>& reference_prefetches_;
   prometheus::Family<prometheus::Counter>& baseline_lookups_;
   prometheus::Family<prometheus::Counter>& slot_seconds_;
   prometheus::Gauge& slots_;

@@ -2,7 +2,8 @@
 // funnel: a task's reference epoch (secret seeds, reference outputs) serves
 // every candidate of a batch and is redrawn for the next; baselines are
 // measured once and re-checked; verdicts do not depend on whether the caches
-// were cold or warm; what forward ran is recorded, and library compute fails
+// were cold or warm; the next batch's epoch is made ahead when a candidate
+// names it; what forward ran is recorded, and library compute fails
 // a candidate when attribution is enforced, unless the task allows it.
 #include <gmock/gmock.h>
 #include <google/protobuf/util/message_differencer.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "tests/support/funnel_fixture.h"
 
 namespace kforge {
@@ -77,6 +79,26 @@ TEST_F(VerifierSharedWorkTest, ABatchSharesOneReferenceEpochAndTheNextBatchDraws
   EXPECT_TRUE(second.reference_reused()) << Describe(second);
   EXPECT_FALSE(next.reference_reused()) << "a new batch must not reuse the old seeds";
   EXPECT_TRUE(next.correct()) << Describe(next);
+}
+
+TEST_F(VerifierSharedWorkTest, TheNextBatchsEpochIsMadeAheadWhenACandidateNamesIt) {
+  const std::string task = FreshReluTask();
+  const v1::Verdict first =
+      Verify(task, TestData("cpu/relu_clamp.py"), {}, [](v1::VerifyRequest& r) {
+        r.set_batch_id("job/v8");
+        r.set_next_batch_id("job/v12");
+      });
+  ASSERT_TRUE(first.correct()) << Describe(first);
+  EXPECT_FALSE(first.reference_reused());
+  for (int i = 0; i < 1200 && funnel_->reference_prefetches_pending() > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(funnel_->reference_prefetches_pending(), 0) << "the make ahead did not finish in 60 s";
+  const v1::Verdict next = VerifyInBatch(task, "relu_clamp.py", "job/v12");
+  EXPECT_TRUE(next.reference_reused()) << "the next batch's first candidate waited for its epoch";
+  EXPECT_TRUE(next.correct()) << Describe(next);
+  // A batch no candidate named ahead is made when its first candidate comes.
+  EXPECT_FALSE(VerifyInBatch(task, "relu_clamp.py", "job/v16").reference_reused());
 }
 
 TEST_F(VerifierSharedWorkTest, AnEpochServesAtMostItsCandidateBudget) {

@@ -25,7 +25,8 @@ Funnel::Funnel(FunnelConfig config, VerifierMetrics* metrics)
       cache_(config_.cache_entries), references_(config_.reference_cache_bytes),
       launchers_(config_.triton_launchers),
       gpu_(config_.timing_stops_requests),
-      free_slots_(config_.max_concurrent) {}
+      free_slots_(config_.max_concurrent),
+      prefetcher_(config_.reference_prefetch_queue) {}
 
 Funnel::~Funnel() = default;
 

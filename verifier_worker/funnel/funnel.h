@@ -26,6 +26,7 @@
 #include "verifier_worker/funnel/gpu_arbiter.h"
 #include "verifier_worker/funnel/launcher_harvest.h"
 #include "verifier_worker/funnel/reference_cache.h"
+#include "verifier_worker/funnel/reference_prefetcher.h"
 #include "verifier_worker/funnel/sandbox_pool.h"
 #include "verifier_worker/funnel/verdict_cache.h"
 #include "verifier_worker/sandbox/candidate_cgroup.h"
@@ -61,6 +62,9 @@ struct FunnelConfig {
   int64_t reference_cache_bytes = int64_t{8} << 30;
   // Trusted reference servers, tasks spread over them (ReferencePool).
   int reference_servers = 4;
+  // Reference epochs of the next batch made ahead, at most this many queued
+  // or running (VerifierWorkerConfig.reference_prefetch_queue); 0: none.
+  int reference_prefetch_queue = 16;
   // A timing stops correctness requests in flight instead of waiting for
   // them (GpuArbiter; ServiceConfig.timing_stops_requests).
   bool timing_stops_requests = false;
@@ -96,6 +100,8 @@ class Funnel {
   int spare_sandboxes_ready() const { return sandboxes_->ready(); }
   SandboxPool::Stats sandbox_stats() const { return sandboxes_->stats(); }
   std::vector<int> spare_sandbox_pids() const { return sandboxes_->spare_pids(); }
+  // Reference epochs of next batches queued or being made ahead.
+  int reference_prefetches_pending() const { return prefetcher_.pending(); }
 
  private:
   class Run;  // one verification, verification.h
@@ -110,6 +116,15 @@ class Funnel {
   // base cache into its own folder before it is confined).
   absl::StatusOr<std::unique_ptr<CandidateSandbox>> MakeSandbox(const v1::SandboxLimits& limits,
                                                                 bool spare);
+  // reference_stage.cc: the ReferenceCache scope of a request's task (its
+  // reference and input-plan options); a new epoch for `request`'s task
+  // (`ahead`: for a batch whose candidates have not come yet); and the
+  // epoch of the request's next batch queued to be made ahead, if it names
+  // one this verifier does not hold.
+  static std::string ReferenceScope(const v1::VerifyRequest& request);
+  absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeReferenceEpoch(
+      const v1::VerifyRequest& request, bool ahead, absl::Duration& device_wait);
+  void PrefetchNextReference(const v1::VerifyRequest& request);
 
   const FunnelConfig config_;
   VerifierMetrics* const metrics_;  // may be null
@@ -140,6 +155,8 @@ class Funnel {
   absl::CondVar slot_freed_;
   int free_slots_ ABSL_GUARDED_BY(slots_mu_);
   std::atomic<int64_t> next_candidate_{1};
+  // Its thread makes epochs with the members above, so it stops before them.
+  ReferencePrefetcher prefetcher_;
   // Last: its filler thread uses the members above, so it stops first.
   std::unique_ptr<SandboxPool> sandboxes_;
 };

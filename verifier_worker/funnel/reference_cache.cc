@@ -6,13 +6,17 @@
 
 namespace kforge {
 
+std::string ReferenceCache::Key(const std::string& scope, const std::string& batch_id) {
+  return absl::StrCat(scope, "\x1f", batch_id);
+}
+
 absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> ReferenceCache::Get(
     const std::string& scope, const std::string& batch_id, const Reuse& reuse, const Maker& make,
     bool* reused) {
   // One slot per scope and batch: candidates of two policy versions in
   // flight at once (asynchronous training) keep their own epochs instead of
   // replacing each other's.
-  const std::string key = absl::StrCat(scope, "\x1f", batch_id);
+  const std::string key = Key(scope, batch_id);
   mu_.Lock();
   int64_t waited_for = -1;  // the make this caller waited on, if any
   while (slots_[key].making) {
@@ -39,6 +43,25 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> ReferenceCache::Get(
   *reused = false;
   slot->making = true;
   mu_.Unlock();
+  return RunMake(key, make, /*uses=*/1);
+}
+
+absl::StatusOr<bool> ReferenceCache::Prefetch(const std::string& scope,
+                                              const std::string& batch_id, const Maker& make) {
+  const std::string key = Key(scope, batch_id);
+  {
+    absl::MutexLock lock(&mu_);
+    Slot& slot = slots_[key];
+    if (slot.making || slot.epoch != nullptr) return false;
+    slot.making = true;
+  }
+  absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> made = RunMake(key, make, /*uses=*/0);
+  if (!made.ok()) return made.status();
+  return true;
+}
+
+absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> ReferenceCache::RunMake(
+    const std::string& key, const Maker& make, int uses) {
   // Other scopes go on while this one is computed (seconds, on the
   // reference server). `make` must not throw (it returns a status); were it
   // to, the guard below still clears `making` and wakes the waiters.
@@ -47,17 +70,20 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> ReferenceCache::Get(
     const std::string* key;
     bool finished = false;
     ~Unwind() {
-      if (!finished) cache->FinishMake(*key, absl::InternalError("reference epoch not made"));
+      if (!finished) {
+        cache->FinishMake(*key, absl::InternalError("reference epoch not made"), 0);
+      }
     }
   } unwind{this, &key};
   absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> made = make();
-  FinishMake(key, made);
+  FinishMake(key, made, uses);
   unwind.finished = true;
   return made;
 }
 
 void ReferenceCache::FinishMake(const std::string& key,
-                                const absl::StatusOr<std::shared_ptr<const ReferenceEpoch>>& made) {
+                                const absl::StatusOr<std::shared_ptr<const ReferenceEpoch>>& made,
+                                int uses) {
   absl::MutexLock lock(&mu_);
   Slot& slot = slots_[key];
   slot.making = false;
@@ -65,9 +91,12 @@ void ReferenceCache::FinishMake(const std::string& key,
   slot.last_error = made.status();
   if (made.ok()) {
     slot.epoch = *made;
-    slot.uses = 1;
+    slot.uses = uses;
     slot.created = slot.last_used = absl::Now();
-    EvictLocked(key);
+    // An epoch made ahead (no uses yet) is the first to go when the cache is
+    // full, itself included: it never pushes out an epoch candidates use.
+    if (uses == 0) slot.last_used = absl::InfinitePast();
+    EvictLocked(uses == 0 ? std::string() : key);
   }
   made_.SignalAll();
 }
@@ -86,6 +115,12 @@ void ReferenceCache::EvictLocked(const std::string& keep) {
     total -= victim->second.epoch->bytes();
     slots_.erase(victim);
   }
+}
+
+bool ReferenceCache::Holds(const std::string& scope, const std::string& batch_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = slots_.find(Key(scope, batch_id));
+  return it != slots_.end() && (it->second.making || it->second.epoch != nullptr);
 }
 
 int ReferenceCache::size() const {

@@ -70,6 +70,21 @@ class ReferenceCache {
                                                             const Reuse& reuse, const Maker& make,
                                                             bool* reused);
 
+  // Makes the epoch of `scope` and `batch_id` ahead of its candidates, with
+  // `make` on the caller's thread, unless one is held or being made: false
+  // then, without calling `make`. A prefetched epoch starts with no uses and
+  // its age from now, and is the first dropped when the cache is over its
+  // bytes (itself, if nothing else can go) until a candidate uses it.
+  // Candidates that ask for it while it is made wait for it, as for any
+  // make; a failed make is theirs too, and not cached.
+  absl::StatusOr<bool> Prefetch(const std::string& scope, const std::string& batch_id,
+                                const Maker& make);
+
+  // The name of a scope's epoch of one batch.
+  static std::string Key(const std::string& scope, const std::string& batch_id);
+  // Whether an epoch of `scope` and `batch_id` is held or being made.
+  bool Holds(const std::string& scope, const std::string& batch_id) const;
+
   // Epochs held now, and their payload bytes.
   int size() const;
   int64_t bytes() const;
@@ -84,8 +99,12 @@ class ReferenceCache {
     int64_t generation = 0;     // makes finished
     absl::Status last_error;    // of the last make
   };
+  // `make` for `key`, whose slot the caller marked as making; the slot then
+  // starts with `uses` if it succeeded.
+  absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> RunMake(const std::string& key,
+                                                               const Maker& make, int uses);
   void FinishMake(const std::string& key,
-                  const absl::StatusOr<std::shared_ptr<const ReferenceEpoch>>& made);
+                  const absl::StatusOr<std::shared_ptr<const ReferenceEpoch>>& made, int uses);
   void EvictLocked(const std::string& keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t max_bytes_;

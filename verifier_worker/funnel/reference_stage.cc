@@ -129,44 +129,88 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeEpoch(
 
 }  // namespace
 
+std::string Funnel::ReferenceScope(const v1::VerifyRequest& request) {
+  const v1::VerifierOptions& options = request.options();
+  // One scope per task and input-plan configuration on this device.
+  return absl::StrCat(HexHash(request.task().reference_source()), ":",
+                      HexHash(options.multi_input().SerializeAsString()), ":",
+                      options.timing().enabled() ? options.timing().fresh_input_probes() : 0, ":",
+                      options.timing().enabled() ? options.timing().input_pool() : 1);
+}
+
+absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> Funnel::MakeReferenceEpoch(
+    const v1::VerifyRequest& request, bool ahead, absl::Duration& device_wait) {
+  EpochTimings timings;
+  auto made = MakeEpoch(reference_.For(HexHash(request.task().reference_source())), request,
+                        config_.harness.device,
+                        absl::Seconds(request.options().limits().reference_timeout_s()), gpu_,
+                        device_wait, timings);
+  if (!made.ok()) return made;
+  if (metrics_ != nullptr) {
+    metrics_->RecordReferenceEpoch(absl::ToDoubleSeconds(timings.compute),
+                                   absl::ToDoubleSeconds(timings.transfer),
+                                   absl::ToDoubleSeconds(timings.share));
+  }
+  Logger("verifier").Info(
+      "reference epoch made",
+      {{"task", request.task().id()},
+       {"batch", request.batch_id()},
+       {"ahead", ahead},
+       {"bytes", timings.bytes},
+       {"in_buffer", timings.in_buffer},
+       {"compute_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.compute))},
+       {"transfer_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.transfer))},
+       {"share_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.share))},
+       {"gpu_wait_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(device_wait))},
+       {"server", timings.server_parts}});
+  return made;
+}
+
+void Funnel::PrefetchNextReference(const v1::VerifyRequest& request) {
+  const std::string& next = request.next_batch_id();
+  if (next.empty() || next == request.batch_id()) return;
+  const std::string scope = ReferenceScope(request);
+  if (references_.Holds(scope, next)) return;
+  // What the make reads of the request, kept beyond it: the task and the
+  // options, under the next batch's name.
+  auto ahead = std::make_shared<v1::VerifyRequest>();
+  *ahead->mutable_task() = request.task();
+  *ahead->mutable_options() = request.options();
+  ahead->set_batch_id(next);
+  const ReferencePrefetcher::Queued queued =
+      prefetcher_.Enqueue(ReferenceCache::Key(scope, next), [this, ahead, scope] {
+        absl::StatusOr<bool> made = references_.Prefetch(scope, ahead->batch_id(), [&] {
+          absl::Duration waited;
+          return MakeReferenceEpoch(*ahead, /*ahead=*/true, waited);
+        });
+        if (metrics_ != nullptr) {
+          metrics_->RecordReferencePrefetch(!made.ok() ? "failed" : *made ? "made" : "held");
+        }
+        if (!made.ok()) {
+          // The batch's first candidate makes it again and reports what
+          // fails then as its verdict.
+          Logger("verifier").Warning("reference epoch not made ahead",
+                                     {{"task", ahead->task().id()},
+                                      {"batch", ahead->batch_id()},
+                                      {"error", made.status().message()}});
+        }
+      });
+  if (queued == ReferencePrefetcher::Queued::kFull && metrics_ != nullptr) {
+    metrics_->RecordReferencePrefetch("full");
+  }
+}
+
 bool Funnel::Run::PrepareReference() {
   const v1::MultiInputOptions& multi = options_.multi_input();
-  // One scope per task and input-plan configuration on this device.
-  const std::string scope = absl::StrCat(
-      HexHash(request_.task().reference_source()), ":", HexHash(multi.SerializeAsString()), ":",
-      options_.timing().enabled() ? options_.timing().fresh_input_probes() : 0, ":",
-      options_.timing().enabled() ? options_.timing().input_pool() : 1);
   bool reused = false;
   absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> epoch = f_.references_.Get(
-      scope, request_.batch_id(),
+      ReferenceScope(request_), request_.batch_id(),
       {.max_uses = multi.reference_reuse_candidates(),
        .max_age = absl::Seconds(multi.reference_reuse_s())},
       [&] {
         absl::Duration waited;
-        EpochTimings timings;
-        auto made = MakeEpoch(f_.reference_.For(HexHash(request_.task().reference_source())),
-                              request_, f_.config_.harness.device,
-                              absl::Seconds(limits_.reference_timeout_s()), f_.gpu_,
-                              waited, timings);
+        auto made = f_.MakeReferenceEpoch(request_, /*ahead=*/false, waited);
         AddDeviceWait(waited);
-        if (made.ok()) {
-          if (f_.metrics_ != nullptr) {
-            f_.metrics_->RecordReferenceEpoch(absl::ToDoubleSeconds(timings.compute),
-                                              absl::ToDoubleSeconds(timings.transfer),
-                                              absl::ToDoubleSeconds(timings.share));
-          }
-          Logger("verifier").Info(
-              "reference epoch made",
-              {{"task", request_.task().id()},
-               {"batch", request_.batch_id()},
-               {"bytes", timings.bytes},
-               {"in_buffer", timings.in_buffer},
-               {"compute_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.compute))},
-               {"transfer_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.transfer))},
-               {"share_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.share))},
-               {"gpu_wait_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(waited))},
-               {"server", timings.server_parts}});
-        }
         return made;
       },
       &reused);
@@ -180,6 +224,9 @@ bool Funnel::Run::PrepareReference() {
   }
   epoch_ = *std::move(epoch);
   verdict_.set_reference_reused(reused);
+  // The reference runs: the next batch's epoch can be made while this
+  // candidate and the rest of its batch are verified.
+  f_.PrefetchNextReference(request_);
   return true;
 }
 

@@ -1,6 +1,7 @@
 // Reference epochs: shared within a batch, new seeds for a new batch, after
 // the use limit or the age limit; one computation however many candidates
-// of a task arrive at once; bounded memory.
+// of a task arrive at once; bounded memory; the next batch's epoch made
+// ahead of its candidates.
 #include "verifier_worker/funnel/reference_cache.h"
 
 #include <gtest/gtest.h>
@@ -166,6 +167,95 @@ TEST_F(ReferenceCacheTest, MemoryIsBoundedByDroppingTheLeastRecentlyUsedEpoch) {
   EXPECT_FALSE(reused) << "the least recently used one went";
   // A dropped epoch lives on while a verification holds it.
   EXPECT_EQ((*held)->prepared.payload.size(), 100u);
+}
+
+TEST_F(ReferenceCacheTest, AnEpochMadeAheadServesItsBatchsFirstCandidate) {
+  ReferenceCache cache(1 << 20);
+  bool reused = false;
+  Get(cache, "task", "v8", kLong, &reused);
+  EXPECT_FALSE(cache.Holds("task", "v12"));
+  absl::StatusOr<bool> ahead = cache.Prefetch("task", "v12", Maker());
+  ASSERT_TRUE(ahead.ok()) << ahead.status();
+  EXPECT_TRUE(*ahead);
+  EXPECT_TRUE(cache.Holds("task", "v12"));
+  EXPECT_EQ(made_, 2);
+  auto first = Get(cache, "task", "v12", kLong, &reused);
+  EXPECT_TRUE(reused) << "the batch's first candidate finds its epoch made";
+  EXPECT_EQ(made_, 2);
+  // Made ahead it counts no use: the batch gets its whole candidate budget.
+  const ReferenceCache::Reuse one{.max_uses = 1, .max_age = absl::Hours(1)};
+  ASSERT_TRUE(cache.Prefetch("task", "v16", Maker()).ok());
+  Get(cache, "task", "v16", one, &reused);
+  EXPECT_TRUE(reused);
+  Get(cache, "task", "v16", one, &reused);
+  EXPECT_FALSE(reused) << "one use, then new seeds";
+  // Held already: no second make.
+  const int before = made_;
+  ahead = cache.Prefetch("task", "v12", Maker());
+  ASSERT_TRUE(ahead.ok());
+  EXPECT_FALSE(*ahead);
+  EXPECT_EQ(made_, before);
+}
+
+TEST_F(ReferenceCacheTest, ACandidateArrivingDuringAMakeAheadWaitsForItInsteadOfMakingItsOwn) {
+  ReferenceCache cache(1 << 20);
+  absl::Notification started, release;
+  std::atomic<int> makes{0};
+  ReferenceCache::Maker slow = [&]() -> absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> {
+    ++makes;
+    started.Notify();
+    release.WaitForNotification();
+    return std::make_shared<const ReferenceEpoch>();
+  };
+  std::thread ahead([&] { EXPECT_TRUE(*cache.Prefetch("task", "v12", slow)); });
+  started.WaitForNotification();
+  bool reused = false;
+  std::thread candidate([&] { ASSERT_TRUE(cache.Get("task", "v12", kLong, slow, &reused).ok()); });
+  absl::SleepFor(absl::Milliseconds(50));
+  release.Notify();
+  ahead.join();
+  candidate.join();
+  EXPECT_EQ(makes, 1);
+  EXPECT_TRUE(reused);
+}
+
+TEST_F(ReferenceCacheTest, AFailedMakeAheadIsNotKeptAndTheBatchMakesItsOwn) {
+  ReferenceCache cache(1 << 20);
+  ReferenceCache::Maker failing = [] {
+    return absl::StatusOr<std::shared_ptr<const ReferenceEpoch>>(
+        absl::UnavailableError("reference server restarting"));
+  };
+  EXPECT_EQ(cache.Prefetch("task", "v12", failing).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(cache.Holds("task", "v12"));
+  bool reused = true;
+  Get(cache, "task", "v12", kLong, &reused);
+  EXPECT_FALSE(reused);
+  EXPECT_EQ(made_, 1);
+}
+
+TEST_F(ReferenceCacheTest, AnEpochMadeAheadNeverPushesOutOneInUse) {
+  ReferenceCache cache(250);
+  bool reused = false;
+  ASSERT_TRUE(cache.Get("a", "v8", kLong, Maker(100), &reused).ok());
+  ASSERT_TRUE(cache.Get("b", "v8", kLong, Maker(100), &reused).ok());
+  // No room for a third: the one made ahead goes, not a or b.
+  ASSERT_TRUE(*cache.Prefetch("a", "v12", Maker(100)));
+  EXPECT_LE(cache.bytes(), 250);
+  EXPECT_FALSE(cache.Holds("a", "v12"));
+  EXPECT_TRUE(cache.Holds("a", "v8"));
+  EXPECT_TRUE(cache.Holds("b", "v8"));
+  // With room it stays, and once used it is an epoch like any other: the
+  // least recently used goes for the next one.
+  ReferenceCache roomy(350);
+  ASSERT_TRUE(roomy.Get("a", "v8", kLong, Maker(100), &reused).ok());
+  ASSERT_TRUE(roomy.Get("b", "v8", kLong, Maker(100), &reused).ok());
+  ASSERT_TRUE(*roomy.Prefetch("a", "v12", Maker(100)));
+  EXPECT_TRUE(roomy.Holds("a", "v12"));
+  ASSERT_TRUE(roomy.Get("a", "v12", kLong, Maker(100), &reused).ok());
+  EXPECT_TRUE(reused);
+  ASSERT_TRUE(roomy.Get("c", "v8", kLong, Maker(100), &reused).ok());
+  EXPECT_FALSE(roomy.Holds("a", "v8")) << "the least recently used";
+  EXPECT_TRUE(roomy.Holds("a", "v12"));
 }
 
 v1::Timing Timed(double mean, double cv, int trials) {
