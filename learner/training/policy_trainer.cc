@@ -20,6 +20,25 @@ std::vector<const TrainSequence*> Pointers(absl::Span<const TrainSequence> batch
   return out;
 }
 
+// The sequences of batch[begin, end) in micro-batches of `micro`, taken in
+// order of length (prompt + completion; stable, so runs repeat): a
+// micro-batch is padded to its longest sequence, and neighbours in length
+// waste the least. The sum over micro-batches, and so the gradient, is the
+// same in any order.
+std::vector<std::vector<const TrainSequence*>> MicroBatchesByLength(
+    absl::Span<const TrainSequence> batch, size_t begin, size_t end, size_t micro) {
+  std::vector<const TrainSequence*> order = Pointers(batch, begin, end);
+  std::stable_sort(order.begin(), order.end(), [](const TrainSequence* a, const TrainSequence* b) {
+    return a->prompt.size() + a->completion.size() < b->prompt.size() + b->completion.size();
+  });
+  std::vector<std::vector<const TrainSequence*>> out;
+  for (size_t m = 0; m < order.size(); m += micro) {
+    out.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(m),
+                     order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), m + micro)));
+  }
+  return out;
+}
+
 double CountedTokens(absl::Span<const TrainSequence> batch, size_t begin, size_t end) {
   double tokens = 0;
   for (size_t i = begin; i < end; ++i) tokens += static_cast<double>(batch[i].completion.size());
@@ -146,8 +165,14 @@ absl::StatusOr<TrainStepStats> PolicyTrainer::Step(absl::Span<const TrainSequenc
       const double normaliser = CountedTokens(batch, begin, end);
       counted += normaliser;
       optimizer_.ZeroGrad();
-      for (size_t m = begin; m < end; m += micro) {
-        const std::vector<const TrainSequence*> seqs = Pointers(batch, m, std::min(end, m + micro));
+      for (const std::vector<const TrainSequence*>& seqs :
+           MicroBatchesByLength(batch, begin, end, micro)) {
+        size_t longest = 0;
+        for (const TrainSequence* s : seqs) {
+          longest = std::max(longest, s->prompt.size() + s->completion.size());
+          stats.sequence_tokens += static_cast<int64_t>(s->prompt.size() + s->completion.size());
+        }
+        stats.padded_tokens += static_cast<int64_t>(longest * seqs.size());
         KF_RETURN_IF_ERROR(Accumulate(seqs, params, normaliser, &sums));
       }
       KF_ASSIGN_OR_RETURN(const double norm, TorchCall("gradient clipping", [&] {

@@ -66,6 +66,11 @@ struct TrainStepStats {
   double tis_capped_fraction = 0;  // share of tokens whose TIS weight was cut to the cap
   double mean_ratio = 0;
   int64_t tokens = 0;        // completion tokens in the batch
+  // Positions the forward passes ran: prompt + completion of every sequence
+  // (over every epoch), and the same with each micro-batch padded to its
+  // longest sequence. Their gap is compute spent on padding.
+  int64_t sequence_tokens = 0;
+  int64_t padded_tokens = 0;
   int64_t sequences = 0;
   int32_t updates = 0;
   int32_t skipped_updates = 0;  // non-finite gradients

@@ -225,6 +225,50 @@ TEST_F(TrainerLearningTest, RejectsBatchesWhosePerTokenFieldsDoNotMatch) {
   EXPECT_EQ((*trainer)->Step({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(TrainerLearningTest, MicroBatchesTakeSequencesByLengthSoTheyPadLessAndTrainAsOneBatch) {
+  // Short and long completions alternate, as a GRPO group's do: in batch
+  // order every micro-batch of two would pad a short one to a long one.
+  const std::vector<int32_t> prompt = policy_->tokenizer->Encode("def f");
+  std::vector<TrainSequence> batch;
+  int64_t positions = 0;
+  for (int i = 0; i < 8; ++i) {
+    const int length = i % 2 == 0 ? 2 : 20;
+    TrainSequence seq{.prompt = prompt};
+    for (int j = 0; j < length; ++j) seq.completion.push_back(3 + (i * 7 + j) % 40);
+    seq.old_logprobs.assign(seq.completion.size(), -3.0f);
+    seq.advantages.assign(seq.completion.size(), i % 3 == 0 ? 1.0f : -0.5f);
+    positions += static_cast<int64_t>(seq.prompt.size() + seq.completion.size());
+    batch.push_back(std::move(seq));
+  }
+  auto twin = LoadPolicy(dir_->Sub("model"), "cpu", "float32");
+  ASSERT_TRUE(twin.ok()) << twin.status();
+  v1::OptimizerParams whole = Optimizer(1e-2), pairs = Optimizer(1e-2);
+  whole.set_micro_batch_size(8);
+  pairs.set_micro_batch_size(2);
+  auto one = PolicyTrainer::Create(policy_->model.get(), nullptr, {.optimizer = whole});
+  auto many = PolicyTrainer::Create((*twin)->model.get(), nullptr, {.optimizer = pairs});
+  ASSERT_TRUE(one.ok() && many.ok());
+  auto a = (*one)->Step(batch, {.objective = Objective::kGrpo});
+  auto b = (*many)->Step(batch, {.objective = Objective::kGrpo});
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(b->sequence_tokens, positions);
+  EXPECT_EQ(b->padded_tokens, positions) << "pairs of equal length need no padding";
+  EXPECT_EQ(a->padded_tokens, 8 * static_cast<int64_t>(prompt.size() + 20));
+  EXPECT_NEAR(a->loss, b->loss, 1e-5);
+  EXPECT_NEAR(a->grad_norm, b->grad_norm, 1e-4 * std::max(1.0, a->grad_norm));
+  // The same gradient (what the step left in .grad, clipped alike), whatever
+  // order the micro-batches summed it in.
+  const auto one_params = policy_->model->NamedParameters();
+  const auto many_params = (*twin)->model->NamedParameters();
+  ASSERT_EQ(one_params.size(), many_params.size());
+  for (size_t i = 0; i < one_params.size(); ++i) {
+    const at::Tensor& g1 = one_params[i].second.grad();
+    const at::Tensor& g2 = many_params[i].second.grad();
+    ASSERT_EQ(g1.defined(), g2.defined()) << one_params[i].first;
+    if (g1.defined()) EXPECT_TRUE(at::allclose(g1, g2, 1e-4, 1e-7)) << one_params[i].first;
+  }
+}
+
 // Supervised steps on fixed sequences; returns the losses.
 std::vector<double> Train(PolicyTrainer& trainer, const std::vector<TrainSequence>& batch, int steps) {
   std::vector<double> losses;
