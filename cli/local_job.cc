@@ -244,9 +244,16 @@ void LocalJobWatcher::PrintSummary() const {
   }
   std::printf("%-28s %.0f%% correct, %.0f%% compiled\n", "last step",
               100 * p.pass_rates().correct(), 100 * p.pass_rates().compile_pass());
-  std::printf("%-28s %lld accepted, %lld stale, %lld groups re-issued, %lld dropped\n", "samples",
-              static_cast<long long>(p.samples_accepted()), static_cast<long long>(p.samples_dropped_stale()),
-              static_cast<long long>(p.groups_reissued()), static_cast<long long>(p.groups_dropped()));
+  // Every accepted sample, and where it went (JobProgress's ledger).
+  std::printf("%-28s %lld accepted: %lld trained, %lld stale, %lld evaluated, %lld discarded "
+              "(%lld groups re-issued, %lld dropped), %lld still out\n",
+              "samples", static_cast<long long>(p.samples_accepted()),
+              static_cast<long long>(p.samples_trained()),
+              static_cast<long long>(p.samples_dropped_stale()),
+              static_cast<long long>(p.samples_evaluated()),
+              static_cast<long long>(p.samples_discarded()),
+              static_cast<long long>(p.groups_reissued()), static_cast<long long>(p.groups_dropped()),
+              static_cast<long long>(p.samples_out()));
   std::printf("%-28s %.0f s\n", "this run", absl::ToDoubleSeconds(absl::Now() - started_));
   std::printf("%-28s %s\n", "final checkpoint",
               job_.last_checkpoint().empty() ? "-" : job_.last_checkpoint().c_str());

@@ -101,7 +101,11 @@ class TrainingRun {
       log_.Warning("complete groups left untrained at the job's end",
                    {{"job", job_.id()}, {"groups", carried_.size()}, {"samples", samples}});
     }
-    return FlushEval();
+    KF_RETURN_IF_ERROR(FlushEval());
+    // The ledger final, with the last evaluation's samples in it.
+    v1::JobProgress progress = last_progress_;
+    FillLedger(progress);
+    return deps_.jobs->ReportProgress(job_.id(), progress);
   }
 
   // After a stop or a failure: the newest state on disk, when it moved.
@@ -114,6 +118,10 @@ class TrainingRun {
 
  private:
   absl::Status Setup();
+  // progress's ledger of accepted samples (JobProgress.samples_accepted,
+  // samples_trained ... samples_out) and group counts, from one tracker
+  // snapshot.
+  void FillLedger(v1::JobProgress& progress) const;
   absl::Status CheckInterrupt();
   // The warm start's length: spec.warm_start_steps, or the step at which
   // sft.stop_below_loss ended it.
@@ -207,12 +215,19 @@ class TrainingRun {
   EvalRound eval_;
   std::vector<CompletedGroup> carried_;  // complete groups beyond the last step's need
   int64_t stale_samples_ = 0;             // dropped as too old since the last report
+  // The ledger of JobProgress (FillLedger): samples taken into RL steps and
+  // back from evaluations by this run, and the tracker's counts when it
+  // began (the tracker outlives jobs).
+  int64_t trained_samples_ = 0;
+  int64_t evaluated_samples_ = 0;
+  GroupTracker::Stats tracker_at_start_;
   absl::Time last_step_end_ = absl::InfiniteFuture();  // of the last RL step
   absl::Time last_any_step_end_ = absl::InfiniteFuture();  // of the last step of any kind
   v1::JobProgress last_progress_;
 };
 
 absl::Status TrainingRun::Setup() {
+  tracker_at_start_ = deps_.groups->stats();
   KF_ASSIGN_OR_RETURN(std::vector<v1::Task> tasks,
                       LoadTaskSet(spec_.tasks(), deps_.config->builtin_tasks_dir()));
   for (v1::Task& task : tasks) {
@@ -552,6 +567,7 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
     }
   }
   state_.set_samples_trained(state_.samples_trained() + sampled);
+  trained_samples_ += sampled;
   state_.set_tokens_trained(state_.tokens_trained() + tokens);
   // Throughput over the wall time since the previous step ended: a step
   // whose groups were already complete takes no time of its own.
@@ -596,7 +612,6 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
     *turns->mutable_reward_by_turn() = progress.reward_by_turn();
     turns->set_turns_per_trajectory(progress.turns_per_trajectory());
   }
-  const GroupTracker::Stats tracker = deps_.groups->stats();
   progress.set_step(state_.step());
   progress.set_total_steps(TotalSteps());
   progress.set_warm_start_steps(spec_.algorithm() == v1::ALGORITHM_SFT ? 0 : WarmStartSteps());
@@ -606,9 +621,7 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
   progress.set_entropy(stats.entropy);
   progress.set_grad_norm(stats.grad_norm);
   progress.set_tis_capped_fraction(stats.tis_capped_fraction);
-  progress.set_samples_accepted(static_cast<int64_t>(tracker.accepted));
-  progress.set_groups_reissued(static_cast<int64_t>(tracker.groups_reissued));
-  progress.set_groups_dropped(static_cast<int64_t>(tracker.groups_dropped));
+  FillLedger(progress);
   figures.learning_rate = stats.learning_rate;
   figures.step_seconds = absl::ToDoubleSeconds(absl::Now() - started);
   figures.samples = stats.sequences;
@@ -625,6 +638,11 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
                      {"rollout_s", progress.times().rollout_seconds()},
                      {"verify_s", progress.times().verify_seconds()},
                      {"train_s", progress.times().train_seconds()},
+                     // Compute the forward passes spent on padding.
+                     {"pad_share", stats.padded_tokens > 0
+                                       ? 1.0 - static_cast<double>(stats.sequence_tokens) /
+                                                   static_cast<double>(stats.padded_tokens)
+                                       : 0.0},
                      {"sync_s", progress.times().weight_sync_seconds()},
                      {"wait_s", progress.times().learner_wait_seconds()}});
   return deps_.jobs->ReportProgress(job_.id(), progress);
@@ -676,7 +694,23 @@ absl::Status TrainingRun::MaybeStartEval() {
   return absl::OkStatus();
 }
 
+void TrainingRun::FillLedger(v1::JobProgress& progress) const {
+  const GroupTracker::Stats now = deps_.groups->stats();
+  const GroupTracker::Stats& base = tracker_at_start_;
+  int64_t carried = 0;
+  for (const CompletedGroup& group : carried_) carried += std::ssize(group.samples);
+  progress.set_samples_accepted(static_cast<int64_t>(now.accepted - base.accepted));
+  progress.set_samples_trained(trained_samples_);
+  progress.set_samples_evaluated(evaluated_samples_);
+  progress.set_samples_discarded(
+      static_cast<int64_t>(now.samples_discarded - base.samples_discarded));
+  progress.set_samples_out(now.samples_buffered + carried);
+  progress.set_groups_reissued(static_cast<int64_t>(now.groups_reissued - base.groups_reissued));
+  progress.set_groups_dropped(static_cast<int64_t>(now.groups_dropped - base.groups_dropped));
+}
+
 void TrainingRun::TakeEvalGroup(CompletedGroup group) {
+  evaluated_samples_ += std::ssize(group.samples);
   const std::string id = group.item.group_id();
   if (!eval_.Take(std::move(group))) {
     // Its round was summarised without it: counted nowhere else either.

@@ -236,6 +236,16 @@ class AsyncOfferingTest : public testing::TinyCheckpointSuite<Architecture::kQwe
     EXPECT_EQ(outcome.tracker.accepted,
               outcome.tracker.samples_completed + outcome.tracker.samples_discarded +
                   static_cast<uint64_t>(outcome.tracker.samples_held));
+    // The job's own ledger, as its last report has it, balances too (the
+    // scoring worker may deliver a little more before it stops).
+    const v1::JobProgress& p = outcome.progress;
+    EXPECT_EQ(p.samples_accepted(), p.samples_trained() + p.samples_dropped_stale() +
+                                        p.samples_evaluated() + p.samples_discarded() +
+                                        p.samples_out())
+        << p.ShortDebugString();
+    EXPECT_GT(p.samples_accepted(), 0);
+    EXPECT_LE(p.samples_accepted(), static_cast<int64_t>(outcome.tracker.accepted));
+    EXPECT_EQ(p.samples_trained(), outcome.samples_trained);
     std::map<int, int> per_step;
     for (const auto& [sample, steps] : outcome.trained) {
       EXPECT_EQ(steps.size(), 1u) << sample << " trained more than once";
