@@ -87,19 +87,25 @@ PolicyTrainer::PolicyTrainer(DecoderModel* policy, const DecoderModel* reference
                                              .weight_decay = options.optimizer.weight_decay()}) {}
 
 absl::Status PolicyTrainer::RecomputeOldLogprobs(std::vector<TrainSequence>& batch) {
+  // The micro-batches the step's first pass will run, so that pass scores
+  // each sequence with the same padding, and its ratio starts at 1.
+  const size_t mini = static_cast<size_t>(options_.optimizer.batch_size());
   const size_t micro = static_cast<size_t>(options_.optimizer.micro_batch_size());
-  for (size_t begin = 0; begin < batch.size(); begin += micro) {
-    const size_t end = std::min(batch.size(), begin + micro);
-    std::vector<const TrainSequence*> seqs = Pointers(batch, begin, end);
-    c10::NoGradGuard no_grad;
-    KF_ASSIGN_OR_RETURN(CompletionLogprobs lp,
-                        ComputeCompletionLogprobs(*policy_, seqs, options_.temperature));
-    const at::Tensor host = lp.logprobs.to(at::kCPU).contiguous();
-    auto rows = host.accessor<float, 2>();
-    for (size_t b = begin; b < end; ++b) {
-      batch[b].sampler_logprobs = batch[b].old_logprobs;  // what the rollout worker drew with
-      for (size_t j = 0; j < batch[b].completion.size(); ++j) {
-        batch[b].old_logprobs[j] = rows[static_cast<int64_t>(b - begin)][static_cast<int64_t>(j)];
+  for (size_t begin = 0; begin < batch.size(); begin += mini) {
+    const size_t end = std::min(batch.size(), begin + mini);
+    for (const std::vector<const TrainSequence*>& seqs :
+         MicroBatchesByLength(batch, begin, end, micro)) {
+      c10::NoGradGuard no_grad;
+      KF_ASSIGN_OR_RETURN(CompletionLogprobs lp,
+                          ComputeCompletionLogprobs(*policy_, seqs, options_.temperature));
+      const at::Tensor host = lp.logprobs.to(at::kCPU).contiguous();
+      auto rows = host.accessor<float, 2>();
+      for (size_t row = 0; row < seqs.size(); ++row) {
+        TrainSequence& s = batch[static_cast<size_t>(seqs[row] - batch.data())];
+        s.sampler_logprobs = s.old_logprobs;  // what the rollout worker drew with
+        for (size_t j = 0; j < s.completion.size(); ++j) {
+          s.old_logprobs[j] = rows[static_cast<int64_t>(row)][static_cast<int64_t>(j)];
+        }
       }
     }
   }

@@ -102,10 +102,15 @@ class TrainingRun {
                    {{"job", job_.id()}, {"groups", carried_.size()}, {"samples", samples}});
     }
     KF_RETURN_IF_ERROR(FlushEval());
-    // The ledger final, with the last evaluation's samples in it.
+    // The ledger final, with the last evaluation's samples in it. The job
+    // trained whatever this report meets: a failure is a warning.
     v1::JobProgress progress = last_progress_;
-    FillLedger(progress);
-    return deps_.jobs->ReportProgress(job_.id(), progress);
+    FillLedger(&progress);
+    if (absl::Status s = deps_.jobs->ReportProgress(job_.id(), progress); !s.ok()) {
+      log_.Warning("cannot report the job's final sample ledger",
+                   {{"job", job_.id()}, {"error", s.message()}});
+    }
+    return absl::OkStatus();
   }
 
   // After a stop or a failure: the newest state on disk, when it moved.
@@ -121,7 +126,7 @@ class TrainingRun {
   // progress's ledger of accepted samples (JobProgress.samples_accepted,
   // samples_trained ... samples_out) and group counts, from one tracker
   // snapshot.
-  void FillLedger(v1::JobProgress& progress) const;
+  void FillLedger(v1::JobProgress* progress) const;
   absl::Status CheckInterrupt();
   // The warm start's length: spec.warm_start_steps, or the step at which
   // sft.stop_below_loss ended it.
@@ -214,10 +219,10 @@ class TrainingRun {
   // groups it offered and those back.
   EvalRound eval_;
   std::vector<CompletedGroup> carried_;  // complete groups beyond the last step's need
-  int64_t stale_samples_ = 0;             // dropped as too old since the last report
-  // The ledger of JobProgress (FillLedger): samples taken into RL steps and
-  // back from evaluations by this run, and the tracker's counts when it
-  // began (the tracker outlives jobs).
+  // The ledger of JobProgress (FillLedger): samples dropped as too old,
+  // taken into RL steps and back from evaluations by this run, and the
+  // tracker's counts when it began (the tracker outlives jobs).
+  int64_t stale_samples_ = 0;
   int64_t trained_samples_ = 0;
   int64_t evaluated_samples_ = 0;
   GroupTracker::Stats tracker_at_start_;
@@ -525,8 +530,6 @@ absl::Status TrainingRun::RolloutStep(absl::Time started) {
   v1::JobProgress progress = last_progress_;
   LearnerMetrics::StepFigures figures;
   SummariseStep(groups, state_.policy_version(), &progress, &figures);
-  progress.set_samples_dropped_stale(progress.samples_dropped_stale() + stale_samples_);
-  stale_samples_ = 0;
   for (const ScoredGroup& group : groups) {
     for (size_t i = 0; i < group.samples.size(); ++i) {
       if (group.rewards[i].usable) {
@@ -621,7 +624,7 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
   progress.set_entropy(stats.entropy);
   progress.set_grad_norm(stats.grad_norm);
   progress.set_tis_capped_fraction(stats.tis_capped_fraction);
-  FillLedger(progress);
+  FillLedger(&progress);
   figures.learning_rate = stats.learning_rate;
   figures.step_seconds = absl::ToDoubleSeconds(absl::Now() - started);
   figures.samples = stats.sequences;
@@ -694,27 +697,29 @@ absl::Status TrainingRun::MaybeStartEval() {
   return absl::OkStatus();
 }
 
-void TrainingRun::FillLedger(v1::JobProgress& progress) const {
+void TrainingRun::FillLedger(v1::JobProgress* progress) const {
   const GroupTracker::Stats now = deps_.groups->stats();
   const GroupTracker::Stats& base = tracker_at_start_;
   int64_t carried = 0;
   for (const CompletedGroup& group : carried_) carried += std::ssize(group.samples);
-  progress.set_samples_accepted(static_cast<int64_t>(now.accepted - base.accepted));
-  progress.set_samples_trained(trained_samples_);
-  progress.set_samples_evaluated(evaluated_samples_);
-  progress.set_samples_discarded(
+  progress->set_samples_accepted(static_cast<int64_t>(now.accepted - base.accepted));
+  progress->set_samples_trained(trained_samples_);
+  progress->set_samples_dropped_stale(stale_samples_);
+  progress->set_samples_evaluated(evaluated_samples_);
+  progress->set_samples_discarded(
       static_cast<int64_t>(now.samples_discarded - base.samples_discarded));
-  progress.set_samples_out(now.samples_buffered + carried);
-  progress.set_groups_reissued(static_cast<int64_t>(now.groups_reissued - base.groups_reissued));
-  progress.set_groups_dropped(static_cast<int64_t>(now.groups_dropped - base.groups_dropped));
+  progress->set_samples_out(now.samples_buffered + carried);
+  progress->set_groups_reissued(static_cast<int64_t>(now.groups_reissued - base.groups_reissued));
+  progress->set_groups_dropped(static_cast<int64_t>(now.groups_dropped - base.groups_dropped));
 }
 
 void TrainingRun::TakeEvalGroup(CompletedGroup group) {
   evaluated_samples_ += std::ssize(group.samples);
   const std::string id = group.item.group_id();
   if (!eval_.Take(std::move(group))) {
-    // Its round was summarised without it: counted nowhere else either.
-    log_.Info("held-out group back after its round ended; not counted",
+    // Its round was summarised without it: in no round's figures (the
+    // ledger has it as evaluated).
+    log_.Info("held-out group back after its round ended; in no round's figures",
               {{"job", job_.id()}, {"group", id}, {"open_round", eval_.step()}});
     return;
   }

@@ -95,7 +95,7 @@ TEST_F(VerifierSharedWorkTest, TheNextBatchsEpochIsMadeAheadWhenACandidateNamesI
   }
   ASSERT_EQ(funnel_->reference_prefetches_pending(), 0) << "the make ahead did not finish in 60 s";
   const v1::Verdict next = VerifyInBatch(task, "relu_clamp.py", "job/v12");
-  EXPECT_TRUE(next.reference_reused()) << "the next batch's first candidate waited for its epoch";
+  EXPECT_TRUE(next.reference_reused()) << "the next batch's first candidate found no epoch made ahead";
   EXPECT_TRUE(next.correct()) << Describe(next);
   // A batch no candidate named ahead is made when its first candidate comes.
   EXPECT_FALSE(VerifyInBatch(task, "relu_clamp.py", "job/v16").reference_reused());

@@ -119,12 +119,12 @@ class Funnel {
   // reference_stage.cc: the ReferenceCache scope of a request's task (its
   // reference and input-plan options); a new epoch for `request`'s task
   // (`ahead`: for a batch whose candidates have not come yet); and the
-  // epoch of the request's next batch queued to be made ahead, if it names
-  // one this verifier does not hold.
+  // epoch of the request's next batch (in `scope`, the request's) queued to
+  // be made ahead, if it names one this verifier does not hold.
   static std::string ReferenceScope(const v1::VerifyRequest& request);
   absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeReferenceEpoch(
       const v1::VerifyRequest& request, bool ahead, absl::Duration& device_wait);
-  void PrefetchNextReference(const v1::VerifyRequest& request);
+  void PrefetchNextReference(const v1::VerifyRequest& request, const std::string& scope);
 
   const FunnelConfig config_;
   VerifierMetrics* const metrics_;  // may be null

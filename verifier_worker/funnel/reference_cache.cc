@@ -25,8 +25,10 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> ReferenceCache::Get(
   }
   Slot* slot = &slots_[key];
   // The make this caller waited for failed: its error is this caller's too
-  // (a reference that cannot run fails every candidate once, not in turn).
-  if (waited_for >= 0 && slot->generation == waited_for + 1 && !slot->last_error.ok()) {
+  // (a reference that cannot run fails every candidate once, not in turn),
+  // unless it was made ahead: then this caller makes the epoch itself.
+  if (waited_for >= 0 && slot->generation == waited_for + 1 && !slot->last_error.ok() &&
+      !slot->made_ahead) {
     absl::Status error = slot->last_error;
     mu_.Unlock();
     return error;
@@ -52,7 +54,7 @@ absl::StatusOr<bool> ReferenceCache::Prefetch(const std::string& scope,
   {
     absl::MutexLock lock(&mu_);
     Slot& slot = slots_[key];
-    if (slot.making || slot.epoch != nullptr) return false;
+    if (slot.making || slot.epoch != nullptr || slot.ahead_dropped) return false;
     slot.making = true;
   }
   absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> made = RunMake(key, make, /*uses=*/0);
@@ -89,6 +91,7 @@ void ReferenceCache::FinishMake(const std::string& key,
   slot.making = false;
   ++slot.generation;
   slot.last_error = made.status();
+  slot.made_ahead = uses == 0;
   if (made.ok()) {
     slot.epoch = *made;
     slot.uses = uses;
@@ -113,14 +116,22 @@ void ReferenceCache::EvictLocked(const std::string& keep) {
     }
     if (victim == slots_.end()) return;
     total -= victim->second.epoch->bytes();
-    slots_.erase(victim);
+    if (victim->second.made_ahead && victim->second.uses == 0) {
+      // Made ahead and never used: keep the slot, without its bytes, so the
+      // next candidates of the batch do not make it ahead again and again.
+      victim->second.epoch = nullptr;
+      victim->second.ahead_dropped = true;
+    } else {
+      slots_.erase(victim);
+    }
   }
 }
 
 bool ReferenceCache::Holds(const std::string& scope, const std::string& batch_id) const {
   absl::MutexLock lock(&mu_);
   auto it = slots_.find(Key(scope, batch_id));
-  return it != slots_.end() && (it->second.making || it->second.epoch != nullptr);
+  return it != slots_.end() &&
+         (it->second.making || it->second.epoch != nullptr || it->second.ahead_dropped);
 }
 
 int ReferenceCache::size() const {

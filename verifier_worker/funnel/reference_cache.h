@@ -71,18 +71,20 @@ class ReferenceCache {
                                                             bool* reused);
 
   // Makes the epoch of `scope` and `batch_id` ahead of its candidates, with
-  // `make` on the caller's thread, unless one is held or being made: false
-  // then, without calling `make`. A prefetched epoch starts with no uses and
-  // its age from now, and is the first dropped when the cache is over its
-  // bytes (itself, if nothing else can go) until a candidate uses it.
-  // Candidates that ask for it while it is made wait for it, as for any
-  // make; a failed make is theirs too, and not cached.
+  // `make` on the caller's thread, unless one is held, being made, or was
+  // made ahead and dropped: false then, without calling `make`. A
+  // prefetched epoch starts with no uses and its age from now, and is the
+  // first dropped when the cache is over its bytes (itself, if nothing else
+  // can go) until a candidate uses it. Candidates that ask for it while it
+  // is made wait for it; if that make fails, the first of them makes the
+  // epoch itself (a prefetch's failure changes no verdict).
   absl::StatusOr<bool> Prefetch(const std::string& scope, const std::string& batch_id,
                                 const Maker& make);
 
   // The name of a scope's epoch of one batch.
   static std::string Key(const std::string& scope, const std::string& batch_id);
-  // Whether an epoch of `scope` and `batch_id` is held or being made.
+  // Whether an epoch of `scope` and `batch_id` is held or being made, or
+  // was made ahead and dropped for room (not to be made ahead again).
   bool Holds(const std::string& scope, const std::string& batch_id) const;
 
   // Epochs held now, and their payload bytes.
@@ -98,6 +100,12 @@ class ReferenceCache {
     bool making = false;
     int64_t generation = 0;     // makes finished
     absl::Status last_error;    // of the last make
+    // The last make was ahead of the batch's candidates (Prefetch): its
+    // failure is not theirs, and its epoch, if dropped for room, is not
+    // made ahead again (ahead_dropped): the batch's first candidate makes
+    // it, as without a prefetch.
+    bool made_ahead = false;
+    bool ahead_dropped = false;
   };
   // `make` for `key`, whose slot the caller marked as making; the slot then
   // starts with `uses` if it succeeded.

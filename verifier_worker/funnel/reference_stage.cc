@@ -166,10 +166,9 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> Funnel::MakeReferenceEpoch
   return made;
 }
 
-void Funnel::PrefetchNextReference(const v1::VerifyRequest& request) {
+void Funnel::PrefetchNextReference(const v1::VerifyRequest& request, const std::string& scope) {
   const std::string& next = request.next_batch_id();
   if (next.empty() || next == request.batch_id()) return;
-  const std::string scope = ReferenceScope(request);
   if (references_.Holds(scope, next)) return;
   // What the make reads of the request, kept beyond it: the task and the
   // options, under the next batch's name.
@@ -203,8 +202,9 @@ void Funnel::PrefetchNextReference(const v1::VerifyRequest& request) {
 bool Funnel::Run::PrepareReference() {
   const v1::MultiInputOptions& multi = options_.multi_input();
   bool reused = false;
+  const std::string scope = ReferenceScope(request_);
   absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> epoch = f_.references_.Get(
-      ReferenceScope(request_), request_.batch_id(),
+      scope, request_.batch_id(),
       {.max_uses = multi.reference_reuse_candidates(),
        .max_age = absl::Seconds(multi.reference_reuse_s())},
       [&] {
@@ -226,7 +226,7 @@ bool Funnel::Run::PrepareReference() {
   verdict_.set_reference_reused(reused);
   // The reference runs: the next batch's epoch can be made while this
   // candidate and the rest of its batch are verified.
-  f_.PrefetchNextReference(request_);
+  f_.PrefetchNextReference(request_, scope);
   return true;
 }
 

@@ -233,6 +233,28 @@ TEST_F(ReferenceCacheTest, AFailedMakeAheadIsNotKeptAndTheBatchMakesItsOwn) {
   EXPECT_EQ(made_, 1);
 }
 
+TEST_F(ReferenceCacheTest, AMakeAheadThatFailsIsNotTheFailureOfTheCandidatesWaitingForIt) {
+  ReferenceCache cache(1 << 20);
+  absl::Notification started, release;
+  ReferenceCache::Maker failing = [&]() -> absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> {
+    started.Notify();
+    release.WaitForNotification();
+    return absl::UnavailableError("reference server restarting");
+  };
+  std::thread ahead([&] { EXPECT_FALSE(cache.Prefetch("task", "v12", failing).ok()); });
+  started.WaitForNotification();
+  bool reused = true;
+  absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> got;
+  std::thread candidate([&] { got = cache.Get("task", "v12", kLong, Maker(), &reused); });
+  absl::SleepFor(absl::Milliseconds(50));
+  release.Notify();
+  ahead.join();
+  candidate.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(reused);
+  EXPECT_EQ(made_, 1) << "the candidate made the epoch itself";
+}
+
 TEST_F(ReferenceCacheTest, AnEpochMadeAheadNeverPushesOutOneInUse) {
   ReferenceCache cache(250);
   bool reused = false;
@@ -241,9 +263,20 @@ TEST_F(ReferenceCacheTest, AnEpochMadeAheadNeverPushesOutOneInUse) {
   // No room for a third: the one made ahead goes, not a or b.
   ASSERT_TRUE(*cache.Prefetch("a", "v12", Maker(100)));
   EXPECT_LE(cache.bytes(), 250);
-  EXPECT_FALSE(cache.Holds("a", "v12"));
-  EXPECT_TRUE(cache.Holds("a", "v8"));
-  EXPECT_TRUE(cache.Holds("b", "v8"));
+  EXPECT_EQ(cache.size(), 2);
+  EXPECT_TRUE(cache.Get("a", "v8", kLong, Maker(100), &reused).ok());
+  EXPECT_TRUE(reused);
+  EXPECT_TRUE(cache.Get("b", "v8", kLong, Maker(100), &reused).ok());
+  EXPECT_TRUE(reused);
+  // Not made ahead again and again for every candidate of the batch: once
+  // dropped, the batch's first candidate makes it.
+  const int made = made_;
+  EXPECT_TRUE(cache.Holds("a", "v12"));
+  EXPECT_FALSE(*cache.Prefetch("a", "v12", Maker(100)));
+  EXPECT_EQ(made_, made);
+  ASSERT_TRUE(cache.Get("a", "v12", kLong, Maker(100), &reused).ok());
+  EXPECT_FALSE(reused);
+  EXPECT_EQ(made_, made + 1);
   // With room it stays, and once used it is an epoch like any other: the
   // least recently used goes for the next one.
   ReferenceCache roomy(350);
