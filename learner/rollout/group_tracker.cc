@@ -16,38 +16,64 @@ int32_t MaxTurns(const v1::WorkItem& item) { return std::max(1, item.multi_turn(
 }  // namespace
 
 absl::Status GroupTracker::Offer(v1::WorkItem item) {
-  if (item.job_id().empty() || item.group_id().empty()) {
-    return absl::InvalidArgumentError("work item: job_id and group_id are required");
+  std::vector<v1::WorkItem> items;
+  items.push_back(std::move(item));
+  return Offer(std::move(items));
+}
+
+absl::Status GroupTracker::Offer(std::vector<v1::WorkItem> items) {
+  absl::flat_hash_set<std::string> ids;
+  for (const v1::WorkItem& item : items) {
+    if (item.job_id().empty() || item.group_id().empty()) {
+      return absl::InvalidArgumentError("work item: job_id and group_id are required");
+    }
+    if (item.group_size() < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("work item ", item.group_id(), ": group_size ", item.group_size(), " < 1"));
+    }
+    if (!ids.insert(item.group_id()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("work item ", item.group_id(), ": group id offered twice"));
+    }
   }
-  if (item.group_size() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("work item ", item.group_id(), ": group_size ", item.group_size(), " < 1"));
-  }
+  // All at once, under one lock: workers waiting in Take see every group
+  // and share them (SHARES), rather than the first woken taking the first.
   absl::MutexLock lock(&mu_);
-  if (!used_group_ids_.insert(item.group_id()).second) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("work item ", item.group_id(), ": group id already used"));
+  for (const std::string& id : ids) {
+    if (used_group_ids_.contains(id)) {
+      return absl::InvalidArgumentError(absl::StrCat("work item ", id, ": group id already used"));
+    }
   }
-  const std::string id = item.group_id();
-  Group group;
-  group.base_id = id;
-  group.turns.assign(static_cast<size_t>(item.group_size()),
-                     std::vector<v1::ScoredSample>(static_cast<size_t>(MaxTurns(item))));
-  group.ended_at.assign(static_cast<size_t>(item.group_size()), -1);
-  group.item = std::move(item);
-  groups_.emplace(id, std::move(group));
-  pending_.push_back(id);
+  for (v1::WorkItem& item : items) {
+    const std::string id = item.group_id();
+    used_group_ids_.insert(id);
+    Group group;
+    group.base_id = id;
+    group.turns.assign(static_cast<size_t>(item.group_size()),
+                       std::vector<v1::ScoredSample>(static_cast<size_t>(MaxTurns(item))));
+    group.ended_at.assign(static_cast<size_t>(item.group_size()), -1);
+    group.item = std::move(item);
+    groups_.emplace(id, std::move(group));
+    pending_.push_back(id);
+  }
   return absl::OkStatus();
 }
 
 std::vector<v1::WorkItem> GroupTracker::Take(const std::string& worker_id, int32_t max_groups,
                                              absl::Duration wait) {
   absl::MutexLock lock(&mu_);
+  ++takers_;
   auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !pending_.empty(); };
   mu_.AwaitWithTimeout(absl::Condition(&has_work), wait);
+  // This caller's share of what is pending, the takers still in Take (it
+  // among them) woken by the same offer taking theirs after it.
+  const int64_t share =
+      (static_cast<int64_t>(pending_.size()) + takers_ - 1) / std::max<int64_t>(1, takers_);
+  --takers_;
+  const int64_t most = std::min<int64_t>(max_groups, std::max<int64_t>(1, share));
   std::vector<v1::WorkItem> items;
   const absl::Time now = absl::Now();
-  while (!pending_.empty() && static_cast<int32_t>(items.size()) < max_groups) {
+  while (!pending_.empty() && static_cast<int64_t>(items.size()) < most) {
     auto it = groups_.find(pending_.front());
     pending_.pop_front();
     if (it == groups_.end()) continue;
@@ -447,6 +473,7 @@ GroupTracker::Stats GroupTracker::stats() const {
   Stats s = stats_;
   s.groups_pending = static_cast<int64_t>(pending_.size());
   s.groups_in_flight = static_cast<int64_t>(groups_.size()) - s.groups_pending;
+  s.takers = takers_;
   s.samples_buffered = buffered_;
   s.samples_held = buffered_ - completed_samples_;
   s.group_wait = GroupWaitLocked();

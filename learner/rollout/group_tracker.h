@@ -52,6 +52,12 @@
 // whose attempts are spent is dropped at group_timeout, so an outage of a
 // few group times (a verifier restarting) costs re-issues, not drops.
 //
+// SHARES. Workers long-polling Take when groups are offered share them:
+// each takes at most its part of what is pending, split over the takers in
+// Take at that moment (itself included), so one worker with room for a
+// whole step does not take every group while the others stay idle. A
+// worker alone in Take takes all it has room for.
+//
 // LEDGER. Every accepted sample ends in exactly one place: a group that
 // completed (samples_completed), a group retired or dropped before it
 // completed (samples_discarded), or a group still filling (samples_held).
@@ -116,6 +122,8 @@ class GroupTracker {
     uint64_t samples_completed = 0, samples_discarded = 0;
     int64_t samples_held = 0;
     int64_t groups_pending = 0, groups_in_flight = 0, samples_buffered = 0;
+    // Take calls in progress: rollout workers waiting for work.
+    int64_t takers = 0;
     absl::Duration group_wait;  // the wait bound now
   };
 
@@ -126,8 +134,11 @@ class GroupTracker {
   // Queues a group to sample. INVALID_ARGUMENT for missing ids, a group
   // size below 1, or a group id used before.
   absl::Status Offer(v1::WorkItem item);
-  // Up to max_groups pending groups, issued to `worker_id`; waits up to
-  // `wait` for the first.
+  // Queues several at once (SHARES), all or none (the same errors, and a
+  // group id twice among them).
+  absl::Status Offer(std::vector<v1::WorkItem> items);
+  // Up to max_groups pending groups, issued to `worker_id`, at most its
+  // share (SHARES); waits up to `wait` for the first.
   std::vector<v1::WorkItem> Take(const std::string& worker_id, int32_t max_groups,
                                  absl::Duration wait);
   // One scored sample; RESOURCE_EXHAUSTED when the buffer is full.
@@ -215,6 +226,7 @@ class GroupTracker {
   int64_t policy_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_drop_reason_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> pending_ ABSL_GUARDED_BY(mu_);
+  int64_t takers_ ABSL_GUARDED_BY(mu_) = 0;  // Take calls in progress
   // Every live group (pending or issued), by its current id.
   absl::flat_hash_map<std::string, Group> groups_ ABSL_GUARDED_BY(mu_);
   // Sample ids accepted: of groups still held, waiting for the trainer, or

@@ -389,13 +389,15 @@ absl::Status TrainingRun::OfferGroups(int64_t count) {
   const int32_t group_size = spec_.algorithm() == v1::ALGORITHM_BEST_OF_N
                                  ? spec_.best_of_n().group_size()
                                  : spec_.grpo().group_size();
+  std::vector<v1::WorkItem> items;
   for (const v1::Task* task : curriculum_->Draw(static_cast<int>(count))) {
     KF_ASSIGN_OR_RETURN(v1::WorkItem item,
                         MakeWorkItem(*task, absl::StrFormat("g%06d-%s", group_counter_++, nonce_),
                                      group_size));
-    KF_RETURN_IF_ERROR(deps_.groups->Offer(std::move(item)));
+    items.push_back(std::move(item));
   }
-  return absl::OkStatus();
+  // Offered together, so the rollout workers waiting share them.
+  return deps_.groups->Offer(std::move(items));
 }
 
 absl::StatusOr<v1::WorkItem> TrainingRun::MakeWorkItem(const v1::Task& task, std::string group_id,

@@ -1,8 +1,10 @@
 // The learner's books for groups and scored samples: each sample is
 // acknowledged once with the right status, groups complete, time out, are
-// re-issued under fresh ids or dropped, and the buffer stays bounded.
+// re-issued under fresh ids or dropped, and the buffer stays bounded;
+// workers waiting for work share the groups offered together.
 #include "learner/rollout/group_tracker.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -41,6 +43,52 @@ v1::SampleAck::Status Status(GroupTracker& tracker, const v1::ScoredSample& scor
   absl::StatusOr<v1::SampleAck> ack = tracker.Deliver(scored);
   EXPECT_TRUE(ack.ok()) << ack.status();
   return ack.ok() ? ack->status() : v1::SampleAck::STATUS_UNSPECIFIED;
+}
+
+TEST(GroupTrackerTest, WorkersWaitingWhenAStepsGroupsAreOfferedShareThem) {
+  GroupTracker tracker({});
+  constexpr int kWorkers = 3;
+  std::vector<size_t> taken(kWorkers);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      // Room for a whole step, as the GPU overlay's workers have.
+      taken[static_cast<size_t>(w)] =
+          tracker.Take(absl::StrCat("w", w), /*max_groups=*/16, absl::Seconds(30)).size();
+    });
+  }
+  for (int i = 0; i < 2000 && tracker.stats().takers < kWorkers; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(tracker.stats().takers, kWorkers);
+  std::vector<v1::WorkItem> step;
+  for (int g = 0; g < 16; ++g) step.push_back(Item(absl::StrCat("g", g), 8));
+  ASSERT_TRUE(tracker.Offer(std::move(step)).ok());
+  for (std::thread& t : workers) t.join();
+  std::sort(taken.begin(), taken.end());
+  EXPECT_EQ(taken, (std::vector<size_t>{5, 5, 6})) << "not one worker taking all 16";
+  EXPECT_EQ(tracker.stats().takers, 0);
+  // Alone in Take, a worker takes all it has room for.
+  std::vector<v1::WorkItem> next;
+  for (int g = 16; g < 26; ++g) next.push_back(Item(absl::StrCat("g", g), 8));
+  ASSERT_TRUE(tracker.Offer(std::move(next)).ok());
+  EXPECT_EQ(tracker.Take("w0", 16, absl::ZeroDuration()).size(), 10u);
+}
+
+TEST(GroupTrackerTest, GroupsOfferedTogetherGoInAllOrNone) {
+  GroupTracker tracker({});
+  ASSERT_TRUE(tracker.Offer(Item("used", 2)).ok());
+  std::vector<v1::WorkItem> clash = {Item("a", 2), Item("used", 2)};
+  EXPECT_THAT(std::string(tracker.Offer(std::move(clash)).message()), HasSubstr("already used"));
+  std::vector<v1::WorkItem> twice = {Item("b", 2), Item("b", 2)};
+  EXPECT_THAT(std::string(tracker.Offer(std::move(twice)).message()), HasSubstr("offered twice"));
+  std::vector<v1::WorkItem> empty_group = {Item("c", 2), Item("d", 0)};
+  EXPECT_EQ(tracker.Offer(std::move(empty_group)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(tracker.stats().groups_pending, 1) << "none of a refused offer is queued";
+  // And a refused offer spends no id.
+  std::vector<v1::WorkItem> retry = {Item("a", 2), Item("b", 2), Item("c", 2)};
+  EXPECT_TRUE(tracker.Offer(std::move(retry)).ok());
+  EXPECT_EQ(tracker.stats().groups_pending, 4);
 }
 
 TEST(GroupTrackerTest, AGroupCompletesWhenEverySampleIsAccepted) {
