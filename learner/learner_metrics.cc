@@ -51,6 +51,9 @@ LearnerMetrics::LearnerMetrics(prometheus::Registry& registry)
                                "Groups waiting for a rollout worker to take them.")),
       groups_in_flight_(NewGauge(registry, "kforge_learner_groups_in_flight",
                                  "Groups issued to rollout workers and not yet complete.")),
+      workers_waiting_(NewGauge(registry, "kforge_learner_rollout_workers_waiting",
+                                "Rollout workers long-polling TakeWork now: idle for want of "
+                                "groups to sample.")),
       samples_buffered_(NewGauge(registry, "kforge_learner_samples_buffered",
                                  "Accepted samples waiting for the trainer.")),
       sample_ledger_(NewGaugeFamily(
@@ -196,6 +199,7 @@ void LearnerMetrics::UpdateGroups(const GroupTracker::Stats& stats) {
   }
   groups_pending_.Set(static_cast<double>(stats.groups_pending));
   groups_in_flight_.Set(static_cast<double>(stats.groups_in_flight));
+  workers_waiting_.Set(static_cast<double>(stats.takers));
   samples_buffered_.Set(static_cast<double>(stats.samples_buffered));
   sample_ledger_.Add({{"entry", "accepted"}}).Set(static_cast<double>(stats.accepted));
   sample_ledger_.Add({{"entry", "completed"}}).Set(static_cast<double>(stats.samples_completed));

@@ -68,6 +68,7 @@ class LearnerMetrics {
   prometheus::Family<prometheus::Counter>& groups_;
   prometheus::Gauge& groups_pending_;
   prometheus::Gauge& groups_in_flight_;
+  prometheus::Gauge& workers_waiting_;
   prometheus::Gauge& samples_buffered_;
   prometheus::Family<prometheus::Gauge>& sample_ledger_;
   prometheus::Gauge& group_wait_;

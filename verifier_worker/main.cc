@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/security/call_auth.h"
 #include "common/security/channel_security.h"
@@ -159,7 +160,12 @@ int Run() {
        .spare_sandboxes = config.spare_sandboxes(),
        .reference_cache_bytes = config.reference_cache_bytes(),
        .reference_servers = config.reference_servers(),
-       .reference_prefetch_queue = config.reference_prefetch_queue(),
+       // A verifier on the CPU makes nothing ahead: its epochs (test-sized
+       // tasks) take a fraction of a second, and a make ahead would take a
+       // core from the candidates (on 2 loaded cores it slowed the fault
+       // tests' flow past their windows).
+       .reference_prefetch_queue =
+           absl::StartsWith(config.device(), "cuda") ? config.reference_prefetch_queue() : 0,
        .timing_stops_requests = config.timing_stops_requests(),
        .triton_launchers = config.triton_launchers(),
        .secret_dirs = SecretDirs(config.server())},

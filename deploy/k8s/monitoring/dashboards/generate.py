@@ -303,6 +303,7 @@ def training():
           (f"sum({sel('kforge_learner_groups_in_flight')})", "groups in flight")])
     b.ts("Registered rollout workers",
          [(f"sum({sel('kforge_learner_workers')})", "workers"),
+          (f"sum({sel('kforge_learner_rollout_workers_waiting')})", "waiting for work"),
           (f"sum(increase({sel('kforge_learner_workers_expired_total')}[{RI}]))", "expired")])
     b.ts("Checkpoints written",
          [(f"sum(increase({sel('kforge_learner_checkpoints_written_total')}[{RI}]))", "checkpoints")])
