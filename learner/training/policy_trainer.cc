@@ -20,6 +20,9 @@ std::vector<const TrainSequence*> Pointers(absl::Span<const TrainSequence> batch
   return out;
 }
 
+// Positions a forward pass runs for `s`: its prompt and completion.
+size_t Positions(const TrainSequence& s) { return s.prompt.size() + s.completion.size(); }
+
 // The sequences of batch[begin, end) in micro-batches of `micro`, taken in
 // order of length (prompt + completion; stable, so runs repeat): a
 // micro-batch is padded to its longest sequence, and neighbours in length
@@ -29,7 +32,7 @@ std::vector<std::vector<const TrainSequence*>> MicroBatchesByLength(
     absl::Span<const TrainSequence> batch, size_t begin, size_t end, size_t micro) {
   std::vector<const TrainSequence*> order = Pointers(batch, begin, end);
   std::stable_sort(order.begin(), order.end(), [](const TrainSequence* a, const TrainSequence* b) {
-    return a->prompt.size() + a->completion.size() < b->prompt.size() + b->completion.size();
+    return Positions(*a) < Positions(*b);
   });
   std::vector<std::vector<const TrainSequence*>> out;
   for (size_t m = 0; m < order.size(); m += micro) {
@@ -175,8 +178,8 @@ absl::StatusOr<TrainStepStats> PolicyTrainer::Step(absl::Span<const TrainSequenc
            MicroBatchesByLength(batch, begin, end, micro)) {
         size_t longest = 0;
         for (const TrainSequence* s : seqs) {
-          longest = std::max(longest, s->prompt.size() + s->completion.size());
-          stats.sequence_tokens += static_cast<int64_t>(s->prompt.size() + s->completion.size());
+          longest = std::max(longest, Positions(*s));
+          stats.sequence_tokens += static_cast<int64_t>(Positions(*s));
         }
         stats.padded_tokens += static_cast<int64_t>(longest * seqs.size());
         KF_RETURN_IF_ERROR(Accumulate(seqs, params, normaliser, &sums));

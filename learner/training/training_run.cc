@@ -96,10 +96,8 @@ class TrainingRun {
     if (!carried_.empty()) {
       // The offering's cap should leave none; the tracker's ledger has them
       // as completed, and this says where they went.
-      int64_t samples = 0;
-      for (const CompletedGroup& group : carried_) samples += std::ssize(group.samples);
       log_.Warning("complete groups left untrained at the job's end",
-                   {{"job", job_.id()}, {"groups", carried_.size()}, {"samples", samples}});
+                   {{"job", job_.id()}, {"groups", carried_.size()}, {"samples", CarriedSamples()}});
     }
     KF_RETURN_IF_ERROR(FlushEval());
     // The ledger final, with the last evaluation's samples in it. The job
@@ -127,6 +125,8 @@ class TrainingRun {
   // samples_trained ... samples_out) and group counts, from one tracker
   // snapshot.
   void FillLedger(v1::JobProgress* progress) const;
+  // Samples of the complete groups carried to a later step.
+  int64_t CarriedSamples() const;
   absl::Status CheckInterrupt();
   // The warm start's length: spec.warm_start_steps, or the step at which
   // sft.stop_below_loss ended it.
@@ -699,18 +699,22 @@ absl::Status TrainingRun::MaybeStartEval() {
   return absl::OkStatus();
 }
 
+int64_t TrainingRun::CarriedSamples() const {
+  int64_t samples = 0;
+  for (const CompletedGroup& group : carried_) samples += std::ssize(group.samples);
+  return samples;
+}
+
 void TrainingRun::FillLedger(v1::JobProgress* progress) const {
   const GroupTracker::Stats now = deps_.groups->stats();
   const GroupTracker::Stats& base = tracker_at_start_;
-  int64_t carried = 0;
-  for (const CompletedGroup& group : carried_) carried += std::ssize(group.samples);
   progress->set_samples_accepted(static_cast<int64_t>(now.accepted - base.accepted));
   progress->set_samples_trained(trained_samples_);
   progress->set_samples_dropped_stale(stale_samples_);
   progress->set_samples_evaluated(evaluated_samples_);
   progress->set_samples_discarded(
       static_cast<int64_t>(now.samples_discarded - base.samples_discarded));
-  progress->set_samples_out(now.samples_buffered + carried);
+  progress->set_samples_out(now.samples_buffered + CarriedSamples());
   progress->set_groups_reissued(static_cast<int64_t>(now.groups_reissued - base.groups_reissued));
   progress->set_groups_dropped(static_cast<int64_t>(now.groups_dropped - base.groups_dropped));
 }
