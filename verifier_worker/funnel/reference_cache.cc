@@ -54,7 +54,7 @@ absl::StatusOr<bool> ReferenceCache::Prefetch(const std::string& scope,
   {
     absl::MutexLock lock(&mu_);
     Slot& slot = slots_[key];
-    if (slot.making || slot.epoch != nullptr || slot.ahead_dropped) return false;
+    if (slot.making || slot.epoch != nullptr || slot.ahead_spent) return false;
     slot.making = true;
   }
   absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> made = RunMake(key, make, /*uses=*/0);
@@ -92,6 +92,9 @@ void ReferenceCache::FinishMake(const std::string& key,
   ++slot.generation;
   slot.last_error = made.status();
   slot.made_ahead = uses == 0;
+  // A make ahead that failed is not tried ahead again (a reference that
+  // cannot run would otherwise be retried for every candidate).
+  if (slot.made_ahead && !made.ok()) slot.ahead_spent = true;
   if (made.ok()) {
     slot.epoch = *made;
     slot.uses = uses;
@@ -120,7 +123,7 @@ void ReferenceCache::EvictLocked(const std::string& keep) {
       // Made ahead and never used: keep the slot, without its bytes, so the
       // next candidates of the batch do not make it ahead again and again.
       victim->second.epoch = nullptr;
-      victim->second.ahead_dropped = true;
+      victim->second.ahead_spent = true;
     } else {
       slots_.erase(victim);
     }
@@ -131,7 +134,7 @@ bool ReferenceCache::Holds(const std::string& scope, const std::string& batch_id
   absl::MutexLock lock(&mu_);
   auto it = slots_.find(Key(scope, batch_id));
   return it != slots_.end() &&
-         (it->second.making || it->second.epoch != nullptr || it->second.ahead_dropped);
+         (it->second.making || it->second.epoch != nullptr || it->second.ahead_spent);
 }
 
 int ReferenceCache::size() const {

@@ -72,7 +72,8 @@ class ReferenceCache {
 
   // Makes the epoch of `scope` and `batch_id` ahead of its candidates, with
   // `make` on the caller's thread, unless one is held, being made, or was
-  // made ahead and dropped: false then, without calling `make`. A
+  // made ahead before and failed or was dropped: false then, without
+  // calling `make`. A
   // prefetched epoch starts with no uses and its age from now, and is the
   // first dropped when the cache is over its bytes (itself, if nothing else
   // can go) until a candidate uses it. Candidates that ask for it while it
@@ -84,7 +85,8 @@ class ReferenceCache {
   // The name of a scope's epoch of one batch.
   static std::string Key(const std::string& scope, const std::string& batch_id);
   // Whether an epoch of `scope` and `batch_id` is held or being made, or
-  // was made ahead and dropped for room (not to be made ahead again).
+  // was made ahead and failed or was dropped for room (not to be made ahead
+  // again).
   bool Holds(const std::string& scope, const std::string& batch_id) const;
 
   // Epochs held now, and their payload bytes.
@@ -101,11 +103,11 @@ class ReferenceCache {
     int64_t generation = 0;     // makes finished
     absl::Status last_error;    // of the last make
     // The last make was ahead of the batch's candidates (Prefetch): its
-    // failure is not theirs, and its epoch, if dropped for room, is not
-    // made ahead again (ahead_dropped): the batch's first candidate makes
-    // it, as without a prefetch.
+    // failure is not theirs. Once such a make failed or its epoch was
+    // dropped for room (ahead_spent), the batch's epoch is not made ahead
+    // again: its first candidate makes it, as without a prefetch.
     bool made_ahead = false;
-    bool ahead_dropped = false;
+    bool ahead_spent = false;
   };
   // `make` for `key`, whose slot the caller marked as making; the slot then
   // starts with `uses` if it succeeded.

@@ -219,14 +219,18 @@ TEST_F(ReferenceCacheTest, ACandidateArrivingDuringAMakeAheadWaitsForItInsteadOf
   EXPECT_TRUE(reused);
 }
 
-TEST_F(ReferenceCacheTest, AFailedMakeAheadIsNotKeptAndTheBatchMakesItsOwn) {
+TEST_F(ReferenceCacheTest, AFailedMakeAheadIsNotKeptNorTriedAgainAndTheBatchMakesItsOwn) {
   ReferenceCache cache(1 << 20);
   ReferenceCache::Maker failing = [] {
     return absl::StatusOr<std::shared_ptr<const ReferenceEpoch>>(
         absl::UnavailableError("reference server restarting"));
   };
   EXPECT_EQ(cache.Prefetch("task", "v12", failing).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_FALSE(cache.Holds("task", "v12"));
+  // Not tried ahead again for every candidate of the batch that follows.
+  EXPECT_TRUE(cache.Holds("task", "v12"));
+  absl::StatusOr<bool> again = cache.Prefetch("task", "v12", failing);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(*again);
   bool reused = true;
   Get(cache, "task", "v12", kLong, &reused);
   EXPECT_FALSE(reused);
