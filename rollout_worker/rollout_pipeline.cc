@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 
-#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -12,20 +11,9 @@
 #include "common/status_macros.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/weights/nccl_communicator.h"
+#include "prompts/trajectory_end.h"
 
 namespace kforge {
-
-std::string BatchId(const std::string& job_id, int64_t policy_version,
-                    int64_t rotation_versions) {
-  const int64_t rotation = std::max<int64_t>(1, rotation_versions);
-  return absl::StrCat(job_id, "/v", policy_version / rotation * rotation);
-}
-
-std::string NextBatchId(const std::string& job_id, int64_t policy_version,
-                        int64_t rotation_versions) {
-  return BatchId(job_id, policy_version + std::max<int64_t>(1, rotation_versions),
-                 rotation_versions);
-}
 
 absl::StatusOr<std::unique_ptr<RolloutPipeline>> RolloutPipeline::Create(
     const v1::RolloutWorkerConfig& config, LoadedPolicy* policy, const LearnerLink* link,
@@ -194,6 +182,30 @@ void RolloutPipeline::DeliverLocally(const v1::VerifyRequest& request,
 
 void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl::Duration ttft) {
   metrics_->ObserveTimeToFirstToken(ttft);
+  Verify(std::move(sample), item);
+}
+
+void RolloutPipeline::VerifyWarmUp(const v1::WorkItem& item) {
+  v1::Sample sample;
+  v1::SampleKey* key = sample.mutable_key();
+  key->set_sample_id(TurnSampleId(item.job_id(), item.group_id(), 0, 0));
+  key->set_job_id(item.job_id());
+  key->set_group_id(item.group_id());
+  sample.set_task_id(item.task().id());
+  sample.set_policy_version(item.min_policy_version());
+  sample.set_prompt_text(item.prompt_text());
+  sample.set_completion_text(item.warm_up_completion());
+  sample.set_finish_reason("warm_up");
+  sample.set_rollout_worker_id(config_.worker_name());
+  const int64_t now_us = absl::ToUnixMicros(absl::Now());
+  sample.set_started_at_us(now_us);
+  sample.set_finished_at_us(now_us);
+  log_.Info("verifier warm-up sent", {{"group", item.group_id()}, {"task", item.task().id()},
+                                      {"batch", item.batch_id()}});
+  Verify(std::move(sample), item);
+}
+
+void RolloutPipeline::Verify(v1::Sample sample, const v1::WorkItem& item) {
   v1::VerifyRequest request;
   request.set_request_id(sample.key().sample_id());
   *request.mutable_task() = item.task();
@@ -202,12 +214,10 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
   // request, DeliverLocally hands the sample to the learner all the same.)
   request.set_completion(sample.completion_text());
   *request.mutable_options() = item.verifier();
-  // Candidates sampled by seed_rotation_versions policy versions are one
-  // batch: they share their tasks' reference epochs (secret seeds), and the
-  // next batch draws new ones.
-  const int64_t rotation = item.verifier().multi_input().seed_rotation_versions();
-  request.set_batch_id(BatchId(sample.key().job_id(), sample.policy_version(), rotation));
-  request.set_next_batch_id(NextBatchId(sample.key().job_id(), sample.policy_version(), rotation));
+  // The learner names the batch (its tasks' reference epochs, secret
+  // seeds) and the one after, which the verifier makes ahead.
+  request.set_batch_id(item.batch_id());
+  request.set_next_batch_id(item.next_batch_id());
   *request.mutable_sample() = std::move(sample);
   request.set_deliver_to_learner(true);
   turns_.Sampled(request.sample(), item);
@@ -278,6 +288,10 @@ void RolloutPipeline::TakeWorkLoop() {
     backoff.Reset();
     for (v1::WorkItem& item : *response.mutable_items()) {
       const std::string group = item.group_id();
+      if (item.warm_up()) {
+        VerifyWarmUp(item);  // nothing to sample: no weights needed
+        continue;
+      }
       if (absl::Status s = weight_sync_->Ensure(item.job_id(), item.min_policy_version(),
                                                 response.policy_version());
           !s.ok()) {

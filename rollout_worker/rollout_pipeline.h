@@ -31,6 +31,11 @@
 // the engine holds then. A turn the engine drops gives its group back like
 // any other group.
 //
+// WARM-UPS. A verifier warm-up item (WorkItem.warm_up) is not sampled: its
+// one candidate, the completion the learner put in it, goes to a verifier
+// like a sampled one (its batch_id included), and the verdict reaches the
+// learner the same way. It needs no weights.
+//
 // A learner without work answers the long poll empty; one too old to hand
 // out work (TakeWork UNIMPLEMENTED) is said once in the log and polled at
 // the back-off ceiling.
@@ -65,17 +70,6 @@
 
 namespace kforge {
 
-// The batch a candidate belongs to ("job-000001/v8"): its job and its policy
-// version rounded down to a multiple of `rotation_versions`
-// (MultiInputOptions.seed_rotation_versions; below 1 counts as 1), so the
-// candidates of that many versions share their tasks' reference epochs.
-std::string BatchId(const std::string& job_id, int64_t policy_version,
-                    int64_t rotation_versions);
-// The batch after that one ("job-000001/v12"), which verifiers may prepare
-// ahead (VerifyRequest.next_batch_id).
-std::string NextBatchId(const std::string& job_id, int64_t policy_version,
-                        int64_t rotation_versions);
-
 class RolloutPipeline {
  public:
   // `policy`, `link` and `metrics` outlive the pipeline. `security`: how
@@ -103,6 +97,12 @@ class RolloutPipeline {
   void Release(const std::string& group_id, absl::string_view reason);
   void SendReleases(const std::string& worker_id);
   void OnSample(v1::Sample sample, const v1::WorkItem& item, absl::Duration ttft);
+  // Sends `sample` of `item` to a verifier, which delivers it to the learner
+  // with its verdict; a sample that cannot be dispatched releases its group.
+  void Verify(v1::Sample sample, const v1::WorkItem& item);
+  // The one candidate of a warm-up item (see WARM-UPS), on the take-work
+  // thread.
+  void VerifyWarmUp(const v1::WorkItem& item);
   // Each verdict (a dispatcher thread): the next turn of a multi-turn
   // trajectory, if it goes on.
   void OnVerdict(const v1::VerifyResponse& response);

@@ -172,10 +172,11 @@ absl::StatusOr<v1::SampleAck> GroupTracker::Deliver(const v1::ScoredSample& scor
   }
   const int64_t lag = policy_version_ - scored.sample().policy_version();
   // max_staleness bounds the gap between the policy that sampled and the one
-  // trained; evaluation groups are never trained on, and their report names
-  // the step that offered them. Without this, a round offered during fast
-  // supervised steps (several versions a second) was re-issued until dropped.
-  if (lag > options_.max_staleness && !group.item.eval()) {
+  // trained; evaluation groups and warm-ups are never trained on, and an
+  // evaluation's report names the step that offered it. Without this, a
+  // round offered during fast supervised steps (several versions a second)
+  // was re-issued until dropped.
+  if (lag > options_.max_staleness && IsTrainingGroup(group.item)) {
     // The group cannot complete within the bound: sample it again.
     Retire(key.group_id(), "its samples fell more than max_staleness versions behind");
     return Ack(scored, v1::SampleAck::STALE,
@@ -437,7 +438,7 @@ GroupTracker::UntakenCount GroupTracker::UntakenGroups(const std::string& job_id
   absl::MutexLock lock(&mu_);
   UntakenCount count;
   auto add = [&](const v1::WorkItem& item) {
-    if (item.job_id() != job_id || item.eval()) return;
+    if (item.job_id() != job_id || !IsTrainingGroup(item)) return;
     ++count.all;
     if (item.min_policy_version() >= offered_from) ++count.offered_from;
   };

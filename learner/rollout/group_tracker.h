@@ -84,6 +84,11 @@
 
 namespace kforge {
 
+// Whether the trainer takes `item`'s samples into RL steps: not a held-out
+// evaluation's, nor a verifier warm-up's (WorkItem.eval, warm_up). Those
+// others are not bound by max_staleness and count in no step's supply.
+inline bool IsTrainingGroup(const v1::WorkItem& item) { return !item.eval() && !item.warm_up(); }
+
 struct CompletedGroup {
   v1::WorkItem item;
   // By index in the group; with turns, each trajectory's turns in order

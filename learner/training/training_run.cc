@@ -24,6 +24,8 @@
 #include "learner/training/policy_trainer.h"
 #include "learner/rollout/eval_round.h"
 #include "learner/rollout/offer_window.h"
+#include "learner/rollout/seed_batch.h"
+#include "learner/rollout/warm_up_round.h"
 #include "learner/training/sample_log.h"
 #include "learner/training/step_batches.h"
 #include "learner/timing/step_timer.h"
@@ -79,6 +81,7 @@ class TrainingRun {
 
   absl::Status Run() {
     KF_RETURN_IF_ERROR(Setup());
+    KF_RETURN_IF_ERROR(OfferWarmUps());
     while (trainer_->step() < TotalSteps()) {
       KF_RETURN_IF_ERROR(CheckInterrupt());
       const absl::Time started = absl::Now();
@@ -169,6 +172,10 @@ class TrainingRun {
   // GPUs every step lost a group round so).
   GroupsOut CountGroupsOut(int64_t usable_from, int64_t batch) const;
   absl::Status OfferGroups(int64_t count);
+  // Before a warm start that RL steps follow (JobSpec.warm_up_verifiers):
+  // one verifier warm-up per training task with a reference solution.
+  absl::Status OfferWarmUps();
+  void TakeWarmUp(CompletedGroup group);
   // A group of `task` for the rollout workers: the job's prompt, rendered
   // and tokenised, its sampling and verifier options, the current version.
   absl::StatusOr<v1::WorkItem> MakeWorkItem(const v1::Task& task, std::string group_id,
@@ -218,6 +225,7 @@ class TrainingRun {
   // The held-out evaluation round in flight (JobSpec.eval): its step, the
   // groups it offered and those back.
   EvalRound eval_;
+  WarmUpRound warm_up_;
   std::vector<CompletedGroup> carried_;  // complete groups beyond the last step's need
   // The ledger of JobProgress (FillLedger): samples dropped as too old,
   // taken into RL steps and back from evaluations by this run, and the
@@ -413,6 +421,12 @@ absl::StatusOr<v1::WorkItem> TrainingRun::MakeWorkItem(const v1::Task& task, std
   *item.mutable_sampling() = spec_.sampling();
   *item.mutable_verifier() = spec_.verifier();
   item.set_min_policy_version(state_.policy_version());
+  // Named from the RL steps done (negative during the warm start: the
+  // first RL steps' batch, which the warm-ups ready).
+  const SeedBatch batch = SeedBatchAt(job_.id(), trainer_->step() - WarmStartSteps(),
+                                      spec_.verifier().multi_input().seed_rotation_versions());
+  item.set_batch_id(batch.id);
+  item.set_next_batch_id(batch.next_id);
   // The worker renders follow-up turns from these; evaluation groups
   // (MaybeStartEval) clear them again and stay single-turn.
   if (IsMultiTurn(spec_.multi_turn())) {
@@ -420,6 +434,52 @@ absl::StatusOr<v1::WorkItem> TrainingRun::MakeWorkItem(const v1::Task& task, std
     *item.mutable_prompt() = spec_.prompt();
   }
   return item;
+}
+
+absl::Status TrainingRun::OfferWarmUps() {
+  if (!spec_.warm_up_verifiers() || spec_.algorithm() == v1::ALGORITHM_SFT ||
+      trainer_->step() >= WarmStartSteps()) {
+    return absl::OkStatus();
+  }
+  std::vector<v1::WorkItem> items;
+  std::vector<std::string> task_ids;
+  for (const v1::Task& task : train_tasks_) {
+    if (task.reference_solution().empty()) continue;
+    KF_ASSIGN_OR_RETURN(v1::WorkItem item,
+                        MakeWorkItem(task, WarmUpRound::GroupId(items.size(), nonce_), 1));
+    item.set_warm_up(true);
+    item.set_warm_up_completion(
+        ReferenceAnswer(task.reference_solution(), spec_.prompt().reasoning_tags()));
+    item.clear_multi_turn();
+    item.clear_prompt();
+    items.push_back(std::move(item));
+    task_ids.push_back(task.id());
+  }
+  if (items.empty()) return absl::OkStatus();
+  log_.Info("verifier warm-ups offered", {{"job", job_.id()}, {"tasks", items.size()},
+                                          {"batch", items.front().batch_id()}});
+  warm_up_.Open(std::move(task_ids), absl::Now());
+  return deps_.groups->Offer(std::move(items));
+}
+
+void TrainingRun::TakeWarmUp(CompletedGroup group) {
+  evaluated_samples_ += std::ssize(group.samples);
+  const std::string task = group.item.task().id();
+  if (!warm_up_.Take(group, absl::Now())) {
+    log_.Info("verifier warm-up back twice or of no task out; not counted again",
+              {{"job", job_.id()}, {"group", group.item.group_id()}, {"task", task}});
+    return;
+  }
+  const v1::Verdict& verdict = group.samples.front().verdict();
+  log_.Info("verifier warm-up back",
+            {{"job", job_.id()}, {"task", task}, {"correct", verdict.correct()},
+             {"speedup", verdict.speedup_vs_eager()}, {"verify_s", verdict.total_seconds()}});
+  if (!warm_up_.complete()) return;
+  const std::string summary = warm_up_.Summary();
+  log_.Info(summary, {{"job", job_.id()}});
+  if (absl::Status s = deps_.jobs->Log(job_.id(), summary); !s.ok()) {
+    log_.Warning("cannot record the warm-up's summary", {{"job", job_.id()}, {"error", s.message()}});
+  }
 }
 
 bool TrainingRun::SampledSince(const CompletedGroup& group, int64_t version) {
@@ -656,7 +716,9 @@ absl::Status TrainingRun::FinishStep(const TrainStepStats& stats, v1::JobProgres
 void TrainingRun::RouteCompleted(absl::Duration wait) {
   for (CompletedGroup& group : deps_.groups->TakeCompleted(wait)) {
     if (group.item.job_id() != job_.id()) continue;  // of a job that ended
-    if (group.item.eval()) {
+    if (group.item.warm_up()) {
+      TakeWarmUp(std::move(group));
+    } else if (group.item.eval()) {
       TakeEvalGroup(std::move(group));
     } else {
       carried_.push_back(std::move(group));  // the next RL step checks its staleness

@@ -10,7 +10,7 @@
 namespace kforge {
 
 void TurnLoop::Sampled(const v1::Sample& sample, const v1::WorkItem& item) {
-  if (!IsMultiTurn(item.multi_turn()) || item.eval()) return;
+  if (!IsMultiTurn(item.multi_turn()) || item.eval() || item.warm_up()) return;
   const v1::SampleKey& key = sample.key();
   absl::MutexLock lock(&mu_);
   if (key.turn() == 0) {

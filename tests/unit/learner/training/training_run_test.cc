@@ -13,11 +13,13 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -26,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/config/json_config.h"
 #include "common/config/proto_defaults.h"
@@ -58,6 +61,10 @@ class ScoringWorker {
   }
   // -1 while still holding back.
   int64_t held_back() const { return held_back_.load(); }
+  std::vector<v1::WorkItem> taken() const {
+    absl::MutexLock lock(&mu_);
+    return taken_;
+  }
 
  private:
   void Loop() {
@@ -65,6 +72,10 @@ class ScoringWorker {
     absl::Time newest = absl::InfiniteFuture();
     while (!stop_.HasBeenNotified()) {
       std::vector<v1::WorkItem> items = groups_->Take("scorer", 64, absl::Milliseconds(50));
+      {
+        absl::MutexLock lock(&mu_);
+        taken_.insert(taken_.end(), items.begin(), items.end());
+      }
       if (held_back_.load() < 0) {
         if (!items.empty()) newest = absl::Now();
         held.insert(held.end(), items.begin(), items.end());
@@ -114,6 +125,8 @@ class ScoringWorker {
   const WeightPublisher* const weights_;
   const absl::Duration quiet_;
   std::atomic<int64_t> held_back_{-1};
+  mutable absl::Mutex mu_;
+  std::vector<v1::WorkItem> taken_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
   std::thread thread_;
 };
@@ -126,6 +139,9 @@ struct JobOutcome {
   // samples.jsonl: "group/index" -> the steps that trained it.
   std::map<std::string, std::vector<int>> trained;
   int64_t samples_trained = -1;  // TrainerState of the final checkpoint
+  std::vector<v1::WorkItem> taken;  // every group the worker took
+  std::vector<std::string> log;     // the job's log lines
+  std::string job_id;
 };
 
 class AsyncOfferingTest : public testing::TinyCheckpointSuite<Architecture::kQwen2, 3> {
@@ -134,8 +150,11 @@ class AsyncOfferingTest : public testing::TinyCheckpointSuite<Architecture::kQwe
 
   // Runs a GRPO job of `total_steps` steps to its end against a
   // ScoringWorker.
+  // `warm_start_steps` supervised steps first; `seed_rotation` (when > 0)
+  // the RL steps that share a reference batch.
   JobOutcome RunJob(int32_t max_staleness, int32_t lookahead_steps, int32_t total_steps,
-                    int32_t spare_groups = 0) {
+                    int32_t spare_groups = 0, int32_t warm_start_steps = 0,
+                    int32_t seed_rotation = 0) {
     JobOutcome outcome;
     testing::ScratchDir state;
     const std::string tasks_root = std::string(KFORGE_TEST_SOURCE_DIR) + "/tasks";
@@ -160,6 +179,10 @@ class AsyncOfferingTest : public testing::TinyCheckpointSuite<Architecture::kQwe
     spec.set_max_staleness(max_staleness);
     spec.set_lookahead_steps(lookahead_steps);
     spec.set_spare_groups_per_step(spare_groups);
+    spec.set_warm_start_steps(warm_start_steps);
+    if (seed_rotation > 0) {
+      spec.mutable_verifier()->mutable_multi_input()->set_seed_rotation_versions(seed_rotation);
+    }
     const absl::Status checked = CheckJobSpec({.builtin_tasks_root = tasks_root}, &spec);
     EXPECT_TRUE(checked.ok()) << checked;
 
@@ -185,6 +208,15 @@ class AsyncOfferingTest : public testing::TinyCheckpointSuite<Architecture::kQwe
                                              .config = &config,
                                              .stopping = [] { return false; }});
       outcome.held_back = worker.held_back();
+      outcome.taken = worker.taken();
+    }
+    outcome.job_id = job->id();
+    absl::StatusOr<JobRegistry::EventBatch> events =
+        (*jobs)->WaitForEvents(job->id(), 0, absl::ZeroDuration(), /*replay=*/true);
+    if (events.ok()) {
+      for (const v1::JobEvent& event : events->events) {
+        if (event.has_log()) outcome.log.push_back(event.log());
+      }
     }
     outcome.tracker = groups.stats();
     absl::StatusOr<v1::Job> ended = (*jobs)->Get(job->id());
@@ -201,7 +233,8 @@ class AsyncOfferingTest : public testing::TinyCheckpointSuite<Architecture::kQwe
       outcome.trained[sample].push_back(static_cast<int>(fields.at("step").number_value()));
     }
     absl::StatusOr<std::string> trainer_state = ReadFileToString(
-        absl::StrFormat("%s/checkpoints/step-%08d/trainer_state.json", job_dir, total_steps));
+        absl::StrFormat("%s/checkpoints/step-%08d/trainer_state.json", job_dir,
+                        warm_start_steps + total_steps));
     v1::TrainerState parsed_state;
     if (trainer_state.ok() && ParseJsonMessage(*trainer_state, &parsed_state).ok()) {
       outcome.samples_trained = parsed_state.samples_trained();
@@ -318,6 +351,56 @@ TEST_F(AsyncOfferingTest, SparesWithLookaheadLeaveNothingOverAtTheJobsEnd) {
       RunJob(/*max_staleness=*/2, /*lookahead_steps=*/1, /*total_steps=*/3, /*spare_groups=*/1);
   EXPECT_EQ(outcome.held_back, 2 * (kPromptsPerStep + 1));
   ExpectSparesAccounted(outcome, 3);
+}
+
+// Verifier warm-ups: while the warm start trains, one group per training
+// task goes out whose answer is the task's reference solution, on the first
+// RL steps' reference batch. Its verdict counts as evaluated, is never
+// trained on, and the job's log sums them up. The RL groups name their
+// batches from the RL steps done when they are offered: with max_staleness
+// 1 a step's groups go out before the step before it trains, so the first
+// two RL steps' groups meet b0 and the third's b1.
+TEST_F(AsyncOfferingTest, WarmUpsGoOutOnTheFirstRlBatchAndAreNeverTrained) {
+  constexpr int kSteps = 3;
+  const JobOutcome outcome = RunJob(/*max_staleness=*/1, /*lookahead_steps=*/0, kSteps,
+                                    /*spare_groups=*/0, /*warm_start_steps=*/2,
+                                    /*seed_rotation=*/1);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  const std::string b0 = outcome.job_id + "/b0";
+  const std::string b1 = outcome.job_id + "/b1";
+  std::set<std::string> warm_tasks;
+  std::set<std::string> rl_batches;
+  for (const v1::WorkItem& item : outcome.taken) {
+    if (item.warm_up()) {
+      EXPECT_TRUE(warm_tasks.insert(item.task().id()).second) << "one warm-up per task";
+      EXPECT_EQ(item.group_size(), 1);
+      EXPECT_FALSE(item.task().reference_solution().empty());
+      EXPECT_NE(item.warm_up_completion().find(item.task().reference_solution()), std::string::npos)
+          << "the answer is the task's reference solution, as the warm start writes it";
+      EXPECT_EQ(item.batch_id(), b0) << "the first RL steps' batch";
+      EXPECT_EQ(item.next_batch_id(), b1);
+    } else {
+      EXPECT_FALSE(item.eval());
+      rl_batches.insert(item.batch_id());
+    }
+  }
+  EXPECT_GE(warm_tasks.size(), 2u);
+  EXPECT_EQ(rl_batches, (std::set<std::string>{b0, b1})) << "a batch per RL step done (rotation 1)";
+  const int64_t samples = int64_t{kSteps} * kPromptsPerStep * kGroupSize;
+  EXPECT_EQ(outcome.samples_trained, samples) << "warm-ups are never trained on";
+  EXPECT_EQ(static_cast<int64_t>(outcome.trained.size()), samples);
+  const v1::JobProgress& p = outcome.progress;
+  EXPECT_EQ(p.samples_evaluated(), static_cast<int64_t>(warm_tasks.size()));
+  EXPECT_EQ(p.samples_accepted(), p.samples_trained() + p.samples_dropped_stale() +
+                                      p.samples_evaluated() + p.samples_discarded() +
+                                      p.samples_out())
+      << p.ShortDebugString();
+  const std::string summary = absl::StrFormat(
+      "verifier warm-up: %d of %d training tasks' reference solutions verified correct",
+      warm_tasks.size(), warm_tasks.size());
+  EXPECT_TRUE(std::any_of(outcome.log.begin(), outcome.log.end(), [&](const std::string& line) {
+    return line.find(summary) != std::string::npos;
+  })) << "no \"" << summary << "\" in the job's log";
 }
 
 }  // namespace
