@@ -5,7 +5,7 @@ level-1 tasks without one held out and evaluated every few steps.
 
   python3 scripts/e2e_job.py --kernelbench DIR --model CKPT [--steps 30] [--warm 10]
       [--prompts 16] [--group 8] [--tokens 256] [--staleness 1] [--lookahead_steps 0]
-      [--spare_groups 0]
+      [--spare_groups 0] [--warm_up_verifiers 1]
       [--heldout 4] [--train N] [--sft_lr R] [--lr R] [--min_lr_ratio F] [--micro M]
       [--temperature T] [--eval_every N] [--timed_ms MIN,MAX]
       [--stop_below_loss L] [--log_samples N] > job.json
@@ -33,6 +33,9 @@ reasons and stage times, to the job's samples.jsonl (0: the default, 16).
 
 --spare_groups N offers each step N groups over its batch, which is then the first
 prompts to come back (JobSpec.spare_groups_per_step; 0, the default, leaves it out).
+
+--warm_up_verifiers 0 sends no verifier warm-ups while the warm start trains
+(JobSpec.warm_up_verifiers, on by default), for comparing the first RL steps.
 
 --timed_ms MIN,MAX sets the timing stage's budgets (TimingProtocol's
 min_timed_ms and max_timed_ms; the verifier's defaults when absent).
@@ -75,6 +78,8 @@ def main():
     parser.add_argument("--timed_ms", default="")
     parser.add_argument("--stop_below_loss", type=float, default=0.0)
     parser.add_argument("--log_samples", type=int, default=0)
+    parser.add_argument("--warm_up_verifiers", type=int, choices=(0, 1), default=1,
+                        help="JobSpec.warm_up_verifiers: 0 sends no warm-ups during the warm start")
     parser.add_argument("--turns", type=int, default=1,
                         help="multi_turn.max_turns (issue 24); 1 is single-turn")
     args = parser.parse_args()
@@ -118,6 +123,8 @@ def main():
         parser.error(f"--spare_groups must be >= 0, not {args.spare_groups}")
     if args.spare_groups > 0:
         job["spare_groups_per_step"] = args.spare_groups
+    if not args.warm_up_verifiers:
+        job["warm_up_verifiers"] = False
     if args.turns > 1:
         job["multi_turn"] = {"max_turns": args.turns}
     if args.log_samples > 0:

@@ -2,9 +2,10 @@
 # Builds kforge with the cuda preset on the GPU machine and runs what needs
 # a GPU: the verifier's GPU tests, the whole test suite, and the verifier
 # benchmark. Logs go to $OUT (the device tool brings them back).
-#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|verifier-corpus|verifier-batch|e2e|e2e-pair|mesh|model|rollout-bench|train|all]
+#   scripts/gpu-run.sh [build|gpu-test|test|bench|verifier|verifier-corpus|verifier-batch|e2e|e2e-pair|e2e-warm-up|mesh|model|rollout-bench|train|all]
 # e2e: the mesh at real scale (scripts/e2e_job.py); see that mode.
 # e2e-pair: that job synchronous and asynchronous side by side, half the GPUs each.
+# e2e-warm-up: that job with verifier warm-ups, then without, on all the GPUs.
 # gpu-test: only the tests labelled gpu; test: every other test.
 # model: builds only the model libraries' tests and the rollout benchmark,
 # then runs them on the GPU, with transformers' logits as the reference.
@@ -323,7 +324,8 @@ e2e_job() {
     --min_lr_ratio "${E2E_MIN_LR_RATIO:-0.1}" --temperature "${E2E_TEMPERATURE:-1.0}" \
     --eval_every "${E2E_EVAL_EVERY:-5}" \
     --timed_ms "${E2E_TIMED_MS:-}" --stop_below_loss "${E2E_STOP_BELOW_LOSS:-0}" \
-    --log_samples "${E2E_LOG_SAMPLES:-0}" --turns "${E2E_TURNS:-1}" > "$dir-job.json"
+    --log_samples "${E2E_LOG_SAMPLES:-0}" --turns "${E2E_TURNS:-1}" \
+    --warm_up_verifiers "${E2E_WARM_UP:-1}" > "$dir-job.json"
   rm -rf "$dir"
   echo "$name: at most $seconds s on GPU(s) ${CUDA_VISIBLE_DEVICES:-all}, max_staleness $staleness"
   timeout "$seconds" build/bin/kforge local --learner_port=0 --run_dir="$dir" \
@@ -355,7 +357,7 @@ for name, key in (("reward", "reward_history"), ("correct", "correct_rate_histor
     "$dir"/state/jobs/*/curves.svg 2>/dev/null
 }
 
-if [ "$what" = e2e ] || [ "$what" = e2e-pair ]; then
+if [ "$what" = e2e ] || [ "$what" = e2e-pair ] || [ "$what" = e2e-warm-up ]; then
   # The mesh at real scale on this node: a Qwen2.5-Coder-1.5B-shaped policy
   # (random weights; no hub here) with the GPT-2 byte-level tokenizer, a
   # supervised warm start on the corpus of KernelBench solutions, then GRPO
@@ -366,8 +368,8 @@ if [ "$what" = e2e ] || [ "$what" = e2e-pair ]; then
   # E2E_STOP_BELOW_LOSS, E2E_LOG_SAMPLES, E2E_TURNS, E2E_LOOKAHEAD, E2E_SPARES
   # (scripts/e2e_job.py's flags; the last two are --lookahead_steps and
   # --spare_groups),
-  # E2E_ROLLOUT_WORKERS (kforge local's --rollout_workers), E2E_SECONDS or
-  # E2E_DEADLINE.
+  # E2E_ROLLOUT_WORKERS (kforge local's --rollout_workers), E2E_WARM_UP (0:
+  # no verifier warm-ups), E2E_SECONDS or E2E_DEADLINE.
   # e2e-pair: the same job and seed twice at once, synchronous
   # (max_staleness 0) on the first half of the GPUs and asynchronous
   # (max_staleness 1) on the second, for issue 22's side-by-side comparison.
@@ -390,6 +392,13 @@ if [ "$what" = e2e ] || [ "$what" = e2e-pair ]; then
   if [ "$what" = e2e ]; then
     e2e_job e2e "${E2E_STALENESS:-1}" "$seconds"
     tail -25 "$out/e2e.log"
+  elif [ "$what" = e2e-warm-up ]; then
+    # With warm-ups first: caches left on disk (Triton's, the build's) can
+    # only favour the job without them, which runs second.
+    E2E_WARM_UP=1 e2e_job e2e-warm "${E2E_STALENESS:-1}" $(( seconds / 2 ))
+    [ -n "${E2E_DEADLINE:-}" ] && seconds=$(( E2E_DEADLINE - $(date +%s) )) || seconds=$(( seconds / 2 ))
+    E2E_WARM_UP=0 e2e_job e2e-cold "${E2E_STALENESS:-1}" "$seconds"
+    for name in e2e-warm e2e-cold; do echo "== $name"; tail -12 "$out/$name.log"; done
   else
     ngpu=$(nvidia-smi -L | wc -l)
     half=$(( ngpu / 2 ))

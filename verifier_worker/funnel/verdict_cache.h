@@ -1,6 +1,12 @@
 // Verdicts by (task, normalised candidate source, options, device), so a
 // resubmitted duplicate costs a lookup. Least recently used entries go
 // first. Thread-safe.
+//
+// A verdict that may say more about the verifier's load than about the
+// candidate (MayBeTheVerifiersLoad) is kept only once the candidate got
+// such a verdict twice (FailedUnderLoadBefore): a duplicate is otherwise
+// verified again, at another moment, instead of inheriting a failure of the
+// busiest one.
 #ifndef KFORGE_VERIFIER_WORKER_FUNNEL_VERDICT_CACHE_H_
 #define KFORGE_VERIFIER_WORKER_FUNNEL_VERDICT_CACHE_H_
 
@@ -16,6 +22,22 @@
 
 namespace kforge {
 
+// A wall-clock limit reached (a first GRPO step brings every task's
+// baseline builds and a hundred compiles at once), or a host clock far above
+// the timing events (HACK_SIDE_STREAM: the one check that compares two clocks
+// of a run, and a busy host inflates the host's. On two H200s, while a warm
+// start trained, three reference solutions' kernels of 0.05 ms took 1.5-2 ms
+// by the host clock).
+inline bool MayBeTheVerifiersLoad(const kforge::v1::Verdict& verdict) {
+  for (const kforge::v1::StageResult& stage : verdict.stages()) {
+    if (stage.outcome() == kforge::v1::OUTCOME_TIMED_OUT) return true;
+  }
+  for (int flag : verdict.hack_flags()) {
+    if (flag == kforge::v1::HACK_SIDE_STREAM) return true;
+  }
+  return false;
+}
+
 class VerdictCache {
  public:
   explicit VerdictCache(size_t capacity) : capacity_(capacity) {}
@@ -28,11 +50,11 @@ class VerdictCache {
     return it->second->second;
   }
 
-  // Whether `key` timed out before; records that it has now. A timeout may
-  // be the verifier's load, so the first is not cached; a second one is the
+  // Whether `key` got a verdict that may be the verifier's load before;
+  // records that it has now. The first is not cached; a second one is the
   // candidate's own (a real hang would otherwise cost its whole time limit
   // for every duplicate). Forgets everything past `capacity` keys.
-  bool TimedOutBefore(const std::string& key) {
+  bool FailedUnderLoadBefore(const std::string& key) {
     absl::MutexLock lock(&mu_);
     if (timed_out_.contains(key)) return true;
     if (timed_out_.size() >= capacity_) timed_out_.clear();

@@ -195,22 +195,10 @@ v1::Verdict Funnel::Run::Finish() {
   verdict_.set_device(f_.device_name_);
   verdict_.set_total_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
   if (!internal_error_ && !cache_key_.empty() && options_.use_cache() &&
-      (!TimedOut(verdict_) || f_.cache_.TimedOutBefore(cache_key_))) {
+      (!MayBeTheVerifiersLoad(verdict_) || f_.cache_.FailedUnderLoadBefore(cache_key_))) {
     f_.cache_.Put(cache_key_, verdict_);
   }
   return verdict_;
-}
-
-// A wall-clock limit reached may be the verifier's load as much as the
-// candidate (a first GRPO step brings every task's baseline builds and a
-// hundred compiles at once): such a verdict is kept for the candidate's
-// duplicates only once the candidate has timed out twice
-// (VerdictCache::TimedOutBefore).
-bool Funnel::Run::TimedOut(const v1::Verdict& verdict) {
-  for (const v1::StageResult& stage : verdict.stages()) {
-    if (stage.outcome() == v1::OUTCOME_TIMED_OUT) return true;
-  }
-  return false;
 }
 
 }  // namespace kforge

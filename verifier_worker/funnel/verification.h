@@ -65,9 +65,6 @@ class Funnel::Run {
   // The epoch's set of that name (an empty, not-ok set when there is none).
   const ReferenceSet& SetNamed(const std::string& name) const;
   v1::Verdict Finish();
-  // Whether a stage of `verdict` hit its wall-clock limit (cached only the
-  // second time).
-  static bool TimedOut(const v1::Verdict& verdict);
   // Offers the candidate a shared buffer of `bytes` for its reply's tensors
   // (written there once, from the GPU, instead of copied through the
   // socket; sealed before it is read). Without one, they take the socket.
