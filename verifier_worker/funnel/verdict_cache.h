@@ -23,17 +23,21 @@
 namespace kforge {
 
 // A wall-clock limit reached (a first GRPO step brings every task's
-// baseline builds and a hundred compiles at once), or a host clock far above
-// the timing events (HACK_SIDE_STREAM: the one check that compares two clocks
-// of a run, and a busy host inflates the host's. On two H200s, while a warm
-// start trained, three reference solutions' kernels of 0.05 ms took 1.5-2 ms
-// by the host clock).
+// baseline builds and a hundred compiles at once), or a candidate whose
+// outputs were right on every input set failed by a judgement of the clocks
+// alone (the timing stage failed, the verdict still correct): a host clock
+// far above the timing events (HACK_SIDE_STREAM), a fresh input's time far
+// above the trials' (HACK_RESULT_CACHING), an implausible speedup. A busy
+// host inflates the host clock, and another process's kernels on the same
+// GPU every clock: on two H200s, while a warm start trained on the
+// verifiers' GPUs, reference solutions' 0.05 ms kernels took 0.6-2.5 ms so.
 inline bool MayBeTheVerifiersLoad(const kforge::v1::Verdict& verdict) {
   for (const kforge::v1::StageResult& stage : verdict.stages()) {
     if (stage.outcome() == kforge::v1::OUTCOME_TIMED_OUT) return true;
-  }
-  for (int flag : verdict.hack_flags()) {
-    if (flag == kforge::v1::HACK_SIDE_STREAM) return true;
+    if (stage.stage() == kforge::v1::STAGE_TIMING &&
+        stage.outcome() == kforge::v1::OUTCOME_FAILED && verdict.correct()) {
+      return true;
+    }
   }
   return false;
 }
