@@ -4,9 +4,9 @@
 //
 // A verdict that may say more about the verifier's load than about the
 // candidate (MayBeTheVerifiersLoad) is kept only once the candidate got
-// such a verdict twice (FailedUnderLoadBefore): a duplicate is otherwise
-// verified again, at another moment, instead of inheriting a failure of the
-// busiest one.
+// such a verdict at two moments (FailedUnderLoadBefore): a duplicate is
+// otherwise verified again, at another moment, instead of inheriting a
+// failure of the busiest one.
 #ifndef KFORGE_VERIFIER_WORKER_FUNNEL_VERDICT_CACHE_H_
 #define KFORGE_VERIFIER_WORKER_FUNNEL_VERDICT_CACHE_H_
 
@@ -16,8 +16,9 @@
 #include <unordered_map>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "kforge/v1/verdict.pb.h"
 
 namespace kforge {
@@ -54,15 +55,21 @@ class VerdictCache {
     return it->second->second;
   }
 
-  // Whether `key` got a verdict that may be the verifier's load before;
-  // records that it has now. The first is not cached; a second one is the
-  // candidate's own (a real hang would otherwise cost its whole time limit
-  // for every duplicate). Forgets everything past `capacity` keys.
-  bool FailedUnderLoadBefore(const std::string& key) {
+  // Whether `key` got a verdict that may be the verifier's load before, in
+  // a verification that had ended when this one (`started`) began; records
+  // that it has now (`now`). The first is not cached; one at another moment
+  // is the candidate's own (a real hang would otherwise cost its whole time
+  // limit for every duplicate). Duplicates verified at once under the same
+  // load are one moment: on 2x H200 two identical candidates of a first
+  // GRPO step both failed a clock check, and the second's verdict was then
+  // served from the cache to the candidate's later duplicates. Forgets
+  // everything past `capacity` keys.
+  bool FailedUnderLoadBefore(const std::string& key, absl::Time started, absl::Time now) {
     absl::MutexLock lock(&mu_);
-    if (timed_out_.contains(key)) return true;
-    if (timed_out_.size() >= capacity_) timed_out_.clear();
-    timed_out_.insert(key);
+    auto it = failed_under_load_.find(key);
+    if (it != failed_under_load_.end()) return it->second <= started;
+    if (failed_under_load_.size() >= capacity_) failed_under_load_.clear();
+    failed_under_load_.emplace(key, now);
     return false;
   }
 
@@ -84,7 +91,8 @@ class VerdictCache {
   std::list<std::pair<std::string, kforge::v1::Verdict>> order_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<std::string, std::list<std::pair<std::string, kforge::v1::Verdict>>::iterator>
       index_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<std::string> timed_out_ ABSL_GUARDED_BY(mu_);
+  // The end of each key's first verdict that may be the verifier's load.
+  absl::flat_hash_map<std::string, absl::Time> failed_under_load_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kforge

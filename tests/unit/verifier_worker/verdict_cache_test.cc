@@ -1,8 +1,8 @@
 // VerdictCache: duplicates of a candidate get its verdict, least recently
 // used first out; a verdict that may be the verifier's load (a timeout, or
-// a failure of the timing clocks alone, outputs right) is kept only the
-// second time the candidate gets one, so a duplicate is verified again at
-// another moment.
+// a failure of the timing clocks alone, outputs right) is kept only once
+// the candidate got one at two moments (duplicates verified at once are
+// one), so a duplicate is verified again at another moment.
 #include "verifier_worker/funnel/verdict_cache.h"
 
 #include <gtest/gtest.h>
@@ -63,11 +63,26 @@ TEST(VerdictCacheTest, ATimeoutOrAFailureOfTheClocksAloneMayBeTheVerifiersLoad) 
   EXPECT_FALSE(MayBeTheVerifiersLoad(wrong));
 }
 
-TEST(VerdictCacheTest, AFailureUnderLoadCountsOnlyTheSecondTime) {
+TEST(VerdictCacheTest, AFailureUnderLoadCountsAtItsSecondMoment) {
   VerdictCache cache(4);
-  EXPECT_FALSE(cache.FailedUnderLoadBefore("a")) << "the first: verify duplicates again";
-  EXPECT_TRUE(cache.FailedUnderLoadBefore("a")) << "the second: the candidate's own";
-  EXPECT_FALSE(cache.FailedUnderLoadBefore("b")) << "per candidate";
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  EXPECT_FALSE(cache.FailedUnderLoadBefore("a", t0, t0 + absl::Seconds(5)))
+      << "the first: verify duplicates again";
+  EXPECT_TRUE(cache.FailedUnderLoadBefore("a", t0 + absl::Seconds(6), t0 + absl::Seconds(9)))
+      << "again, begun after the first had ended: the candidate's own";
+  EXPECT_FALSE(cache.FailedUnderLoadBefore("b", t0 + absl::Seconds(6), t0 + absl::Seconds(9)))
+      << "per candidate";
+}
+
+TEST(VerdictCacheTest, DuplicatesVerifiedAtOnceAreOneMoment) {
+  VerdictCache cache(4);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  // Two duplicates verified side by side under one load, both failed.
+  EXPECT_FALSE(cache.FailedUnderLoadBefore("a", t0, t0 + absl::Seconds(5)));
+  EXPECT_FALSE(cache.FailedUnderLoadBefore("a", t0 + absl::Seconds(1), t0 + absl::Seconds(6)))
+      << "begun before the first ended: the same moment";
+  EXPECT_TRUE(cache.FailedUnderLoadBefore("a", t0 + absl::Seconds(7), t0 + absl::Seconds(9)))
+      << "a third, begun after the first ended";
 }
 
 TEST(VerdictCacheTest, ACacheOfNoCapacityKeepsNothing) {
