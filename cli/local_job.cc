@@ -1,5 +1,6 @@
 #include "cli/local_job.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +25,9 @@ struct MeanAndSpread {
 
 // How long one JobService call may take.
 constexpr absl::Duration kCallDeadline = absl::Seconds(10);
+// One WatchJob stream's deadline: the log follower opens the next where it
+// ends (replaying the buffer, each line printed once).
+constexpr absl::Duration kLogStreamDeadline = absl::Minutes(10);
 
 // The call's error as a status naming the call.
 absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
@@ -142,6 +146,57 @@ LocalJobWatcher::LocalJobWatcher(const std::string& learner_address,
     : stub_(v1::JobService::NewStub(security.Connect(learner_address))),
       tty_(::isatty(1) != 0) {}
 
+LocalJobWatcher::~LocalJobWatcher() {
+  {
+    absl::MutexLock lock(&log_mu_);
+    log_stopping_ = true;
+    if (log_context_ != nullptr) log_context_->TryCancel();
+  }
+  if (log_thread_.joinable()) log_thread_.join();
+}
+
+void LocalJobWatcher::PrintAboveProgress(const std::string& line) {
+  absl::MutexLock lock(&out_mu_);
+  std::printf(tty_ ? "\r\x1b[Kkforge local: %s\n" : "kforge local: %s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void LocalJobWatcher::FollowLog() {
+  pthread_setname_np(pthread_self(), "kf-job-log");
+  int64_t printed_us = 0;  // the newest line printed: a replay repeats older ones
+  while (true) {
+    grpc::ClientContext context;
+    SetDeadline(context, kLogStreamDeadline);
+    {
+      absl::MutexLock lock(&log_mu_);
+      if (log_stopping_) return;
+      log_context_ = &context;
+    }
+    v1::WatchJobRequest request;
+    request.set_job_id(job_id_);
+    request.set_replay(true);
+    std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = stub_->WatchJob(&context, request);
+    bool ended = false;
+    v1::JobEvent event;
+    while (reader->Read(&event)) {
+      if (event.has_log() && event.time_us() > printed_us) {
+        printed_us = event.time_us();
+        PrintAboveProgress(absl::StrCat("job log: ", event.log()));
+      }
+      ended = ended || event.state() == v1::JOB_SUCCEEDED || event.state() == v1::JOB_FAILED ||
+              event.state() == v1::JOB_CANCELLED;
+    }
+    const grpc::Status status = reader->Finish();
+    {
+      absl::MutexLock lock(&log_mu_);
+      log_context_ = nullptr;
+      // The progress line says why a job ended; the log is a side view, so
+      // a learner gone or an error here ends it quietly.
+      if (log_stopping_ || ended || !status.ok()) return;
+    }
+  }
+}
+
 absl::StatusOr<std::string> LocalJobWatcher::SubmitOrResume(const v1::JobSpec& spec) {
   v1::ListJobsRequest list;
   list.add_states(v1::JOB_RUNNING);
@@ -156,6 +211,7 @@ absl::StatusOr<std::string> LocalJobWatcher::SubmitOrResume(const v1::JobSpec& s
     // Newest first: the oldest unfinished job is the one the learner runs.
     job_id_ = unfinished.jobs(unfinished.jobs_size() - 1).id();
     std::printf("kforge local: picking up %s, left unfinished by an earlier run\n", job_id_.c_str());
+    log_thread_ = std::thread([this] { FollowLog(); });
     return job_id_;
   }
   grpc::ClientContext context;
@@ -173,6 +229,8 @@ absl::StatusOr<std::string> LocalJobWatcher::SubmitOrResume(const v1::JobSpec& s
   std::printf("kforge local: submitted %s: %s on reference solutions, then %d GRPO steps on %s\n",
               job_id_.c_str(), warm.c_str(), spec.total_steps(),
               spec.tasks().builtin().empty() ? "the job's tasks" : spec.tasks().builtin().c_str());
+  std::fflush(stdout);
+  log_thread_ = std::thread([this] { FollowLog(); });
   return job_id_;
 }
 
@@ -206,14 +264,19 @@ absl::StatusOr<bool> LocalJobWatcher::Poll() {
                    100 * p.pass_rates().multi_input_pass(), 100 * p.pass_rates().correct(),
                    p.samples_per_second());
     // On a terminal one line updates in place; in a log, one line per step.
+    absl::MutexLock lock(&out_mu_);
     std::printf(tty_ ? "\r%s\x1b[K" : "%s\n", line.c_str());
     std::fflush(stdout);
   }
-  if (ended && tty_) std::printf("\n");
+  if (ended && tty_) {
+    absl::MutexLock lock(&out_mu_);
+    std::printf("\n");
+  }
   return ended;
 }
 
 void LocalJobWatcher::PrintSummary() const {
+  absl::MutexLock lock(&out_mu_);  // a late log line waits until the summary is out
   const v1::JobProgress& p = job_.progress();
   // The whole reward curve survives restarts in the final checkpoint.
   std::vector<double> curve = rewards_;

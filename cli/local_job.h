@@ -9,15 +9,21 @@
 //   KF_ASSIGN_OR_RETURN(std::string id, watcher.SubmitOrResume(spec));
 //   while (!watcher.Poll()) ...;   // prints progress; true once the job ended
 //   watcher.PrintSummary();
+//
+// Beside the progress line, a "kf-job-log" thread follows the job's events
+// (WatchJob) and prints its log lines as they come: where the warm start
+// ended, the verifier warm-up's report, checkpoints written.
 #ifndef KFORGE_CLI_LOCAL_JOB_H_
 #define KFORGE_CLI_LOCAL_JOB_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/security/channel_security.h"
 #include "kforge/v1/job.pb.h"
@@ -39,8 +45,13 @@ v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu, uint64_t seed 
 class LocalJobWatcher {
  public:
   LocalJobWatcher(const std::string& learner_address, const ChannelSecurity& security);
+  // Stops following the job's log and joins its thread.
+  ~LocalJobWatcher();
+  LocalJobWatcher(const LocalJobWatcher&) = delete;
+  LocalJobWatcher& operator=(const LocalJobWatcher&) = delete;
 
-  // The job a previous run left RUNNING or QUEUED, else `spec` submitted.
+  // The job a previous run left RUNNING or QUEUED, else `spec` submitted;
+  // starts following its log.
   absl::StatusOr<std::string> SubmitOrResume(const v1::JobSpec& spec);
   // Reads the job, prints a progress line when its step moved; true once
   // it has ended. Errors talking to the learner are returned.
@@ -51,7 +62,18 @@ class LocalJobWatcher {
   const v1::Job& job() const { return job_; }
 
  private:
+  // The "kf-job-log" thread: WatchJob streams, one after another while the
+  // job runs, each line printed once.
+  void FollowLog();
+  // Prints `line` above the progress line (which the next step redraws).
+  void PrintAboveProgress(const std::string& line);
+
   std::unique_ptr<v1::JobService::Stub> stub_;
+  mutable absl::Mutex out_mu_;  // one writer of stdout at a time
+  absl::Mutex log_mu_;
+  grpc::ClientContext* log_context_ ABSL_GUARDED_BY(log_mu_) = nullptr;  // the open stream's
+  bool log_stopping_ ABSL_GUARDED_BY(log_mu_) = false;
+  std::thread log_thread_;
   v1::Job job_;
   std::string job_id_;
   int64_t printed_step_ = -1;

@@ -202,6 +202,16 @@ TEST(KforgeLocalTest, RunsAJobToTheEndWithProgressAndASummary) {
   EXPECT_THAT(output, HasSubstr("step    5/5"));
   EXPECT_THAT(output, HasSubstr("JOB_SUCCEEDED"));
   EXPECT_THAT(output, HasSubstr("stopped learner"));
+  // The job's log lines, as they came: the verifier warm-up's report (every
+  // built-in reference solution accepted) and the checkpoints.
+  std::smatch warm_up;
+  ASSERT_TRUE(std::regex_search(
+      output, warm_up,
+      std::regex("kforge local: job log: verifier warm-up: ([0-9]+) of ([0-9]+) training tasks' "
+                 "reference solutions verified correct")))
+      << output;
+  EXPECT_EQ(warm_up[1], warm_up[2]);
+  EXPECT_THAT(output, HasSubstr("kforge local: job log: checkpoint written: "));
   // The held-out rounds of steps 2 and 4 came back and were summarised.
   auto log = ReadFileToString(dir.Sub("run/learner.log"));
   ASSERT_TRUE(log.ok());
