@@ -190,9 +190,13 @@ void LocalJobWatcher::FollowLog() {
     {
       absl::MutexLock lock(&log_mu_);
       log_context_ = nullptr;
-      // The progress line says why a job ended; the log is a side view, so
-      // a learner gone or an error here ends it quietly.
-      if (log_stopping_ || ended || !status.ok()) return;
+      // A stream past its deadline is opened again. Otherwise the progress
+      // line says why a job ended; the log is a side view, so a learner
+      // gone or an error here ends it quietly.
+      if (log_stopping_ || ended ||
+          (!status.ok() && status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)) {
+        return;
+      }
     }
   }
 }

@@ -31,7 +31,6 @@ class WarmUpRound {
   // Keeps the verdict of a warm-up `group` whose task is out; false for one
   // of another task or already back (nothing kept).
   bool Take(const CompletedGroup& group, absl::Time now);
-  size_t offered() const { return task_ids_.size(); }
   bool complete() const { return !task_ids_.empty() && back_.size() == task_ids_.size(); }
   // "verifier warm-up: 7 of 8 training tasks' reference solutions verified
   // correct (speedup over eager 0.61-1.34x, median 1.02x); all back 23.4 s
