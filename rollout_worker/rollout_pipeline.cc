@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -202,6 +203,28 @@ void RolloutPipeline::VerifyWarmUp(const v1::WorkItem& item) {
   sample.set_finished_at_us(now_us);
   log_.Info("verifier warm-up sent", {{"group", item.group_id()}, {"task", item.task().id()},
                                       {"batch", item.batch_id()}});
+  // The task's next choices get the same completion to verify, only to make
+  // the task's reference epochs there: no sample, nothing delivered, the
+  // verdict dropped (OnVerdict knows no trajectory of that id).
+  // Never two to one verifier: with fewer connected, each gets one.
+  const int64_t spread =
+      config_.verifier_task_affinity()
+          ? std::min<int64_t>(config_.warm_up_verifiers(), dispatcher_->stats().lanes_connected)
+          : 1;
+  for (int rank = 1; rank < spread; ++rank) {
+    v1::VerifyRequest request;
+    request.set_request_id(absl::StrCat(sample.key().sample_id(), "/prepare-", rank));
+    *request.mutable_task() = item.task();
+    request.set_completion(sample.completion_text());
+    *request.mutable_options() = item.verifier();
+    request.set_batch_id(item.batch_id());
+    request.set_next_batch_id(item.next_batch_id());
+    request.set_deliver_to_learner(false);
+    if (absl::Status s = dispatcher_->Submit(std::move(request), rank); !s.ok()) {
+      log_.Warning("verifier warm-up not spread", {{"task", item.task().id()}, {"rank", rank},
+                                                  {"error", s.message()}});
+    }
+  }
   Verify(std::move(sample), item);
 }
 

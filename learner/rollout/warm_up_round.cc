@@ -8,10 +8,12 @@
 #include "absl/strings/str_join.h"
 
 namespace kforge {
-namespace {
 
-// Where a verdict that is not correct stopped, and why, in a few words.
-std::string WhyNotCorrect(const v1::Verdict& verdict) {
+bool WarmUpRound::Accepted(const v1::Verdict& verdict) {
+  return verdict.correct() && verdict.hack_flags_size() == 0;
+}
+
+std::string WarmUpRound::WhyNotAccepted(const v1::Verdict& verdict) {
   for (const v1::StageResult& stage : verdict.stages()) {
     if (stage.outcome() == v1::OUTCOME_PASSED || stage.outcome() == v1::OUTCOME_SKIPPED) continue;
     std::string message = stage.message().substr(0, 160);
@@ -23,8 +25,6 @@ std::string WhyNotCorrect(const v1::Verdict& verdict) {
   }
   return absl::StrCat("not correct, reached ", v1::Stage_Name(verdict.stage_reached()));
 }
-
-}  // namespace
 
 std::string WarmUpRound::GroupId(size_t index, const std::string& nonce) {
   return absl::StrFormat("w%03d-%s", index, nonce);
@@ -55,10 +55,10 @@ std::string WarmUpRound::Summary() const {
     if (it == back_.end()) continue;
     const v1::Verdict& verdict = it->second.verdict;
     last = std::max(last, it->second.after);
-    if (verdict.correct() && verdict.hack_flags_size() == 0) {
+    if (Accepted(verdict)) {
       if (verdict.speedup_vs_eager() > 0) speedups.push_back(verdict.speedup_vs_eager());
     } else {
-      failed.push_back(absl::StrCat(task, " (", WhyNotCorrect(verdict), ")"));
+      failed.push_back(absl::StrCat(task, " (", WhyNotAccepted(verdict), ")"));
     }
   }
   const size_t correct = back_.size() - failed.size();

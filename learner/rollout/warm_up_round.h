@@ -26,6 +26,12 @@ class WarmUpRound {
  public:
   // The id of the warm-up of training task `index`.
   static std::string GroupId(size_t index, const std::string& nonce);
+  // Whether a warm-up's verdict accepts the reference solution: correct and
+  // flagged by no check (a verdict can be correct, its outputs right, and
+  // still fail a timing check).
+  static bool Accepted(const v1::Verdict& verdict);
+  // Where a verdict that does not accept stopped, and why, in a few words.
+  static std::string WhyNotAccepted(const v1::Verdict& verdict);
 
   void Open(std::vector<std::string> task_ids, absl::Time now);
   // Keeps the verdict of a warm-up `group` whose task is out; false for one

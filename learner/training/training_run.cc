@@ -471,9 +471,14 @@ void TrainingRun::TakeWarmUp(CompletedGroup group) {
     return;
   }
   const v1::Verdict& verdict = group.samples.front().verdict();
+  // "accepted", not "correct": a correct verdict may still fail a check.
   log_.Info("verifier warm-up back",
-            {{"job", job_.id()}, {"task", task}, {"correct", verdict.correct()},
-             {"speedup", verdict.speedup_vs_eager()}, {"verify_s", verdict.total_seconds()}});
+            {{"job", job_.id()},
+             {"task", task},
+             {"accepted", WarmUpRound::Accepted(verdict)},
+             {"why_not", WarmUpRound::Accepted(verdict) ? "" : WarmUpRound::WhyNotAccepted(verdict)},
+             {"speedup", verdict.speedup_vs_eager()},
+             {"verify_s", verdict.total_seconds()}});
   if (!warm_up_.complete()) return;
   const std::string summary = warm_up_.Summary();
   log_.Info(summary, {{"job", job_.id()}});

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kforge {
 
@@ -21,13 +22,25 @@ namespace kforge {
 // every process (absl::Hash is seeded per process).
 uint64_t TaskAffinityScore(std::string_view task, std::string_view address);
 
-// The index in `addresses` that `task` prefers, if that one has at most
-// `slack` requests in flight beyond the least busy (`in_flight` is indexed
-// like `addresses`); nullopt when it is past that, so the caller sends the
-// overflow where the least is in flight and a busy task does not queue
-// behind itself. Empty `addresses`: nullopt.
+// The indices of `addresses` in `task`'s order of preference (highest score
+// first): the same order in every process, whatever order they are listed in.
+std::vector<size_t> AffinityRanking(std::string_view task, std::span<const std::string> addresses);
+
+// Bounded-load rendezvous hashing (Mirrokni, Thorup and Zadimoghaddam,
+// "Consistent Hashing with Bounded Loads", 2016): the first index in
+// `task`'s ranking that has at most `slack` requests in flight beyond the
+// least busy (`in_flight` is indexed like `addresses`) and is not `avoid`.
+// A task past its first choice's bound overflows to its second, then its
+// third: a few verifiers serve a task's candidates in every process, each
+// with the task's reference epoch made, where sending the overflow to
+// whichever verifier is least busy spread every task over every verifier,
+// and each made the task's epoch on demand (10-18 s of its GPU under load,
+// measured on 4x H200, which the candidates queued behind). The least busy
+// always qualifies, so a choice exists unless `addresses` is empty, the
+// counts mismatch, or `avoid` is the only address.
 std::optional<size_t> AffinityChoice(std::string_view task, std::span<const std::string> addresses,
-                                     std::span<const int> in_flight, int slack);
+                                     std::span<const int> in_flight, int slack,
+                                     std::optional<size_t> avoid = std::nullopt);
 
 }  // namespace kforge
 

@@ -151,7 +151,7 @@ VerifierDispatcher::~VerifierDispatcher() {
   if (dispatch_thread_.joinable()) dispatch_thread_.join();
 }
 
-absl::Status VerifierDispatcher::Submit(v1::VerifyRequest request) {
+absl::Status VerifierDispatcher::Submit(v1::VerifyRequest request, int affinity_rank) {
   const std::string id = request.request_id();
   if (id.empty()) return absl::InvalidArgumentError("request_id: is required");
   absl::MutexLock lock(&mu_);
@@ -169,7 +169,7 @@ absl::Status VerifierDispatcher::Submit(v1::VerifyRequest request) {
   }
   known_ids_.insert(id);
   answered_.erase(id);
-  queue_.push_back({std::move(request), 0, ""});
+  queue_.push_back({.request = std::move(request), .affinity_rank = std::max(affinity_rank, 0)});
   ++stats_.submitted;
   return absl::OkStatus();
 }
@@ -371,9 +371,9 @@ void VerifierDispatcher::Answer(const v1::VerifyResponse& response) {
   ++stats_.answered;
 }
 
-VerifierDispatcher::Lane* VerifierDispatcher::PickLane(const v1::VerifyRequest& request,
-                                                       const std::string& avoid) {
+VerifierDispatcher::Lane* VerifierDispatcher::PickLane(const Pending& pending) {
   const absl::Time now = absl::Now();
+  const std::string& avoid = pending.last_lane;
   std::vector<Lane*> ready;
   for (auto& [address, lane] : lanes_) {
     if (lane->connected && !lane->gone && !lane->write_failed && lane->credits > 0 &&
@@ -395,27 +395,38 @@ VerifierDispatcher::Lane* VerifierDispatcher::PickLane(const v1::VerifyRequest& 
     return nullptr;
   };
   if (options_.task_affinity && ready.size() > 1) {
+    const v1::VerifyRequest& request = pending.request;
     const std::string& task =
         request.task().id().empty() ? request.task().reference_source() : request.task().id();
+    if (pending.affinity_rank > 0 && avoid.empty()) {
+      // Ranked over every connected lane, not only those with a credit now,
+      // so that the rank names the same verifier the overflow will reach.
+      std::vector<std::string> connected;
+      for (const auto& [address, lane] : lanes_) {
+        if (lane->connected && !lane->gone) connected.push_back(address);
+      }
+      const std::vector<size_t> ranking = AffinityRanking(task, connected);
+      const std::string& wanted =
+          connected[ranking[static_cast<size_t>(pending.affinity_rank) % ranking.size()]];
+      for (Lane* lane : ready) {
+        if (lane->address == wanted) return lane;
+      }
+      // That verifier has no credit now: the request goes as any other
+      // rather than hold up the queue behind it.
+    }
     absl::flat_hash_map<std::string, int> by_address;
     for (const auto& [id, outstanding] : outstanding_) ++by_address[outstanding.lane];
     std::vector<std::string> addresses;
     std::vector<int> in_flight;
+    std::optional<size_t> avoid_index;
     for (Lane* lane : ready) {
+      if (lane->address == avoid) avoid_index = addresses.size();
       addresses.push_back(lane->address);
       in_flight.push_back(by_address[lane->address]);
     }
-    const int least = *std::min_element(in_flight.begin(), in_flight.end());
-    if (std::optional<size_t> chosen =
-            AffinityChoice(task, addresses, in_flight, options_.task_affinity_slack);
-        chosen.has_value() && ready[*chosen]->address != avoid) {
+    if (std::optional<size_t> chosen = AffinityChoice(task, addresses, in_flight,
+                                                      options_.task_affinity_slack, avoid_index)) {
       return ready[*chosen];
-    }
-    // The overflow goes where the least is in flight.
-    if (Lane* lane = next_in_turn([&](const Lane& l) {
-          return l.address != avoid && by_address[l.address] == least;
-        })) {
-      return lane;
     }
   }
   if (Lane* lane = next_in_turn(
@@ -469,7 +480,7 @@ void VerifierDispatcher::DispatchLoop() {
         given_up.emplace_back(std::move(request), std::move(local));
         continue;
       }
-      Lane* lane = PickLane(queue_.front().request, queue_.front().last_lane);
+      Lane* lane = PickLane(queue_.front());
       if (lane == nullptr) break;
       Pending pending = std::move(queue_.front());
       queue_.pop_front();

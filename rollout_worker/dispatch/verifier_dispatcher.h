@@ -5,10 +5,12 @@
 // AFFINITY. With task_affinity, a task's candidates go to one verifier (the
 // same from every rollout worker: rendezvous hashing of the task and the
 // verifiers' addresses), so one reference epoch and one verdict cache serve
-// them all instead of each verifier building its own; a candidate goes
-// to the least-loaded verifier instead when its task's verifier has more than
-// task_affinity_slack of this dispatcher's requests in flight beyond the
-// least-loaded verifier, so a busy task does not queue behind itself.
+// them all instead of each verifier building its own; when that verifier
+// has more than task_affinity_slack of this dispatcher's requests in flight
+// beyond the least-loaded verifier, a candidate goes to the task's second
+// choice, then its third (bounded-load rendezvous hashing), so a busy task
+// does not queue behind itself and its overflow still finds few verifiers,
+// each with the task's epoch made.
 //
 //   VerifierDispatcher::Options options{.target = "dns:///kforge-verifier:50052"};
 //   KF_ASSIGN_OR_RETURN(auto dispatcher, VerifierDispatcher::Create(
@@ -127,8 +129,12 @@ class VerifierDispatcher {
   VerifierDispatcher& operator=(const VerifierDispatcher&) = delete;
 
   // INVALID_ARGUMENT for an empty or duplicate request_id; CANCELLED once
-  // the dispatcher is stopping.
-  absl::Status Submit(v1::VerifyRequest request);
+  // the dispatcher is stopping. With task_affinity, an `affinity_rank` above
+  // 0 sends the request to that verifier in its task's ranking (1: the
+  // second choice, where the first one's overflow goes) whatever its load,
+  // when it has a credit; a warm-up so prepares the verifiers a task's
+  // candidates will reach. A re-send goes as any other request.
+  absl::Status Submit(v1::VerifyRequest request, int affinity_rank = 0);
   // Stops taking requests: Submit (waiting or not) returns CANCELLED. The
   // destructor does the rest; call this first when another thread may be
   // blocked in Submit.
@@ -143,6 +149,7 @@ class VerifierDispatcher {
     v1::VerifyRequest request;
     int attempts = 0;
     std::string last_lane;  // re-sends prefer another lane
+    int affinity_rank = 0;  // see Submit
   };
   struct Outstanding {
     Pending pending;
@@ -163,10 +170,10 @@ class VerifierDispatcher {
   // reads it.
   void Connect(Lane* lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OpenAndRead(Lane* lane) ABSL_LOCKS_EXCLUDED(mu_);
-  // A lane with a credit for `request`: its task's lane where affinity
-  // allows (see AFFINITY), else the next in turn; never `avoid` (the lane a
-  // re-sent request last went to) while another is ready.
-  Lane* PickLane(const v1::VerifyRequest& request, const std::string& avoid)
+  // A lane with a credit for `pending`: its task's first lane in affinity
+  // order within the slack (see AFFINITY), else the next in turn; never
+  // the lane a re-sent request last went to while another is ready.
+  Lane* PickLane(const Pending& pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves a lane's outstanding requests back to the front of the queue.
   void Requeue(const std::string& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -278,6 +278,63 @@ TEST(KforgeLocalTest, RunsAJobToTheEndWithProgressAndASummary) {
 // progress lines, the checkpoint and the job's log all say where it ended.
 // With a KL term, its reference is the policy where the warm start ended,
 // saved beside the checkpoints.
+// With two verifiers each task's warm-up reaches both, its first and second
+// choices (RolloutWorkerConfig.warm_up_verifiers): each makes the task's
+// first batch's reference epoch while the warm start trains. One RL group
+// of two samples stays on its task's first choice (within the affinity
+// slack), so an epoch of a task on both verifiers is the warm-up's copy. The
+// copy is not delivered: the learner counts one evaluated sample a task.
+// Eleven RL steps: the warm-ups (a level-2 task's among them) are all back
+// before the job ends, on two cores verifying twelve requests.
+TEST(KforgeLocalTest, AWarmUpPreparesEachTasksFirstTwoVerifiersAndCountsOnce) {
+  testing::TempDir dir;
+  const std::string job = WriteJob(dir, R"({
+    "tasks": {"builtin": "kforge-mini", "solutions_dir": "solutions-torch"},
+    "warm_start_steps": 1, "total_steps": 12, "prompts_per_step": 1,
+    "grpo": {"group_size": 2}, "sampling": {"max_new_tokens": 16},
+    "optimizer": {"batch_size": 2, "micro_batch_size": 2, "bf16": false},
+    "verifier": {"require_triton": false, "timing": {"enabled": false}},
+    "max_staleness": 1
+  })");
+  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
+                                             "--learner_port=0", "--verifiers=2", "--job=" + job,
+                                             "--run_dir=" + dir.Sub("run")},
+                                    .capture_output = true});
+  ASSERT_TRUE(local.ok()) << local.status();
+  const ExitInfo exit = Finish(**local, absl::Seconds(240));
+  const std::string output = (*local)->output();
+  ASSERT_EQ(exit.code, 0) << output;
+  std::smatch warm_up;
+  ASSERT_TRUE(std::regex_search(
+      output, warm_up,
+      std::regex("verifier warm-up: ([0-9]+) of ([0-9]+) training tasks' reference solutions")))
+      << output;
+  const int tasks = std::stoi(warm_up[2]);
+  ASSERT_GT(tasks, 1);
+  EXPECT_EQ(warm_up[1], warm_up[2]) << output;
+  // Every training task's first-batch epoch, on each verifier.
+  std::map<std::string, int> verifiers_of;
+  for (const char* name : {"verifier-0.log", "verifier-1.log"}) {
+    auto log = ReadFileToString(dir.Sub(absl::StrCat("run/", name)));
+    ASSERT_TRUE(log.ok()) << log.status();
+    const std::regex made("reference epoch made\" task=(\\S+) batch=job-000001/b0 ");
+    std::map<std::string, int> here;
+    for (auto it = std::sregex_iterator(log->begin(), log->end(), made);
+         it != std::sregex_iterator(); ++it) {
+      here[(*it)[1]] = 1;
+    }
+    for (const auto& [task, one] : here) verifiers_of[task] += one;
+  }
+  EXPECT_EQ(verifiers_of.size(), static_cast<size_t>(tasks));
+  for (const auto& [task, count] : verifiers_of) EXPECT_EQ(count, 2) << task;
+  // The warm-ups are the only evaluated samples (no held-out tasks): one
+  // each, the copies nowhere in the ledger.
+  EXPECT_THAT(output, ::testing::ContainsRegex(absl::StrCat(
+                          "samples +[0-9]+ accepted: [0-9]+ trained, [0-9]+ stale, ", tasks,
+                          " evaluated, .*0 still out")))
+      << output;
+}
+
 TEST(KforgeLocalTest, AWarmStartEndsEarlyOnceTheLossIsBelowTheThreshold) {
   testing::TempDir dir;
   const std::string job = R"({

@@ -3,6 +3,7 @@
 // spread over the verifiers, a verifier killed mid-flight loses nothing (its
 // requests are re-sent to the other), a malformed request comes back as a
 // verdict naming the reason, and a full dispatcher blocks its producer.
+#include "rollout_worker/dispatch/task_affinity.h"
 #include "rollout_worker/dispatch/verifier_dispatcher.h"
 
 #include <arpa/inet.h>
@@ -193,6 +194,59 @@ TEST_F(VerifierDispatchTest, WithTaskAffinityABusyTasksVerifierSharesTheOverflow
   const VerifierDispatcher::Stats stats = dispatcher->stats();
   ASSERT_EQ(stats.sent_by_address.size(), 2u) << "the busy verifier kept every candidate";
   for (const auto& [address, sent] : stats.sent_by_address) EXPECT_GE(sent, 2u) << address;
+}
+
+TEST_F(VerifierDispatchTest, WithTaskAffinityTheOverflowGoesToTheTasksNextChoiceOnly) {
+  StartVerifiers(3);
+  // Slack 2 with a third verifier idle: the task's first choice takes three
+  // in flight, its second choice the next three; the third choice is
+  // reached only when both hold three, which six requests never make while
+  // one is left to send. Before, the overflow went to whichever verifier
+  // was least busy: here, the idle third one, cold for the task.
+  std::unique_ptr<VerifierDispatcher> dispatcher = NewDispatcher(
+      {.target = Target(), .max_outstanding = 32, .task_affinity = true,
+       .task_affinity_slack = 2});
+  AwaitLanes(*dispatcher, 3);
+  constexpr int kRequests = 6;
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(dispatcher->Submit(Request(absl::StrCat("s", i), true)).ok());
+  }
+  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(300)));
+  const auto counts = collector_.counts();
+  ASSERT_EQ(counts.size(), static_cast<size_t>(kRequests));
+  for (const auto& [id, n] : counts) EXPECT_EQ(n, 1) << id;
+  std::vector<std::string> addresses;
+  for (const auto& v : verifiers_) addresses.push_back(v.address());
+  const std::vector<size_t> ranking = AffinityRanking("level1/1_ReLU", addresses);
+  const VerifierDispatcher::Stats stats = dispatcher->stats();
+  EXPECT_EQ(stats.sent_by_address.size(), 2u);
+  EXPECT_TRUE(stats.sent_by_address.contains(addresses[ranking[0]])) << "not the first choice";
+  EXPECT_TRUE(stats.sent_by_address.contains(addresses[ranking[1]])) << "not the second choice";
+  EXPECT_FALSE(stats.sent_by_address.contains(addresses[ranking[2]])) << "the third choice, cold";
+}
+
+TEST_F(VerifierDispatchTest, AnAffinityRankSendsARequestToThatChoiceWhateverItsLoad) {
+  StartVerifiers(3);
+  // A slack no load reaches: every request would go to the task's first
+  // choice, but for those given a rank (a warm-up's copies).
+  std::unique_ptr<VerifierDispatcher> dispatcher = NewDispatcher(
+      {.target = Target(), .max_outstanding = 32, .task_affinity = true,
+       .task_affinity_slack = 1000});
+  AwaitLanes(*dispatcher, 3);
+  ASSERT_TRUE(dispatcher->Submit(Request("first", false)).ok());
+  ASSERT_TRUE(dispatcher->Submit(Request("second", false), 1).ok());
+  ASSERT_TRUE(dispatcher->Submit(Request("third", false), 2).ok());
+  ASSERT_TRUE(dispatcher->Submit(Request("again", false), 3).ok());  // past the last: wraps
+  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(120)));
+  EXPECT_EQ(collector_.counts().size(), 4u);
+  std::vector<std::string> addresses;
+  for (const auto& v : verifiers_) addresses.push_back(v.address());
+  const std::vector<size_t> ranking = AffinityRanking("level1/1_ReLU", addresses);
+  const VerifierDispatcher::Stats stats = dispatcher->stats();
+  ASSERT_EQ(stats.sent_by_address.size(), 3u) << "a rank did not reach its verifier";
+  EXPECT_EQ(stats.sent_by_address.at(addresses[ranking[0]]), 2u) << "the first, and rank 3 wrapped";
+  EXPECT_EQ(stats.sent_by_address.at(addresses[ranking[1]]), 1u);
+  EXPECT_EQ(stats.sent_by_address.at(addresses[ranking[2]]), 1u);
 }
 
 // A TCP port that takes connections (the kernel completes the handshake

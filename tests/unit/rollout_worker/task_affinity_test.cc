@@ -1,6 +1,6 @@
 // AffinityChoice: a task keeps its verifier whatever the order the verifiers
 // are listed in, tasks spread over verifiers, and a task's verifier past the
-// slack hands the overflow back to the caller.
+// slack hands the overflow to the task's next choice, not to any verifier.
 #include "rollout_worker/dispatch/task_affinity.h"
 
 #include <map>
@@ -40,17 +40,51 @@ TEST(TaskAffinityTest, TasksSpreadOverTheVerifiers) {
   EXPECT_GE(wins[1], 70);
 }
 
-TEST(TaskAffinityTest, PastTheSlackTheOverflowIsTheCallers) {
-  const std::vector<std::string> devices = {"cuda:0", "cuda:1"};
+TEST(TaskAffinityTest, PastTheSlackTheOverflowGoesToTheNextChoice) {
+  const std::vector<std::string> devices = {"cuda:0", "cuda:1", "cuda:2", "cuda:3"};
   const std::string task = "level1/23_Softmax";
-  const size_t home = *AffinityChoice(task, devices, std::vector<int>{0, 0}, 4);
-  std::vector<int> in_flight = {0, 0};
-  in_flight[home] = 4;
-  EXPECT_EQ(AffinityChoice(task, devices, in_flight, 4), home) << "at the slack: still home";
-  in_flight[home] = 5;
-  EXPECT_EQ(AffinityChoice(task, devices, in_flight, 4), std::nullopt) << "past it";
-  in_flight[1 - home] = 1;
-  EXPECT_EQ(AffinityChoice(task, devices, in_flight, 4), home) << "measured from the least busy";
+  const std::vector<size_t> ranking = AffinityRanking(task, devices);
+  ASSERT_EQ(ranking.size(), devices.size());
+  std::vector<int> in_flight = {0, 0, 0, 0};
+  EXPECT_EQ(AffinityChoice(task, devices, in_flight, 4), ranking[0]);
+  in_flight[ranking[0]] = 4;
+  EXPECT_EQ(AffinityChoice(task, devices, in_flight, 4), ranking[0]) << "at the slack: still home";
+  in_flight[ranking[0]] = 5;
+  EXPECT_EQ(AffinityChoice(task, devices, in_flight, 4), ranking[1]) << "past it: the second choice";
+  in_flight[ranking[1]] = 5;
+  EXPECT_EQ(AffinityChoice(task, devices, in_flight, 4), ranking[2]) << "both past: the third";
+  in_flight[ranking[2]] = 1;
+  in_flight[ranking[3]] = 1;
+  EXPECT_EQ(AffinityChoice(task, devices, in_flight, 4), ranking[0])
+      << "measured from the least busy: 5 is within 1 + 4";
+}
+
+TEST(TaskAffinityTest, TheLeastBusyAlwaysQualifiesButAvoidIsNeverChosen) {
+  const std::vector<std::string> devices = {"cuda:0", "cuda:1", "cuda:2"};
+  const std::string task = "level1/23_Softmax";
+  const std::vector<size_t> ranking = AffinityRanking(task, devices);
+  std::vector<int> in_flight = {9, 9, 9};
+  in_flight[ranking[2]] = 0;
+  EXPECT_EQ(AffinityChoice(task, devices, in_flight, 0), ranking[2]);
+  EXPECT_EQ(AffinityChoice(task, devices, std::vector<int>{0, 0, 0}, 0, ranking[0]), ranking[1]);
+  EXPECT_EQ(AffinityChoice(task, std::vector<std::string>{"a"}, std::vector<int>{0}, 0, 0),
+            std::nullopt)
+      << "the only verifier is the one to avoid";
+}
+
+TEST(TaskAffinityTest, TheRankingIsTheSameInAnyOrderAndStartsWithTheIdleChoice) {
+  const std::vector<std::string> forward = {"10.0.0.1:50052", "10.0.0.2:50052", "10.0.0.3:50052",
+                                            "10.0.0.4:50052"};
+  const std::vector<std::string> backward(forward.rbegin(), forward.rend());
+  const std::vector<int> idle = {0, 0, 0, 0};
+  for (int t = 0; t < 50; ++t) {
+    const std::string task = absl::StrCat("level1/", t, "_Task");
+    const std::vector<size_t> a = AffinityRanking(task, forward);
+    const std::vector<size_t> b = AffinityRanking(task, backward);
+    ASSERT_EQ(a.size(), forward.size());
+    for (size_t r = 0; r < a.size(); ++r) EXPECT_EQ(forward[a[r]], backward[b[r]]) << task << r;
+    EXPECT_EQ(AffinityChoice(task, forward, idle, 0), a[0]) << task;
+  }
 }
 
 TEST(TaskAffinityTest, NoVerifiersOrMismatchedCountsChooseNone) {
