@@ -378,7 +378,8 @@ TEST_F(AsyncOfferingTest, WarmUpsGoOutOnTheFirstRlBatchAndAreNeverTrained) {
       EXPECT_NE(item.warm_up_completion().find(item.task().reference_solution()), std::string::npos)
           << "the answer is the task's reference solution, as the warm start writes it";
       EXPECT_EQ(item.batch_id(), b0) << "the first RL steps' batch";
-      EXPECT_EQ(item.next_batch_id(), b1);
+      EXPECT_EQ(item.next_batch_id(), "")
+          << "the first RL step's candidates name the next batch; a warm-up made it too early";
     } else {
       EXPECT_FALSE(item.eval());
       rl_batches.insert(item.batch_id());
