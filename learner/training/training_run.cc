@@ -458,6 +458,11 @@ absl::Status TrainingRun::OfferWarmUps() {
     // H100, with each task's warm-up on two verifiers, the last came back
     // 75 s after they went out, 30 s after the warm start ended).
     item.clear_next_batch_id();
+    // Its verdict is measured while the warm start trains, maybe on the
+    // verifier's GPU, and the policy learns to write this very completion:
+    // cached, it would be every duplicate's. The first RL step's duplicates
+    // are verified at their own moment instead.
+    item.mutable_verifier()->set_use_cache(false);
     items.push_back(std::move(item));
     task_ids.push_back(task.id());
   }

@@ -343,6 +343,36 @@ TEST_F(VerifierFunnelTest, ATimeoutIsServedFromTheCacheOnlyOnceItHappenedTwice) 
   EXPECT_GE(LastStage(third).seconds(), 1.5) << Describe(third);
 }
 
+TEST_F(VerifierFunnelTest, AKernelFarSlowerThanEagerIsServedFromTheCacheOnlyOnceConfirmed) {
+  // A correct kernel timed far slower than eager may have been timed under
+  // another process's load (TimingProtocol.confirm_speedup_below): a
+  // duplicate is verified again rather than inherit that speedup, and a
+  // second verification at another moment makes it the kernel's own.
+  static std::atomic<int> runs{0};
+  const std::string candidate = absl::StrCat(TestData("cpu/relu_in_chunks.py"),
+                                             "\n_submission = ", runs.fetch_add(1), "\n");
+  const Tweak cached = [](v1::VerifierOptions& o) { o.set_use_cache(true); };
+  const std::string task = BuiltinTask("level1/1_ReLU.py");
+  const v1::Verdict first = Verify(task, candidate, cached);
+  ASSERT_TRUE(first.correct()) << Describe(first);
+  ASSERT_GT(first.speedup_vs_eager(), 0) << Describe(first);
+  ASSERT_LT(first.speedup_vs_eager(), 0.1) << "not slow enough to test the rule: " << Describe(first);
+  const v1::Verdict second = Verify(task, candidate, cached);
+  EXPECT_FALSE(second.cached()) << Describe(second);
+  EXPECT_TRUE(second.correct()) << Describe(second);
+  const v1::Verdict third = Verify(task, candidate, cached);
+  EXPECT_TRUE(third.cached()) << Describe(third);
+  EXPECT_EQ(third.speedup_vs_eager(), second.speedup_vs_eager()) << "the confirmed verdict";
+  // With the confirmation off, the first verdict is every duplicate's.
+  const Tweak unconfirmed = [](v1::VerifierOptions& o) {
+    o.set_use_cache(true);
+    o.mutable_timing()->set_confirm_speedup_below(0);
+  };
+  const std::string other = absl::StrCat(candidate, "_other = 1\n");
+  EXPECT_FALSE(Verify(task, other, unconfirmed).cached());
+  EXPECT_TRUE(Verify(task, other, unconfirmed).cached());
+}
+
 TEST_F(VerifierFunnelTest, AReferenceSlowerThanTheCandidatesLimitStillServesIt) {
   // The reference epoch is the task's, shared by all its candidates: its
   // limit is SandboxLimits.reference_timeout_s, not the correctness limit of

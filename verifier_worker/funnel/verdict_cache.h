@@ -28,11 +28,18 @@ namespace kforge {
 // outputs were right on every input set failed by a judgement of the clocks
 // alone (the timing stage failed, the verdict still correct): a host clock
 // far above the timing events (HACK_SIDE_STREAM), a fresh input's time far
-// above the trials' (HACK_RESULT_CACHING), an implausible speedup. A busy
-// host inflates the host clock, and another process's kernels on the same
-// GPU every clock: on two H200s, while a warm start trained on the
-// verifiers' GPUs, reference solutions' 0.05 ms kernels took 0.6-2.5 ms so.
-inline bool MayBeTheVerifiersLoad(const kforge::v1::Verdict& verdict) {
+// above the trials' (HACK_RESULT_CACHING), an implausible speedup; or one
+// that passed, timed slower than eager by more than `confirm_speedup_below`
+// (TimingProtocol; 0: never). A busy host inflates the host clock, and
+// another process's kernels on the same GPU every clock: on two H200s,
+// while a warm start trained on the verifiers' GPUs, reference solutions'
+// 0.05 ms kernels took 0.6-2.5 ms so.
+inline bool MayBeTheVerifiersLoad(const kforge::v1::Verdict& verdict,
+                                  double confirm_speedup_below) {
+  if (verdict.correct() && verdict.speedup_vs_eager() > 0 &&
+      verdict.speedup_vs_eager() < confirm_speedup_below) {
+    return true;
+  }
   for (const kforge::v1::StageResult& stage : verdict.stages()) {
     if (stage.outcome() == kforge::v1::OUTCOME_TIMED_OUT) return true;
     if (stage.stage() == kforge::v1::STAGE_TIMING &&

@@ -195,7 +195,7 @@ v1::Verdict Funnel::Run::Finish() {
   verdict_.set_device(f_.device_name_);
   verdict_.set_total_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
   if (!internal_error_ && !cache_key_.empty() && options_.use_cache() &&
-      (!MayBeTheVerifiersLoad(verdict_) ||
+      (!MayBeTheVerifiersLoad(verdict_, options_.timing().confirm_speedup_below()) ||
        f_.cache_.FailedUnderLoadBefore(cache_key_, started_, absl::Now()))) {
     f_.cache_.Put(cache_key_, verdict_);
   }

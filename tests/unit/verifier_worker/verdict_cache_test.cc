@@ -1,6 +1,7 @@
 // VerdictCache: duplicates of a candidate get its verdict, least recently
-// used first out; a verdict that may be the verifier's load (a timeout, or
-// a failure of the timing clocks alone, outputs right) is kept only once
+// used first out; a verdict that may be the verifier's load (a timeout, a
+// failure of the timing clocks alone, outputs right, or a correct kernel
+// timed far slower than eager) is kept only once
 // the candidate got one at two moments (duplicates verified at once are
 // one), so a duplicate is verified again at another moment.
 #include "verifier_worker/funnel/verdict_cache.h"
@@ -9,6 +10,8 @@
 
 namespace kforge {
 namespace {
+
+constexpr double kConfirmBelow = 0.1;  // TimingProtocol.confirm_speedup_below's default
 
 v1::Verdict Passed() {
   v1::Verdict verdict;
@@ -40,27 +43,44 @@ v1::Verdict FailedByTheClocks(v1::HackFlag flag) {
 }
 
 TEST(VerdictCacheTest, ATimeoutOrAFailureOfTheClocksAloneMayBeTheVerifiersLoad) {
-  EXPECT_FALSE(MayBeTheVerifiersLoad(Passed()));
+  EXPECT_FALSE(MayBeTheVerifiersLoad(Passed(), kConfirmBelow));
 
   v1::Verdict timed_out = Passed();
   timed_out.set_correct(false);
   timed_out.mutable_stages(0)->set_outcome(v1::OUTCOME_TIMED_OUT);
-  EXPECT_TRUE(MayBeTheVerifiersLoad(timed_out));
+  EXPECT_TRUE(MayBeTheVerifiersLoad(timed_out, kConfirmBelow));
 
-  EXPECT_TRUE(MayBeTheVerifiersLoad(FailedByTheClocks(v1::HACK_SIDE_STREAM)))
+  EXPECT_TRUE(MayBeTheVerifiersLoad(FailedByTheClocks(v1::HACK_SIDE_STREAM), kConfirmBelow))
       << "host time far above event time";
-  EXPECT_TRUE(MayBeTheVerifiersLoad(FailedByTheClocks(v1::HACK_RESULT_CACHING)))
+  EXPECT_TRUE(MayBeTheVerifiersLoad(FailedByTheClocks(v1::HACK_RESULT_CACHING), kConfirmBelow))
       << "slow on a fresh input, with right outputs";
-  EXPECT_TRUE(MayBeTheVerifiersLoad(FailedByTheClocks(v1::HACK_SPEEDUP_IMPLAUSIBLE)));
+  EXPECT_TRUE(
+      MayBeTheVerifiersLoad(FailedByTheClocks(v1::HACK_SPEEDUP_IMPLAUSIBLE), kConfirmBelow));
 
   v1::Verdict wrong_on_fresh = FailedByTheClocks(v1::HACK_RESULT_CACHING);
   wrong_on_fresh.set_correct(false);
-  EXPECT_FALSE(MayBeTheVerifiersLoad(wrong_on_fresh)) << "wrong outputs are the candidate's own";
+  EXPECT_FALSE(MayBeTheVerifiersLoad(wrong_on_fresh, kConfirmBelow))
+      << "wrong outputs are the candidate's own";
   v1::Verdict wrong = Passed();
   wrong.set_correct(false);
   wrong.mutable_stages(0)->set_stage(v1::STAGE_TINY_RUN);
   wrong.mutable_stages(0)->set_outcome(v1::OUTCOME_FAILED);
-  EXPECT_FALSE(MayBeTheVerifiersLoad(wrong));
+  EXPECT_FALSE(MayBeTheVerifiersLoad(wrong, kConfirmBelow));
+}
+
+TEST(VerdictCacheTest, ACorrectKernelFarSlowerThanEagerMayBeTheVerifiersLoad) {
+  v1::Verdict slow = Passed();
+  slow.set_speedup_vs_eager(0.006);  // a reference solution timed under a warm start's training
+  EXPECT_TRUE(MayBeTheVerifiersLoad(slow, kConfirmBelow));
+  EXPECT_FALSE(MayBeTheVerifiersLoad(slow, 0.0)) << "0: no confirmation";
+  v1::Verdict usual = Passed();
+  usual.set_speedup_vs_eager(0.5);
+  EXPECT_FALSE(MayBeTheVerifiersLoad(usual, kConfirmBelow)) << "within the factor";
+  v1::Verdict untimed = Passed();  // timing off: no speedup
+  EXPECT_FALSE(MayBeTheVerifiersLoad(untimed, kConfirmBelow));
+  v1::Verdict wrong = slow;
+  wrong.set_correct(false);
+  EXPECT_FALSE(MayBeTheVerifiersLoad(wrong, kConfirmBelow)) << "wrong outputs are its own";
 }
 
 TEST(VerdictCacheTest, AFailureUnderLoadCountsAtItsSecondMoment) {

@@ -380,6 +380,8 @@ TEST_F(AsyncOfferingTest, WarmUpsGoOutOnTheFirstRlBatchAndAreNeverTrained) {
       EXPECT_EQ(item.batch_id(), b0) << "the first RL steps' batch";
       EXPECT_EQ(item.next_batch_id(), "")
           << "the first RL step's candidates name the next batch; a warm-up made it too early";
+      EXPECT_FALSE(item.verifier().use_cache())
+          << "a verdict measured while the warm start trains is not every duplicate's";
     } else {
       EXPECT_FALSE(item.eval());
       rl_batches.insert(item.batch_id());
