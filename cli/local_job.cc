@@ -25,9 +25,6 @@ struct MeanAndSpread {
 
 // How long one JobService call may take.
 constexpr absl::Duration kCallDeadline = absl::Seconds(10);
-// One WatchJob stream's deadline: the log follower opens the next where it
-// ends (replaying the buffer, each line printed once).
-constexpr absl::Duration kLogStreamDeadline = absl::Minutes(10);
 
 // The call's error as a status naming the call.
 absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
@@ -142,8 +139,10 @@ v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu, uint64_t seed)
 }
 
 LocalJobWatcher::LocalJobWatcher(const std::string& learner_address,
-                                 const ChannelSecurity& security)
+                                 const ChannelSecurity& security,
+                                 absl::Duration log_stream_deadline)
     : stub_(v1::JobService::NewStub(security.Connect(learner_address))),
+      log_stream_deadline_(log_stream_deadline),
       tty_(::isatty(1) != 0) {}
 
 LocalJobWatcher::~LocalJobWatcher() {
@@ -165,8 +164,10 @@ void LocalJobWatcher::FollowLog() {
   pthread_setname_np(pthread_self(), "kf-job-log");
   int64_t printed_us = 0;  // the newest line printed: a replay repeats older ones
   while (true) {
+    // Each stream ends at its deadline and the next replays the job's
+    // buffer: a line is printed once, by its time.
     grpc::ClientContext context;
-    SetDeadline(context, kLogStreamDeadline);
+    SetDeadline(context, log_stream_deadline_);
     {
       absl::MutexLock lock(&log_mu_);
       if (log_stopping_) return;

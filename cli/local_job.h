@@ -44,7 +44,10 @@ v1::JobSpec ShortLocalJob(const std::string& model_dir, bool gpu, uint64_t seed 
 
 class LocalJobWatcher {
  public:
-  LocalJobWatcher(const std::string& learner_address, const ChannelSecurity& security);
+  // `log_stream_deadline`: how long one WatchJob stream of the log follower
+  // may last; it opens the next where one ends (a test shortens it).
+  LocalJobWatcher(const std::string& learner_address, const ChannelSecurity& security,
+                  absl::Duration log_stream_deadline = absl::Minutes(10));
   // Stops following the job's log and joins its thread.
   ~LocalJobWatcher();
   LocalJobWatcher(const LocalJobWatcher&) = delete;
@@ -69,6 +72,7 @@ class LocalJobWatcher {
   void PrintAboveProgress(const std::string& line);
 
   std::unique_ptr<v1::JobService::Stub> stub_;
+  const absl::Duration log_stream_deadline_;
   mutable absl::Mutex out_mu_;  // one writer of stdout at a time
   absl::Mutex log_mu_;
   grpc::ClientContext* log_context_ ABSL_GUARDED_BY(log_mu_) = nullptr;  // the open stream's
