@@ -185,7 +185,10 @@ VerifierDispatcher::Stats VerifierDispatcher::stats() const {
   Stats s = stats_;
   s.queued = static_cast<int64_t>(queue_.size());
   s.outstanding = static_cast<int64_t>(outstanding_.size());
-  for (const auto& [address, lane] : lanes_) s.lanes_connected += lane->connected ? 1 : 0;
+  for (const auto& [address, lane] : lanes_) {
+    s.lanes_connected += lane->connected ? 1 : 0;
+    s.lanes_with_credit += lane->connected && lane->credits > 0 ? 1 : 0;
+  }
   return s;
 }
 

@@ -118,6 +118,9 @@ class VerifierDispatcher {
     int64_t queued = 0;
     int64_t outstanding = 0;
     int64_t lanes_connected = 0;
+    // Connected lanes the verifier has given credits: a lane is connected
+    // before its first credit arrives, and only these take requests.
+    int64_t lanes_with_credit = 0;
     std::map<std::string, uint64_t> sent_by_address;  // writes per verifier
   };
   using ResultCallback = std::function<void(const v1::VerifyResponse&)>;

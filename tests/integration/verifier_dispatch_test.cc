@@ -148,11 +148,13 @@ TEST_F(VerifierDispatchTest, EveryRequestIsAnsweredOnceAcrossTheVerifiers) {
   for (const auto& [address, sent] : stats.sent_by_address) EXPECT_GT(sent, 40u) << address;
 }
 
-// Waits until the dispatcher has a stream open to every verifier, so a
-// test's spread is a choice between all of them.
+// Waits until the dispatcher has a stream open to every verifier and its
+// first credits, so a test's spread is a choice between all of them (a lane
+// is connected a moment before its credits arrive, and a request sent in
+// that moment goes elsewhere).
 void AwaitLanes(const VerifierDispatcher& dispatcher, int lanes) {
   const absl::Time open_by = absl::Now() + absl::Seconds(30);
-  while (dispatcher.stats().lanes_connected < lanes) {
+  while (dispatcher.stats().lanes_with_credit < lanes) {
     ASSERT_LT(absl::Now(), open_by) << "a verifier's lane never opened";
     absl::SleepFor(absl::Milliseconds(20));
   }
