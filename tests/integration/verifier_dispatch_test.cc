@@ -112,6 +112,28 @@ class VerifierDispatchTest : public ::testing::Test {
     return request;
   }
 
+  // Submits `count` requests ("s0", "s1", ...), slow or fast (see Request),
+  // waits up to `limit` for their verdicts, and checks each came once.
+  void SubmitAndAnswerEachOnce(VerifierDispatcher& dispatcher, int count, bool slow,
+                               absl::Duration limit) {
+    for (int i = 0; i < count; ++i) {
+      ASSERT_TRUE(dispatcher.Submit(Request(absl::StrCat("s", i), slow)).ok());
+    }
+    ASSERT_TRUE(dispatcher.WaitIdle(limit));
+    const auto counts = collector_.counts();
+    ASSERT_EQ(counts.size(), static_cast<size_t>(count));
+    for (const auto& [id, n] : counts) EXPECT_EQ(n, 1) << id;
+  }
+
+  // The verifiers' addresses in the order Request's task prefers them.
+  std::vector<std::string> RankedAddresses() const {
+    std::vector<std::string> addresses;
+    for (const auto& v : verifiers_) addresses.push_back(v.address());
+    std::vector<std::string> ranked;
+    for (size_t i : AffinityRanking("level1/1_ReLU", addresses)) ranked.push_back(addresses[i]);
+    return ranked;
+  }
+
   testing::TempDir dir_;
   std::vector<testing::ServiceProcess> verifiers_;
   Collector collector_;
@@ -185,14 +207,7 @@ TEST_F(VerifierDispatchTest, WithTaskAffinityABusyTasksVerifierSharesTheOverflow
       {.target = Target(), .max_outstanding = 32, .task_affinity = true,
        .task_affinity_slack = 1});
   AwaitLanes(*dispatcher, 2);
-  constexpr int kRequests = 8;
-  for (int i = 0; i < kRequests; ++i) {
-    ASSERT_TRUE(dispatcher->Submit(Request(absl::StrCat("s", i), true)).ok());
-  }
-  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(300)));
-  const auto counts = collector_.counts();
-  ASSERT_EQ(counts.size(), static_cast<size_t>(kRequests));
-  for (const auto& [id, n] : counts) EXPECT_EQ(n, 1) << id;
+  ASSERT_NO_FATAL_FAILURE(SubmitAndAnswerEachOnce(*dispatcher, 8, true, absl::Seconds(300)));
   const VerifierDispatcher::Stats stats = dispatcher->stats();
   ASSERT_EQ(stats.sent_by_address.size(), 2u) << "the busy verifier kept every candidate";
   for (const auto& [address, sent] : stats.sent_by_address) EXPECT_GE(sent, 2u) << address;
@@ -209,22 +224,13 @@ TEST_F(VerifierDispatchTest, WithTaskAffinityTheOverflowGoesToTheTasksNextChoice
       {.target = Target(), .max_outstanding = 32, .task_affinity = true,
        .task_affinity_slack = 2});
   AwaitLanes(*dispatcher, 3);
-  constexpr int kRequests = 6;
-  for (int i = 0; i < kRequests; ++i) {
-    ASSERT_TRUE(dispatcher->Submit(Request(absl::StrCat("s", i), true)).ok());
-  }
-  ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(300)));
-  const auto counts = collector_.counts();
-  ASSERT_EQ(counts.size(), static_cast<size_t>(kRequests));
-  for (const auto& [id, n] : counts) EXPECT_EQ(n, 1) << id;
-  std::vector<std::string> addresses;
-  for (const auto& v : verifiers_) addresses.push_back(v.address());
-  const std::vector<size_t> ranking = AffinityRanking("level1/1_ReLU", addresses);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndAnswerEachOnce(*dispatcher, 6, true, absl::Seconds(300)));
+  const std::vector<std::string> ranked = RankedAddresses();
   const VerifierDispatcher::Stats stats = dispatcher->stats();
   EXPECT_EQ(stats.sent_by_address.size(), 2u);
-  EXPECT_TRUE(stats.sent_by_address.contains(addresses[ranking[0]])) << "not the first choice";
-  EXPECT_TRUE(stats.sent_by_address.contains(addresses[ranking[1]])) << "not the second choice";
-  EXPECT_FALSE(stats.sent_by_address.contains(addresses[ranking[2]])) << "the third choice, cold";
+  EXPECT_TRUE(stats.sent_by_address.contains(ranked[0])) << "not the first choice";
+  EXPECT_TRUE(stats.sent_by_address.contains(ranked[1])) << "not the second choice";
+  EXPECT_FALSE(stats.sent_by_address.contains(ranked[2])) << "the third choice, cold";
 }
 
 TEST_F(VerifierDispatchTest, AnAffinityRankSendsARequestToThatChoiceWhateverItsLoad) {
@@ -241,14 +247,12 @@ TEST_F(VerifierDispatchTest, AnAffinityRankSendsARequestToThatChoiceWhateverItsL
   ASSERT_TRUE(dispatcher->Submit(Request("again", false), 3).ok());  // past the last: wraps
   ASSERT_TRUE(dispatcher->WaitIdle(absl::Seconds(120)));
   EXPECT_EQ(collector_.counts().size(), 4u);
-  std::vector<std::string> addresses;
-  for (const auto& v : verifiers_) addresses.push_back(v.address());
-  const std::vector<size_t> ranking = AffinityRanking("level1/1_ReLU", addresses);
+  const std::vector<std::string> ranked = RankedAddresses();
   const VerifierDispatcher::Stats stats = dispatcher->stats();
   ASSERT_EQ(stats.sent_by_address.size(), 3u) << "a rank did not reach its verifier";
-  EXPECT_EQ(stats.sent_by_address.at(addresses[ranking[0]]), 2u) << "the first, and rank 3 wrapped";
-  EXPECT_EQ(stats.sent_by_address.at(addresses[ranking[1]]), 1u);
-  EXPECT_EQ(stats.sent_by_address.at(addresses[ranking[2]]), 1u);
+  EXPECT_EQ(stats.sent_by_address.at(ranked[0]), 2u) << "the first, and rank 3 wrapped";
+  EXPECT_EQ(stats.sent_by_address.at(ranked[1]), 1u);
+  EXPECT_EQ(stats.sent_by_address.at(ranked[2]), 1u);
 }
 
 // A TCP port that takes connections (the kernel completes the handshake
