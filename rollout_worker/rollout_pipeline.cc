@@ -186,6 +186,26 @@ void RolloutPipeline::OnSample(v1::Sample sample, const v1::WorkItem& item, absl
   Verify(std::move(sample), item);
 }
 
+namespace {
+
+// What a verifier needs of one candidate of `item`: its task, options and
+// batches. The learner names the batch (its tasks' reference epochs, secret
+// seeds) and the one after, which the verifier makes ahead. Nothing is
+// delivered unless the caller attaches the sample and asks for it.
+v1::VerifyRequest CandidateRequest(const v1::WorkItem& item, std::string request_id,
+                                   std::string completion) {
+  v1::VerifyRequest request;
+  request.set_request_id(std::move(request_id));
+  *request.mutable_task() = item.task();
+  request.set_completion(std::move(completion));
+  *request.mutable_options() = item.verifier();
+  request.set_batch_id(item.batch_id());
+  request.set_next_batch_id(item.next_batch_id());
+  return request;
+}
+
+}  // namespace
+
 void RolloutPipeline::VerifyWarmUp(const v1::WorkItem& item) {
   v1::Sample sample;
   v1::SampleKey* key = sample.mutable_key();
@@ -212,14 +232,8 @@ void RolloutPipeline::VerifyWarmUp(const v1::WorkItem& item) {
           ? std::min<int64_t>(config_.warm_up_verifiers(), dispatcher_->stats().lanes_connected)
           : 1;
   for (int rank = 1; rank < spread; ++rank) {
-    v1::VerifyRequest request;
-    request.set_request_id(absl::StrCat(sample.key().sample_id(), "/prepare-", rank));
-    *request.mutable_task() = item.task();
-    request.set_completion(sample.completion_text());
-    *request.mutable_options() = item.verifier();
-    request.set_batch_id(item.batch_id());
-    request.set_next_batch_id(item.next_batch_id());
-    request.set_deliver_to_learner(false);
+    v1::VerifyRequest request = CandidateRequest(
+        item, absl::StrCat(sample.key().sample_id(), "/prepare-", rank), sample.completion_text());
     if (absl::Status s = dispatcher_->Submit(std::move(request), rank); !s.ok()) {
       log_.Warning("verifier warm-up not spread", {{"task", item.task().id()}, {"rank", rank},
                                                   {"error", s.message()}});
@@ -229,18 +243,11 @@ void RolloutPipeline::VerifyWarmUp(const v1::WorkItem& item) {
 }
 
 void RolloutPipeline::Verify(v1::Sample sample, const v1::WorkItem& item) {
-  v1::VerifyRequest request;
-  request.set_request_id(sample.key().sample_id());
-  *request.mutable_task() = item.task();
   // A model that ends at once writes no text: the verifier fails that at its
   // first stage like any answer without code. (Were a verifier to refuse a
   // request, DeliverLocally hands the sample to the learner all the same.)
-  request.set_completion(sample.completion_text());
-  *request.mutable_options() = item.verifier();
-  // The learner names the batch (its tasks' reference epochs, secret
-  // seeds) and the one after, which the verifier makes ahead.
-  request.set_batch_id(item.batch_id());
-  request.set_next_batch_id(item.next_batch_id());
+  v1::VerifyRequest request =
+      CandidateRequest(item, sample.key().sample_id(), sample.completion_text());
   *request.mutable_sample() = std::move(sample);
   request.set_deliver_to_learner(true);
   turns_.Sampled(request.sample(), item);

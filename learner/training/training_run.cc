@@ -483,11 +483,12 @@ void TrainingRun::TakeWarmUp(CompletedGroup group) {
   }
   const v1::Verdict& verdict = group.samples.front().verdict();
   // "accepted", not "correct": a correct verdict may still fail a check.
+  const bool accepted = WarmUpRound::Accepted(verdict);
   log_.Info("verifier warm-up back",
             {{"job", job_.id()},
              {"task", task},
-             {"accepted", WarmUpRound::Accepted(verdict)},
-             {"why_not", WarmUpRound::Accepted(verdict) ? "" : WarmUpRound::WhyNotAccepted(verdict)},
+             {"accepted", accepted},
+             {"why_not", accepted ? "" : WarmUpRound::WhyNotAccepted(verdict)},
              {"speedup", verdict.speedup_vs_eager()},
              {"verify_s", verdict.total_seconds()}});
   if (!warm_up_.complete()) return;
