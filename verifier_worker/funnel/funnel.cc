@@ -207,8 +207,6 @@ bool Funnel::healthy() const {
 }
 
 v1::Verdict Funnel::Verify(const v1::VerifyRequest& request) {
-  // The next batches' epochs are made while no candidate is verified.
-  const ReferencePrefetcher::Busy busy(prefetcher_);
   if (metrics_ != nullptr) metrics_->in_flight.Increment();
   v1::Verdict verdict = Run(*this, request).Execute();
   BuildPendingLaunchers();

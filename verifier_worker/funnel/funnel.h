@@ -118,14 +118,12 @@ class Funnel {
                                                                 bool spare);
   // reference_stage.cc: the ReferenceCache scope of a request's task (its
   // reference and input-plan options); a new epoch for `request`'s task
-  // (`ahead`: for a batch whose candidates have not come yet, after
-  // `idle_wait` waiting for the candidates in flight to end); and the epoch
-  // of the request's next batch (in `scope`, the request's) queued to be
-  // made ahead, if it names one this verifier does not hold.
+  // (`ahead`: for a batch whose candidates have not come yet); and the
+  // epoch of the request's next batch (in `scope`, the request's) queued to
+  // be made ahead, if it names one this verifier does not hold.
   static std::string ReferenceScope(const v1::VerifyRequest& request);
   absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> MakeReferenceEpoch(
-      const v1::VerifyRequest& request, bool ahead, absl::Duration& device_wait,
-      absl::Duration idle_wait = absl::ZeroDuration());
+      const v1::VerifyRequest& request, bool ahead, absl::Duration& device_wait);
   void PrefetchNextReference(const v1::VerifyRequest& request, const std::string& scope);
 
   const FunnelConfig config_;
@@ -157,8 +155,7 @@ class Funnel {
   absl::CondVar slot_freed_;
   int free_slots_ ABSL_GUARDED_BY(slots_mu_);
   std::atomic<int64_t> next_candidate_{1};
-  // Its thread makes epochs with the members above, so it stops before them;
-  // each Verify holds it busy (no make ahead starts meanwhile).
+  // Its thread makes epochs with the members above, so it stops before them.
   ReferencePrefetcher prefetcher_;
   // Last: its filler thread uses the members above, so it stops first.
   std::unique_ptr<SandboxPool> sandboxes_;

@@ -139,8 +139,7 @@ std::string Funnel::ReferenceScope(const v1::VerifyRequest& request) {
 }
 
 absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> Funnel::MakeReferenceEpoch(
-    const v1::VerifyRequest& request, bool ahead, absl::Duration& device_wait,
-    absl::Duration idle_wait) {
+    const v1::VerifyRequest& request, bool ahead, absl::Duration& device_wait) {
   EpochTimings timings;
   auto made = MakeEpoch(reference_.For(HexHash(request.task().reference_source())), request,
                         config_.harness.device,
@@ -163,7 +162,6 @@ absl::StatusOr<std::shared_ptr<const ReferenceEpoch>> Funnel::MakeReferenceEpoch
        {"transfer_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.transfer))},
        {"share_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(timings.share))},
        {"gpu_wait_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(device_wait))},
-       {"idle_wait_s", absl::StrFormat("%.3f", absl::ToDoubleSeconds(idle_wait))},
        {"server", timings.server_parts}});
   return made;
 }
@@ -179,11 +177,10 @@ void Funnel::PrefetchNextReference(const v1::VerifyRequest& request, const std::
   *ahead->mutable_options() = request.options();
   ahead->set_batch_id(next);
   const ReferencePrefetcher::Queued queued =
-      prefetcher_.Enqueue(ReferenceCache::Key(scope, next), [this, ahead, scope](
-                                                                 absl::Duration idle_wait) {
+      prefetcher_.Enqueue(ReferenceCache::Key(scope, next), [this, ahead, scope] {
         absl::StatusOr<bool> made = references_.Prefetch(scope, ahead->batch_id(), [&] {
           absl::Duration waited;
-          return MakeReferenceEpoch(*ahead, /*ahead=*/true, waited, idle_wait);
+          return MakeReferenceEpoch(*ahead, /*ahead=*/true, waited);
         });
         if (metrics_ != nullptr) {
           metrics_->RecordReferencePrefetch(!made.ok() ? "failed" : *made ? "made" : "held");
