@@ -158,6 +158,7 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
       return End(stage, v1::OUTCOME_INTERNAL_ERROR,
                  absl::StrCat("re-checking the eager baseline: ", recheck.status().message()));
     }
+    measured_.eager_now = *recheck;
     if (Drifted(cached->eager, *recheck, p)) {
       cached.reset();
       lookup = "drift";
@@ -401,13 +402,14 @@ void Funnel::Run::JudgeTiming(v1::StageResult* stage) {
     // Work hidden on another stream or thread: events see little, the host
     // clock (around a device-wide synchronise) sees it all.
     const v1::Timing& c = verdict_.candidate_timing();
-    const v1::Timing& e = verdict_.eager_timing();
-    const double gap = c.host_mean_ms() - c.mean_ms();
-    const double baseline_gap = e.trials() > 0 ? e.host_mean_ms() - e.mean_ms() : 0.0;
-    if (gap > (protocol.host_event_ratio_flag() - 1) * std::max(c.mean_ms(), 0.01) &&
-        gap > baseline_gap + 0.05) {
-      problems.push_back(absl::StrFormat("host time %.4f ms is far above event time %.4f ms",
-                                         c.host_mean_ms(), c.mean_ms()));
+    const HostGapJudgement gap =
+        JudgeHostGap(c, verdict_.eager_timing(),
+                     measured_.eager_now.has_value() ? &*measured_.eager_now : nullptr, protocol);
+    if (gap.suspected) {
+      problems.push_back(absl::StrFormat(
+          "host time %.4f ms is far above event time %.4f ms (the eager reference's host "
+          "clock leads its events by %.4f ms)",
+          c.host_mean_ms(), c.mean_ms(), gap.reference_ms));
       Flag(v1::HACK_SIDE_STREAM, problems.back());
     }
   }

@@ -55,6 +55,24 @@ double Representative(const kforge::v1::Timing& timing,
   return protocol.statistic() == kforge::v1::TIMING_MEDIAN ? timing.median_ms() : timing.mean_ms();
 }
 
+HostGapJudgement JudgeHostGap(const kforge::v1::Timing& candidate, const kforge::v1::Timing& eager,
+                              const kforge::v1::Timing* eager_now,
+                              const kforge::v1::TimingProtocol& protocol) {
+  const auto lead = [](const kforge::v1::Timing& t) {
+    return t.trials() > 0 ? t.host_mean_ms() - t.mean_ms() : 0.0;
+  };
+  HostGapJudgement judged;
+  judged.lead_ms = lead(candidate);
+  judged.reference_ms = lead(eager);
+  if (eager_now != nullptr && protocol.host_gap_from_recheck()) {
+    judged.reference_ms = std::max(judged.reference_ms, lead(*eager_now));
+  }
+  judged.suspected =
+      judged.lead_ms > (protocol.host_event_ratio_flag() - 1) * std::max(candidate.mean_ms(), 0.01) &&
+      judged.lead_ms > judged.reference_ms + 0.05;
+  return judged;
+}
+
 double SpeedupOverFasterBaseline(double vs_eager, double vs_compile) {
   return vs_compile > 0 ? std::min(vs_eager, vs_compile) : vs_eager;
 }

@@ -27,6 +27,25 @@ kforge::v1::Timing SummarizeTiming(const std::vector<double>& device_ms,
 // 0 where compile was not timed.
 double SpeedupOverFasterBaseline(double vs_eager, double vs_compile);
 
+// The side-stream check. Work hidden from the timing events (queued on
+// another stream, run by another thread) shows as the host clock's lead
+// over them (host mean less event mean). It is suspected when the
+// candidate's lead is above host_event_ratio_flag - 1 of its event time (at
+// least 0.01 ms) and more than 0.05 ms above the honest eager reference's
+// lead: its cached baseline's (`eager`), or, when larger and
+// host_gap_from_recheck is on, its drift re-check's (`eager_now`, null
+// where none ran), timed moments before under the same hold of the GPU.
+// Another process's kernels on the GPU lengthen every call's host time, the
+// reference's as much as the candidate's.
+struct HostGapJudgement {
+  double lead_ms = 0;       // the candidate's host clock over its events
+  double reference_ms = 0;  // the eager reference's lead allowed for
+  bool suspected = false;
+};
+HostGapJudgement JudgeHostGap(const kforge::v1::Timing& candidate, const kforge::v1::Timing& eager,
+                              const kforge::v1::Timing* eager_now,
+                              const kforge::v1::TimingProtocol& protocol);
+
 // The protocol's statistic of a Timing (trimmed mean or median).
 double Representative(const kforge::v1::Timing& timing, const kforge::v1::TimingProtocol& protocol);
 

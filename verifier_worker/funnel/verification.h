@@ -157,9 +157,12 @@ class Funnel::Run {
   bool internal_error_ = false;
   // The task's reference server, held through the timing stage.
   ReferenceClient::Held* reference_held_ = nullptr;
-  // The timing stage's replies, from its measuring half to its judging one.
+  // The timing stage's replies, from its measuring half to its judging one,
+  // and the eager baseline's drift re-check (timed just before, under the
+  // same hold of the GPU) where one ran.
   struct MeasuredTiming {
     std::optional<Frame> timed, probe, attributed;
+    std::optional<v1::Timing> eager_now;
   };
   MeasuredTiming measured_;
 };

@@ -1,4 +1,5 @@
-// Timing statistics: the trimmed mean, median and spread of trials. (How many
+// Timing statistics: the trimmed mean, median and spread of trials, and the
+// side-stream check's judgement of the host clock's lead. (How many
 // trials a side gets is the harness's budget: timing.Budget, tested in
 // tests/unit/verifier_worker/harness/test_launch_record.py.)
 #include "verifier_worker/funnel/timing_stats.h"
@@ -32,6 +33,68 @@ TEST(TimingStatsTest, SummaryUsesTheProtocolsTrimAndKeepsHostTimes) {
   EXPECT_DOUBLE_EQ(t.min_ms(), 0);
   EXPECT_DOUBLE_EQ(t.host_mean_ms(), 2);
   EXPECT_DOUBLE_EQ(Representative(t, protocol), 1);
+}
+
+// A timing of `trials` trials whose events read `event_ms` and host clock
+// `host_ms` (means).
+v1::Timing Timed(double event_ms, double host_ms, int trials = 50) {
+  v1::Timing t;
+  t.set_trials(trials);
+  t.set_mean_ms(event_ms);
+  t.set_median_ms(event_ms);
+  t.set_host_mean_ms(host_ms);
+  return t;
+}
+
+class JudgeHostGapTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(ApplyProtoDefaults(&protocol_).ok()); }
+  v1::TimingProtocol protocol_;
+  // The eager baseline as cached, timed on a quiet GPU.
+  const v1::Timing cached_eager_ = Timed(0.075, 0.085);
+};
+
+TEST_F(JudgeHostGapTest, HiddenWorkOnAQuietGpuIsSuspected) {
+  // 0.36 ms of work the events do not see; the reference's re-check, moments
+  // before, leads by 0.01 ms as cached.
+  const v1::Timing quiet_now = Timed(0.074, 0.084);
+  const HostGapJudgement judged =
+      JudgeHostGap(Timed(0.073, 0.4358), cached_eager_, &quiet_now, protocol_);
+  EXPECT_TRUE(judged.suspected);
+  EXPECT_NEAR(judged.lead_ms, 0.3628, 1e-9);
+  EXPECT_NEAR(judged.reference_ms, 0.010, 1e-9);
+  EXPECT_TRUE(JudgeHostGap(Timed(0.073, 0.4358), cached_eager_, nullptr, protocol_).suspected)
+      << "without a re-check the cached reference's lead is the allowance";
+}
+
+TEST_F(JudgeHostGapTest, ALeadTheReferenceShowsAtTheSameMomentIsAllowed) {
+  // Another process's kernels on the GPU: the reference's host clock leads
+  // by 0.40 ms now, and an honest 0.073 ms kernel's by about as much.
+  const v1::Timing busy_now = Timed(0.076, 0.476);
+  const HostGapJudgement judged =
+      JudgeHostGap(Timed(0.073, 0.4358), cached_eager_, &busy_now, protocol_);
+  EXPECT_FALSE(judged.suspected) << "lead " << judged.lead_ms << " ms";
+  EXPECT_NEAR(judged.reference_ms, 0.400, 1e-9);
+  protocol_.set_host_gap_from_recheck(false);
+  EXPECT_TRUE(JudgeHostGap(Timed(0.073, 0.4358), cached_eager_, &busy_now, protocol_).suspected)
+      << "off: only the cached reference's lead is allowed";
+}
+
+TEST_F(JudgeHostGapTest, HiddenWorkBeyondTheReferencesLeadIsStillSuspected) {
+  const v1::Timing busy_now = Timed(0.076, 0.476);
+  EXPECT_TRUE(JudgeHostGap(Timed(0.073, 1.2), cached_eager_, &busy_now, protocol_).suspected);
+  // A re-check that leads by less than the cache does not lower the
+  // allowance.
+  const v1::Timing faster_now = Timed(0.075, 0.075);
+  EXPECT_NEAR(JudgeHostGap(Timed(0.073, 0.1), cached_eager_, &faster_now, protocol_).reference_ms,
+              0.010, 1e-9);
+}
+
+TEST_F(JudgeHostGapTest, ALeadSmallBesideTheKernelsOwnTimeIsNotSuspected) {
+  // 0.3 ms over a 2 ms kernel: below host_event_ratio_flag (1.5x).
+  EXPECT_FALSE(JudgeHostGap(Timed(2.0, 2.3), cached_eager_, nullptr, protocol_).suspected);
+  // No trials, no lead.
+  EXPECT_FALSE(JudgeHostGap(v1::Timing(), cached_eager_, nullptr, protocol_).suspected);
 }
 
 TEST(SpeedupOverFasterBaselineTest, JudgesTheSpeedupOverWhatTorchCompileReached) {
