@@ -159,6 +159,7 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
                  absl::StrCat("re-checking the eager baseline: ", recheck.status().message()));
     }
     measured_.eager_now = *recheck;
+    measured_.reference_busier = ReferenceBusierNow(cached->eager, *recheck);
     if (Drifted(cached->eager, *recheck, p)) {
       cached.reset();
       lookup = "drift";

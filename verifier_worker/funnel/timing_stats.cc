@@ -55,21 +55,36 @@ double Representative(const kforge::v1::Timing& timing,
   return protocol.statistic() == kforge::v1::TIMING_MEDIAN ? timing.median_ms() : timing.mean_ms();
 }
 
+namespace {
+
+// How far the candidate's host-over-event lead may exceed the reference's
+// (a synchronise's own jitter), and how far the reference's may exceed its
+// cached one before the moment counts as busy.
+constexpr double kHostLeadMarginMs = 0.05;
+
+double HostLead(const kforge::v1::Timing& t) {
+  return t.trials() > 0 ? t.host_mean_ms() - t.mean_ms() : 0.0;
+}
+
+}  // namespace
+
+bool ReferenceBusierNow(const kforge::v1::Timing& cached, const kforge::v1::Timing& now) {
+  return cached.trials() > 0 && now.trials() > 0 &&
+         HostLead(now) > HostLead(cached) + kHostLeadMarginMs;
+}
+
 HostGapJudgement JudgeHostGap(const kforge::v1::Timing& candidate, const kforge::v1::Timing& eager,
                               const kforge::v1::Timing* eager_now,
                               const kforge::v1::TimingProtocol& protocol) {
-  const auto lead = [](const kforge::v1::Timing& t) {
-    return t.trials() > 0 ? t.host_mean_ms() - t.mean_ms() : 0.0;
-  };
   HostGapJudgement judged;
-  judged.lead_ms = lead(candidate);
-  judged.reference_ms = lead(eager);
+  judged.lead_ms = HostLead(candidate);
+  judged.reference_ms = HostLead(eager);
   if (eager_now != nullptr && protocol.host_gap_from_recheck()) {
-    judged.reference_ms = std::max(judged.reference_ms, lead(*eager_now));
+    judged.reference_ms = std::max(judged.reference_ms, HostLead(*eager_now));
   }
   judged.suspected =
       judged.lead_ms > (protocol.host_event_ratio_flag() - 1) * std::max(candidate.mean_ms(), 0.01) &&
-      judged.lead_ms > judged.reference_ms + 0.05;
+      judged.lead_ms > judged.reference_ms + kHostLeadMarginMs;
   return judged;
 }
 

@@ -46,6 +46,13 @@ HostGapJudgement JudgeHostGap(const kforge::v1::Timing& candidate, const kforge:
                               const kforge::v1::Timing* eager_now,
                               const kforge::v1::TimingProtocol& protocol);
 
+// Whether the eager reference's drift re-check (`now`) shows its host clock
+// leading its events by more than the side-stream check's margin (0.05 ms)
+// beyond what its cached baseline showed: a busy host, or another process's
+// kernels on the GPU, at this moment. A verdict that may be the verifier's
+// load (MayBeTheVerifiersLoad) is then not the candidate's to keep.
+bool ReferenceBusierNow(const kforge::v1::Timing& cached, const kforge::v1::Timing& now);
+
 // The protocol's statistic of a Timing (trimmed mean or median).
 double Representative(const kforge::v1::Timing& timing, const kforge::v1::TimingProtocol& protocol);
 

@@ -194,9 +194,16 @@ v1::Verdict Funnel::Run::Finish() {
   }
   verdict_.set_device(f_.device_name_);
   verdict_.set_total_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
+  // A verdict that may be the load is kept once a second moment agrees. A
+  // moment at which the trusted reference's own host clock ran further ahead
+  // of its events than when its baseline was cached (ReferenceBusierNow)
+  // neither counts nor is kept: on 4x H100 two moments a few seconds apart,
+  // both in a GRPO step's first loaded minute, failed a correct kernel on
+  // the clocks, and the cache served that verdict to 138 duplicates.
   if (!internal_error_ && !cache_key_.empty() && options_.use_cache() &&
       (!MayBeTheVerifiersLoad(verdict_, options_.timing().confirm_speedup_below()) ||
-       f_.cache_.FailedUnderLoadBefore(cache_key_, started_, absl::Now()))) {
+       (!measured_.reference_busier &&
+        f_.cache_.FailedUnderLoadBefore(cache_key_, started_, absl::Now())))) {
     f_.cache_.Put(cache_key_, verdict_);
   }
   return verdict_;

@@ -163,6 +163,9 @@ class Funnel::Run {
   struct MeasuredTiming {
     std::optional<Frame> timed, probe, attributed;
     std::optional<v1::Timing> eager_now;
+    // The re-check showed the host busier than when the baseline was cached
+    // (ReferenceBusierNow): a clocks-only verdict of this moment is not kept.
+    bool reference_busier = false;
   };
   MeasuredTiming measured_;
 };

@@ -97,6 +97,17 @@ TEST_F(JudgeHostGapTest, ALeadSmallBesideTheKernelsOwnTimeIsNotSuspected) {
   EXPECT_FALSE(JudgeHostGap(v1::Timing(), cached_eager_, nullptr, protocol_).suspected);
 }
 
+TEST(ReferenceBusierNowTest, ARecheckLeadingItsEventsBeyondTheCachedLeadMarksABusyMoment) {
+  const v1::Timing cached = Timed(0.075, 0.085);  // leads by 0.01 ms
+  EXPECT_TRUE(ReferenceBusierNow(cached, Timed(0.076, 2.39)))
+      << "beside a matmul loop on an H100 the re-check led by 2.31 ms";
+  EXPECT_FALSE(ReferenceBusierNow(cached, Timed(0.074, 0.12))) << "within the 0.05 ms margin";
+  EXPECT_FALSE(ReferenceBusierNow(cached, Timed(0.300, 0.310)))
+      << "slower events alone are drift, which re-measures the baselines";
+  EXPECT_FALSE(ReferenceBusierNow(v1::Timing(), Timed(0.076, 2.39))) << "nothing cached";
+  EXPECT_FALSE(ReferenceBusierNow(cached, v1::Timing())) << "no re-check";
+}
+
 TEST(SpeedupOverFasterBaselineTest, JudgesTheSpeedupOverWhatTorchCompileReached) {
   // Eager LayerNorm 1.07 ms, compile 0.039 ms, candidate 0.027 ms.
   EXPECT_NEAR(SpeedupOverFasterBaseline(1.07 / 0.027, 0.039 / 0.027), 1.44, 0.01);
