@@ -54,6 +54,13 @@ const std::map<std::string, std::vector<std::pair<std::string, std::string>>>& C
 
 class VerifierFunnelTest : public testing::FunnelTest {
  protected:
+  // A test data candidate made a new submission: a module-level constant
+  // unique to this call changes its normalised source, so a verdict cached
+  // by an earlier call (or repetition of the test) cannot answer it.
+  static std::string FreshSubmission(const std::string& file) {
+    static std::atomic<int> submissions{0};
+    return absl::StrCat(TestData(file), "\n_submission = ", submissions.fetch_add(1), "\n");
+  }
   // A KernelBench task with the size constants of CpuSizes(); "" when the
   // KernelBench folder is absent.
   static std::string SharedTaskOnCpu(const std::string& relative) {
@@ -288,12 +295,7 @@ TEST_F(VerifierFunnelTest, CandidateInsideAPythonFenceWithChatTextAroundItPasses
 }
 
 TEST_F(VerifierFunnelTest, DuplicateSubmissionIsServedFromTheCacheTheSecondTime) {
-  // A module-level constant unique to this run changes the normalised source,
-  // so an entry left by an earlier repetition of this test cannot answer the
-  // first submission.
-  static std::atomic<int> runs{0};
-  const std::string candidate = absl::StrCat(TestData("cpu/relu_clamp.py"),
-                                             "\n_submission = ", runs.fetch_add(1), "\n");
+  const std::string candidate = FreshSubmission("cpu/relu_clamp.py");
   const Tweak cached = [](v1::VerifierOptions& o) { o.set_use_cache(true); };
   const std::string task = BuiltinTask("level1/1_ReLU.py");
   const v1::Verdict first = Verify(task, candidate, cached);
@@ -319,9 +321,7 @@ TEST_F(VerifierFunnelTest, ATimeoutIsServedFromTheCacheOnlyOnceItHappenedTwice) 
   // verified again rather than handed the first one's verdict. Timing out a
   // second time, it is the candidate's: later duplicates get that verdict
   // without costing the limit again.
-  static std::atomic<int> runs{0};
-  const std::string candidate = absl::StrCat(TestData("cpu/infinite_loop.py"),
-                                             "\n_submission = ", runs.fetch_add(1), "\n");
+  const std::string candidate = FreshSubmission("cpu/infinite_loop.py");
   const Tweak cached = [](v1::VerifierOptions& o) {
     o.set_use_cache(true);
     o.mutable_limits()->set_correctness_timeout_s(2);
@@ -348,9 +348,7 @@ TEST_F(VerifierFunnelTest, AKernelFarSlowerThanEagerIsServedFromTheCacheOnlyOnce
   // another process's load (TimingProtocol.confirm_speedup_below): a
   // duplicate is verified again rather than inherit that speedup, and a
   // second verification at another moment makes it the kernel's own.
-  static std::atomic<int> runs{0};
-  const std::string candidate = absl::StrCat(TestData("cpu/relu_in_chunks.py"),
-                                             "\n_submission = ", runs.fetch_add(1), "\n");
+  const std::string candidate = FreshSubmission("cpu/relu_in_chunks.py");
   const Tweak cached = [](v1::VerifierOptions& o) { o.set_use_cache(true); };
   const std::string task = BuiltinTask("level1/1_ReLU.py");
   const v1::Verdict first = Verify(task, candidate, cached);
