@@ -15,10 +15,17 @@ GpuArbiter::Shared::Shared(GpuArbiter& arbiter, int pgid, absl::Duration* waited
   const absl::Time asked = absl::Now();
   absl::MutexLock lock(&arbiter_.mu_);
   arbiter_.mu_.Await(absl::Condition(
-      +[](GpuArbiter* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(a->mu_) {
-        return !a->exclusive_ && a->exclusive_waiting_ == 0;
+      +[](Shared* use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(use->arbiter_.mu_) {
+        const GpuArbiter& a = use->arbiter_;
+        if (a.exclusive_) return false;
+        if (a.exclusive_waiting_ == 0) return true;
+        // A timing waits. While work it waits for anyway holds the GPU (a
+        // reference epoch's make: seconds), a candidate's request goes
+        // ahead rather than queue behind both; no such work starts now,
+        // so the timing's wait still ends.
+        return use->pgid_ > 0 && a.unstoppable_ > 0;
       },
-      &arbiter_));
+      this));
   if (waited != nullptr) *waited += absl::Now() - asked;
   if (pgid_ > 0) {
     arbiter_.stoppable_.insert(this);

@@ -7,7 +7,13 @@
 // be stopped (the trusted reference server computing reference outputs, a
 // spare sandbox warming up) is always waited for; preemptible requests (a
 // warm-up of later sets' compiles) are always stopped. No new work starts
-// while a timing waits or runs.
+// while a timing runs, nor while it waits, except candidates' requests while
+// work it must wait for holds the GPU: a reference epoch's make held every
+// correctness request behind the timings queued behind it (on 4x H100, a
+// GRPO job's first step: correct candidates waited up to 43 s to start a
+// correctness run). Such a request, when not stopped, delays the timing by
+// at most its own length past the make; new unstoppable work still waits,
+// so the timing's wait ends.
 //
 //   GpuArbiter gpu(/*stop_requests=*/false);
 //   { GpuArbiter::Shared use(gpu, session.pid(), &waited);   // resumes the pid

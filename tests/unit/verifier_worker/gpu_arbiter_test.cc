@@ -157,6 +157,75 @@ TEST(GpuArbiterTest, WhenNotStoppingRequestsATimingStillStopsPreemptibleOnesAtOn
   EXPECT_TRUE(timing_started);
 }
 
+// Polls `flag` for up to `limit`.
+bool Becomes(const std::atomic<bool>& flag, absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (!flag && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  return flag;
+}
+
+TEST(GpuArbiterTest, WhileAReferenceMakeHoldsTheGpuAWaitingTimingLetsRequestsButNotMoreMakesIn) {
+  GpuArbiter gpu(/*stop_requests=*/false);
+  SleepingGroup candidate;
+  std::atomic<bool> timing_started{false};
+  std::atomic<bool> second_make_started{false};
+  std::atomic<bool> request_started{false};
+  std::atomic<bool> request_done{false};
+  std::thread timing;
+  std::thread second_make;
+  std::thread request;
+  {
+    GpuArbiter::Shared make(gpu, /*pgid=*/0);
+    timing = std::thread([&] {
+      GpuArbiter::Exclusive alone(gpu);
+      timing_started = true;
+    });
+    absl::SleepFor(absl::Milliseconds(50));  // the timing is waiting now
+    second_make = std::thread([&] {
+      GpuArbiter::Shared another(gpu, /*pgid=*/0);
+      second_make_started = true;
+    });
+    request = std::thread([&] {
+      GpuArbiter::Shared use(gpu, candidate.pid());
+      request_started = true;
+      while (!request_done) absl::SleepFor(absl::Milliseconds(1));
+    });
+    EXPECT_TRUE(Becomes(request_started, absl::Seconds(2)))
+        << "the request queued behind the make and the timing waiting for it";
+    absl::SleepFor(absl::Milliseconds(50));
+    EXPECT_FALSE(second_make_started) << "a make started while a timing waited";
+    EXPECT_FALSE(timing_started);
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(timing_started) << "the timing did not wait for the request let in";
+  EXPECT_FALSE(second_make_started);
+  request_done = true;
+  request.join();
+  timing.join();
+  EXPECT_TRUE(timing_started);
+  second_make.join();
+  EXPECT_TRUE(second_make_started);
+  // Without a make holding the GPU, a request waits for a waiting timing as
+  // before.
+  SleepingGroup running;
+  std::atomic<bool> later_started{false};
+  std::thread later;
+  {
+    GpuArbiter::Shared drained(gpu, running.pid());
+    timing = std::thread([&] { GpuArbiter::Exclusive alone(gpu); });
+    absl::SleepFor(absl::Milliseconds(50));
+    later = std::thread([&] {
+      GpuArbiter::Shared next(gpu, candidate.pid());
+      later_started = true;
+    });
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_FALSE(later_started) << "a request went ahead of a waiting timing with no make running";
+  }
+  timing.join();
+  later.join();
+  EXPECT_TRUE(later_started);
+}
+
 TEST(GpuArbiterTest, AProcessGroupHeldTwiceIsStoppedOnlyWhenTheLastUseEnds) {
   GpuArbiter gpu(/*stop_requests=*/false);
   SleepingGroup candidate;
