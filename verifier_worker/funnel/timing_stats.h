@@ -34,9 +34,10 @@ double SpeedupOverFasterBaseline(double vs_eager, double vs_compile);
 // least 0.01 ms) and more than 0.05 ms above the honest eager reference's
 // lead: its cached baseline's (`eager`), or, when larger and
 // host_gap_from_recheck is on, its drift re-check's (`eager_now`, null
-// where none ran), timed moments before under the same hold of the GPU.
-// Another process's kernels on the GPU lengthen every call's host time, the
-// reference's as much as the candidate's.
+// where none ran), timed moments before under the same hold of the GPU: a
+// busy host delays every synchronise, the reference's as much as the
+// candidate's. (The host time starts at the call's end event: see
+// Timing.host_mean_ms.)
 struct HostGapJudgement {
   double lead_ms = 0;       // the candidate's host clock over its events
   double reference_ms = 0;  // the eager reference's lead allowed for

@@ -148,28 +148,23 @@ class Timer:
             # (what do_bench measures too).
             if flush_l2:
                 self._flush()
-            cover = None
             if launch_cover_ms > 0 and _cuda_sleep is not None:
                 if flush_l2:
-                    # The flush ends first, so the host clock below starts
-                    # with the sleep and leaves exactly the sleep out; with
-                    # the flush still running at t0 its remainder (about
-                    # 0.07 ms on an H100) counted as host time, and a 0.06 ms
-                    # kernel looked like side-stream work.
+                    # The flush ends first and the sleep alone covers the
+                    # launch, as the timings were calibrated with.
                     _cuda_synchronize(self.device)
-                # The sleep's own length is measured, not assumed: below the
-                # peak clock it runs longer than asked.
-                cover = _Event(enable_timing=True)
-                cover.record()
                 _cuda_sleep(int(launch_cover_ms * self._cycles_per_ms()))
-            t0 = _perf_counter_ns()
             start.record()
             out = fn(*args)
             end.record()
+            # Until the timed stream is done, then until the whole device is:
+            # the second wait is work the call left elsewhere.
+            _event_synchronize(end)
+            t_end = _perf_counter_ns()
             _cuda_synchronize(self.device)
             t1 = _perf_counter_ns()
-            host_ms = (t1 - t0) / 1e6 - (cover.elapsed_time(start) if cover is not None else 0.0)
-            return start.elapsed_time(end), max(host_ms, 0.0), out
+            event_ms = start.elapsed_time(end)
+            return event_ms, event_ms + (t1 - t_end) / 1e6, out
         t0 = _perf_counter_ns()
         out = fn(*args)
         t1 = _perf_counter_ns()
