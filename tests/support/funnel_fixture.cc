@@ -19,6 +19,7 @@ namespace kforge::testing {
 namespace fs = std::filesystem;
 
 Funnel* FunnelTest::funnel_ = nullptr;
+std::string FunnelTest::python_;
 std::string FunnelTest::work_dir_;
 std::string FunnelTest::skip_reason_;
 
@@ -55,6 +56,7 @@ void FunnelTest::StartFunnel(const std::string& device, int spare_sandboxes) {
       return;
     }
   }
+  python_ = python->path;
   work_dir_ = (fs::temp_directory_path() / absl::StrCat("kforge-funnel-test-", ::getpid())).string();
   absl::StatusOr<std::unique_ptr<Funnel>> funnel = Funnel::Create(
       {.harness = {.python = python->path,

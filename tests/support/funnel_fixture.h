@@ -57,6 +57,7 @@ class FunnelTest : public ::testing::Test {
   static std::string Describe(const v1::Verdict& verdict);
 
   static Funnel* funnel_;
+  static std::string python_;  // the interpreter the funnel runs candidates with
   static std::string work_dir_;
   static std::string skip_reason_;
 };
