@@ -284,7 +284,8 @@ bool Funnel::Run::RequestProbe(v1::StageResult* stage) {
   // The CPU's probe times are not judged (JudgeProbe), so it is not warmed.
   request.Set("sets", StringList(names)).Set("flush_l2", p.flush_l2())
       .Set("clone_inputs", p.clone_inputs())
-      .Set("launch_cover_ms", p.probe_launch_cover_ms());
+      .Set("launch_cover_ms", p.probe_launch_cover_ms())
+      .Set("launch_cover_step_ms", p.probe_cover_step_ms());
   if (cuda()) request.Set("warm_sets", StringList(pool_)).Set("warmup_ms", p.warmup_ms());
   uint64_t reply_bytes = 0;
   for (const std::string& name : names) {

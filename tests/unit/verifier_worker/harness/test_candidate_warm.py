@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..
                                 "verifier_worker", "harness"))
 import torch  # noqa: E402
 
-from kforge_harness import candidate_runner, guards, protocol  # noqa: E402
+from kforge_harness import candidate_runner, guards, protocol, timing  # noqa: E402
 
 # A model keeping state between calls (`last`); each candidate below adds
 # its module's globals and forward.
@@ -234,6 +234,35 @@ class ProbeWarmUpTest(unittest.TestCase):
         self.assertGreaterEqual(len(shapes), 2)
         self.assertEqual(shapes[-1], (6, 4), "the fresh set is called last, once")
         self.assertEqual(set(shapes[:-1]), {(4, 4)}, "only seen inputs before it")
+
+    def test_each_fresh_call_has_a_longer_launch_cover_than_the_last(self):
+        runner = _runner()
+        runner.module = type(sys)("candidate")
+        exec(CANDIDATE, runner.module.__dict__)
+        runner._build([2])
+        runner.pool["task_inputs"] = [torch.ones(4, 4), 3]
+        packer = protocol.TensorPacker()
+        packer.add("fresh_1/in0", torch.ones(6, 4))
+        packer.add("fresh_2/in0", torch.ones(7, 4))
+        payload = b"".join(bytes(p) for p in packer.payload())
+        request = {"type": "probe", "sets": ["fresh_1", "fresh_2"], "tensors": packer.entries,
+                   "scalars": {"fresh_1": [[1, 3, "int"]], "fresh_2": [[1, 3, "int"]]},
+                   "launch_cover_ms": 1.0, "launch_cover_step_ms": 1.5}
+        runner.request = request
+        covers = []
+        one = timing.Timer.one
+
+        def recording(timer, fn, args, flush_l2, clone=False, launch_cover_ms=0.0):
+            covers.append((tuple(args[0].shape), launch_cover_ms))
+            return one(timer, fn, args, flush_l2, clone, launch_cover_ms)
+
+        timing.Timer.one = recording
+        try:
+            header, _ = runner.probe(request, payload)
+        finally:
+            timing.Timer.one = one
+        self.assertEqual(header["type"], "probed")
+        self.assertEqual(covers, [((6, 4), 1.0), ((7, 4), 2.5)])
 
 
 if __name__ == "__main__":
