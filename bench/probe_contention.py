@@ -10,6 +10,7 @@ harness's own Timer.one() (what the probe calls) on an elementwise Triton
 kernel, a probe being a warm-up on a seen input then one call on a new one.
 
   python3 bench/probe_contention.py [--probes 40] [--covers 0,0.5,1,2,4]
+  python3 bench/probe_contention.py --pairs 2:0,1:1.5   # the old and new probe covers
 """
 import argparse
 import os
@@ -81,12 +82,30 @@ def measure(timer, numel, probes, cover, trial_cover):
     return usual, times, flagged
 
 
+def measure_pair(timer, numel, probes, cover, step, trial_cover):
+    """Probes as the verifier makes them: two fresh calls, covers `cover`
+    and `cover + step`, the faster one judged."""
+    seen = [torch.randn(numel, device="cuda")]
+    trials = [timer.one(elu, seen, True, True, trial_cover)[0] for _ in range(60)]
+    usual = statistics.median(trials)
+    times = []
+    for _ in range(probes):
+        timer.warm_up(elu, [seen], timing.Budget({"warmup_ms": 20.0}))
+        pair = [timer.one(elu, [torch.randn(numel, device="cuda")], True, True, cover + i * step)[0]
+                for i in range(2)]
+        times.append(min(pair))
+    times.sort()
+    return usual, times, sum(t > 2 * usual for t in times)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--probes", type=int, default=40)
     parser.add_argument("--covers", default="0,0.5,1,2,4")
     parser.add_argument("--numel", type=int, default=64 << 20)
     parser.add_argument("--co_tenants", default="none," + ",".join(CO_TENANTS))
+    parser.add_argument("--pairs", default="",
+                        help="cover:step pairs, e.g. 2:0,1:1.5: the faster of two probes each")
     args = parser.parse_args()
     covers = [float(c) for c in args.covers.split(",")]
     timer = timing.Timer("cuda:0")
@@ -102,9 +121,17 @@ def main():
             other = subprocess.Popen([sys.executable, "-c", "import time, torch\n" + CO_TENANTS[name]])
             time.sleep(8)  # its CUDA context and first kernels
         try:
-            for cover in covers:
-                usual, times, flagged = measure(timer, args.numel, args.probes, cover, 1.0)
-                print(f"| {name} | {cover:g} | {usual:.4f} | {times[len(times) // 2]:.4f} | "
+            settings = ([tuple(float(v) for v in p.split(":")) for p in args.pairs.split(",")]
+                        if args.pairs else [(c, None) for c in covers])
+            for cover, step in settings:
+                if step is None:
+                    usual, times, flagged = measure(timer, args.numel, args.probes, cover, 1.0)
+                    label = f"{cover:g}"
+                else:
+                    usual, times, flagged = measure_pair(timer, args.numel, args.probes, cover,
+                                                         step, 1.0)
+                    label = f"{cover:g} and {cover + step:g}, faster"
+                print(f"| {name} | {label} | {usual:.4f} | {times[len(times) // 2]:.4f} | "
                       f"{times[int(0.9 * (len(times) - 1))]:.4f} | {times[-1]:.4f} | "
                       f"{flagged} of {len(times)} |", flush=True)
         finally:
