@@ -38,6 +38,8 @@ ABSL_FLAG(std::string, checkpoint, "", "Hugging Face checkpoint folder");
 ABSL_FLAG(std::string, device, "cuda:0", "cpu or cuda:N");
 ABSL_FLAG(std::string, dtype, "bfloat16", "float32 or bfloat16");
 ABSL_FLAG(int, sequences, 16, "sequences per step (one optimiser update)");
+ABSL_FLAG(bool, fused_adamw, true,
+          "AdamW's fused CUDA kernel where LibTorch has one (false: the multi-tensor passes)");
 ABSL_FLAG(int, micro, 4, "sequences per forward/backward");
 ABSL_FLAG(int, prompt_tokens, 512, "prompt length");
 ABSL_FLAG(int, completion_tokens, 512, "completion length");
@@ -97,7 +99,10 @@ int Run() {
   opt.set_batch_size(n);
   opt.set_micro_batch_size(absl::GetFlag(FLAGS_micro));
   absl::StatusOr<std::unique_ptr<PolicyTrainer>> trainer = PolicyTrainer::Create(
-      model->get(), nullptr, {.optimizer = opt, .schedule = {.peak = 1e-6, .total_steps = 1000}});
+      model->get(), nullptr,
+      {.optimizer = opt,
+       .schedule = {.peak = 1e-6, .total_steps = 1000},
+       .fused_optimizer = absl::GetFlag(FLAGS_fused_adamw)});
   if (!trainer.ok()) {
     std::fprintf(stderr, "%s\n", std::string(trainer.status().message()).c_str());
     return 1;
@@ -132,7 +137,9 @@ int Run() {
   const double tokens = static_cast<double>(steps) * n * (p + c);
   std::printf("%-10s %-9s %9s %6s %8s %8s %12s %14s %10s\n", "impl", "dtype", "sequences", "micro",
               "prompt", "complete", "s/step", "train tok/s", "peak GiB");
-  std::printf("%-10s %-9s %9d %6d %8d %8d %12.3f %14.0f %10.1f\n", "kforge", absl::GetFlag(FLAGS_dtype).c_str(),
+  std::printf("%-10s %-9s %9d %6d %8d %8d %12.3f %14.0f %10.1f\n",
+              (*trainer)->optimizer().fused() ? "kforge" : "kforge-mt",
+              absl::GetFlag(FLAGS_dtype).c_str(),
               n, absl::GetFlag(FLAGS_micro), p, c, seconds / steps, tokens / seconds, peak_gib);
   if (flat != nullptr && device.is_cuda()) {
     // Median of 3 each, alternating.

@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--completion-tokens", type=int, default=512)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--fused", action="store_true",
+                    help="torch.optim.AdamW(fused=True) instead of the default foreach=True")
     args = ap.parse_args()
 
     from transformers import AutoModelForCausalLM
@@ -42,7 +44,7 @@ def main():
     params = [p for p in model.parameters() if p.requires_grad]
     masters = [p.detach().float().clone().requires_grad_(True) for p in params]
     opt = torch.optim.AdamW(masters, lr=1e-6, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                            foreach=True)
+                            **({"fused": True} if args.fused else {"foreach": True}))
     vocab = model.config.vocab_size
     n, p, c = args.sequences, args.prompt_tokens, args.completion_tokens
     ids = torch.tensor([[prompt_token(b, j, vocab) for j in range(p + c)] for b in range(n)],
@@ -85,7 +87,7 @@ def main():
     tokens = args.steps * n * (p + c)
     print(f"{'impl':<10} {'dtype':<9} {'sequences':>9} {'micro':>6} {'prompt':>8} {'complete':>8} "
           f"{'s/step':>12} {'train tok/s':>14} {'peak GiB':>10}")
-    print(f"{'pytorch':<10} {'bfloat16':<9} {n:>9} {args.micro:>6} {p:>8} {c:>8} "
+    print(f"{'pytorch-f' if args.fused else 'pytorch':<10} {'bfloat16':<9} {n:>9} {args.micro:>6} {p:>8} {c:>8} "
           f"{seconds / args.steps:>12.3f} {tokens / seconds:>14.0f} {peak:>10.1f}")
 
 

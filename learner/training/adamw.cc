@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <c10/core/GradMode.h>
+#include <torch/version.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -58,6 +59,41 @@ double AdamW::ClipGradNorm(double max_norm) {
   return norm;
 }
 
+bool AdamW::UseFused() const {
+#if TORCH_VERSION_MAJOR >= 2
+  return hyper_.fused && !slots_.empty() && slots_.front().param.is_cuda();
+#else
+  return false;  // LibTorch 1.x has no fused AdamW kernel
+#endif
+}
+
+void AdamW::FusedStep(double lr, std::vector<at::Tensor>& weights, std::vector<at::Tensor>& grads,
+                      std::vector<at::Tensor>& exp_avg, std::vector<at::Tensor>& exp_avg_sq,
+                      const std::vector<bool>& decay) {
+#if TORCH_VERSION_MAJOR >= 2
+  // The kernel takes one weight decay per call: matrices, then the rest.
+  // Its bias corrections come from a step count per tensor on the device.
+  const at::Tensor step = at::full({}, static_cast<double>(steps_), weights.front().options());
+  for (const bool decayed : {true, false}) {
+    std::vector<at::Tensor> w, g, m, v, steps;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      if (decay[i] != decayed) continue;
+      w.push_back(weights[i]);
+      g.push_back(grads[i]);
+      m.push_back(exp_avg[i]);
+      v.push_back(exp_avg_sq[i]);
+      steps.push_back(step);  // read, not written
+    }
+    if (w.empty()) continue;
+    at::_fused_adamw_(w, g, m, v, /*max_exp_avg_sqs=*/{}, steps, lr, hyper_.beta1, hyper_.beta2,
+                      decayed ? hyper_.weight_decay : 0.0, hyper_.eps, /*amsgrad=*/false,
+                      /*maximize=*/false);
+  }
+#else
+  (void)lr, (void)weights, (void)grads, (void)exp_avg, (void)exp_avg_sq, (void)decay;
+#endif
+}
+
 void AdamW::Step(double lr) {
   c10::NoGradGuard no_grad;
   ++steps_;
@@ -66,6 +102,7 @@ void AdamW::Step(double lr) {
   // One multi-tensor (_foreach_) kernel per operation over every parameter,
   // rather than a launch per parameter and operation.
   std::vector<at::Tensor> weights, grads, exp_avg, exp_avg_sq, decayed, low_precision, masters;
+  std::vector<bool> decay;
   for (Slot& slot : slots_) {
     if (!slot.param.grad().defined()) continue;
     at::Tensor weight = slot.master.defined() ? slot.master : slot.param.detach();
@@ -73,6 +110,7 @@ void AdamW::Step(double lr) {
     grads.push_back(slot.param.grad().to(at::kFloat));
     exp_avg.push_back(slot.exp_avg);
     exp_avg_sq.push_back(slot.exp_avg_sq);
+    decay.push_back(slot.decay);
     if (slot.decay) decayed.push_back(weight);
     if (slot.master.defined()) {
       low_precision.push_back(slot.param.detach());
@@ -80,6 +118,12 @@ void AdamW::Step(double lr) {
     }
   }
   if (weights.empty()) return;
+  if (UseFused()) {
+    FusedStep(lr, weights, grads, exp_avg, exp_avg_sq, decay);
+    grads.clear();
+    for (size_t i = 0; i < masters.size(); ++i) low_precision[i].copy_(masters[i]);
+    return;
+  }
   if (hyper_.weight_decay > 0 && !decayed.empty()) {
     at::_foreach_mul_(decayed, 1.0 - lr * hyper_.weight_decay);
   }

@@ -32,6 +32,10 @@ struct AdamWParams {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
+  // On CUDA with LibTorch 2.x, one fused kernel per update (ATen's
+  // _fused_adamw_, what torch.optim.AdamW(fused=True) calls) instead of
+  // eight multi-tensor passes over the float32 state; the same arithmetic.
+  bool fused = true;
 };
 
 // Linear warm-up from 0 over warmup_steps, then linear decay to
@@ -57,6 +61,9 @@ class AdamW {
   // One update at rate lr; parameters without a gradient are left alone.
   void Step(double lr);
   int64_t steps() const { return steps_; }
+  // Whether Step runs the fused kernel (AdamWParams.fused, parameters on
+  // CUDA, a LibTorch that has it).
+  bool fused() const { return UseFused(); }
 
   // "exp_avg/<name>", "exp_avg_sq/<name>" and "master/<name>" (for low
   // precision parameters), for checkpoints.
@@ -73,6 +80,11 @@ class AdamW {
     at::Tensor exp_avg, exp_avg_sq;
     bool decay = false;
   };
+  bool UseFused() const;
+  void FusedStep(double lr, std::vector<at::Tensor>& weights, std::vector<at::Tensor>& grads,
+                 std::vector<at::Tensor>& exp_avg, std::vector<at::Tensor>& exp_avg_sq,
+                 const std::vector<bool>& decay);
+
   std::vector<Slot> slots_;
   const AdamWParams hyper_;
   int64_t steps_ = 0;

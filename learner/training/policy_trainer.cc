@@ -87,7 +87,8 @@ PolicyTrainer::PolicyTrainer(DecoderModel* policy, const DecoderModel* reference
       optimizer_(policy->NamedParameters(), {.beta1 = options.optimizer.beta1(),
                                              .beta2 = options.optimizer.beta2(),
                                              .eps = options.optimizer.eps(),
-                                             .weight_decay = options.optimizer.weight_decay()}) {}
+                                             .weight_decay = options.optimizer.weight_decay(),
+                                             .fused = options.fused_optimizer}) {}
 
 absl::Status PolicyTrainer::RecomputeOldLogprobs(std::vector<TrainSequence>& batch) {
   // The micro-batches the step's first pass will run, so that pass scores

@@ -82,6 +82,9 @@ struct PolicyTrainerOptions {
   // Sampling temperature of the rollouts (their log-probabilities are of
   // logits / temperature); 1 for supervised-only jobs.
   double temperature = 1.0;
+  // AdamWParams.fused: the fused CUDA kernel where there is one (off only
+  // to compare against the multi-tensor passes).
+  bool fused_optimizer = true;
 };
 
 class PolicyTrainer {

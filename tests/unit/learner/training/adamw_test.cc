@@ -2,8 +2,15 @@
 #include "learner/training/adamw.h"
 
 #include <cmath>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
+
+#include "model/torch_runtime.h"
 
 namespace kforge {
 namespace {
@@ -82,6 +89,52 @@ TEST(AdamW, StateRoundTripsThroughLoadState) {
   absl::Status missing = second.LoadState(saved, 1);
   EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(missing.message().find("exp_avg/a"), std::string::npos);
+}
+
+TEST(AdamW, OnCudaTheFusedKernelMatchesTheMultiTensorPasses) {
+  if (!DescribeTorchRuntime().cuda_available) GTEST_SKIP() << "no CUDA device in this LibTorch";
+  at::manual_seed(7);
+  const at::TensorOptions bf16 = at::TensorOptions().dtype(at::kBFloat16).device(at::kCUDA);
+  const std::vector<at::Tensor> start = {at::randn({64, 48}, bf16), at::randn({48}, bf16),
+                                         at::randn({3, 5, 7}, bf16)};
+  auto make = [&](bool fused) {
+    std::vector<std::pair<std::string, at::Tensor>> params;
+    for (size_t i = 0; i < start.size(); ++i) {
+      params.emplace_back("p" + std::to_string(i), start[i].clone());
+    }
+    return std::make_pair(params, std::make_unique<AdamW>(
+                                      params, AdamWParams{.weight_decay = 0.1, .fused = fused}));
+  };
+  auto [fused_params, fused] = make(true);
+  auto [plain_params, plain] = make(false);
+  if (!fused->fused()) GTEST_SKIP() << "this LibTorch has no fused AdamW kernel";
+  EXPECT_FALSE(plain->fused());
+  for (int step = 0; step < 3; ++step) {
+    for (auto* side : {&fused_params, &plain_params}) {
+      AdamW& opt = side == &fused_params ? *fused : *plain;
+      opt.ZeroGrad();
+      at::Tensor loss = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA));
+      at::manual_seed(100 + step);  // the same gradients on both sides
+      for (auto& [name, p] : *side) {
+        loss = loss + (p.to(at::kFloat) * at::randn_like(p, at::kFloat)).sum();
+      }
+      loss.backward();
+      opt.Step(1e-2 * (step + 1));
+    }
+  }
+  std::unordered_map<std::string, at::Tensor> fused_state, plain_state;
+  for (const auto& [name, t] : fused->StateTensors()) fused_state[name] = t;
+  for (const auto& [name, t] : plain->StateTensors()) plain_state[name] = t;
+  ASSERT_EQ(fused_state.size(), plain_state.size());
+  for (const auto& [name, t] : fused_state) {
+    EXPECT_TRUE(at::allclose(t, plain_state.at(name), 1e-5, 1e-6)) << name;
+  }
+  for (size_t i = 0; i < start.size(); ++i) {
+    // bf16 parameters: the masters above agree to 1e-5, their roundings to one bf16 step.
+    EXPECT_TRUE(at::allclose(fused_params[i].second, plain_params[i].second, 1e-2, 1e-2))
+        << "p" << i;
+    EXPECT_FALSE(at::equal(fused_params[i].second, start[i])) << "p" << i << " did not move";
+  }
 }
 
 }  // namespace
