@@ -68,32 +68,17 @@ def elu(x):
     return out
 
 
-def measure(timer, numel, probes, cover, trial_cover):
+def measure(timer, numel, probes, covers, trial_cover):
+    """Probes as the verifier makes them: a warm-up on a seen input, then one
+    call on a new input per cover in `covers`, the fastest judged."""
     seen = [torch.randn(numel, device="cuda")]
     trials = [timer.one(elu, seen, True, True, trial_cover)[0] for _ in range(60)]
     usual = statistics.median(trials)
     times = []
     for _ in range(probes):
         timer.warm_up(elu, [seen], timing.Budget({"warmup_ms": 20.0}))
-        fresh = [torch.randn(numel, device="cuda")]
-        times.append(timer.one(elu, fresh, True, True, cover)[0])
-    times.sort()
-    flagged = sum(t > 2 * usual for t in times)
-    return usual, times, flagged
-
-
-def measure_pair(timer, numel, probes, cover, step, trial_cover):
-    """Probes as the verifier makes them: two fresh calls, covers `cover`
-    and `cover + step`, the faster one judged."""
-    seen = [torch.randn(numel, device="cuda")]
-    trials = [timer.one(elu, seen, True, True, trial_cover)[0] for _ in range(60)]
-    usual = statistics.median(trials)
-    times = []
-    for _ in range(probes):
-        timer.warm_up(elu, [seen], timing.Budget({"warmup_ms": 20.0}))
-        pair = [timer.one(elu, [torch.randn(numel, device="cuda")], True, True, cover + i * step)[0]
-                for i in range(2)]
-        times.append(min(pair))
+        times.append(min(timer.one(elu, [torch.randn(numel, device="cuda")], True, True, cover)[0]
+                         for cover in covers))
     times.sort()
     return usual, times, sum(t > 2 * usual for t in times)
 
@@ -124,13 +109,11 @@ def main():
             settings = ([tuple(float(v) for v in p.split(":")) for p in args.pairs.split(",")]
                         if args.pairs else [(c, None) for c in covers])
             for cover, step in settings:
-                if step is None:
-                    usual, times, flagged = measure(timer, args.numel, args.probes, cover, 1.0)
-                    label = f"{cover:g}"
-                else:
-                    usual, times, flagged = measure_pair(timer, args.numel, args.probes, cover,
-                                                         step, 1.0)
-                    label = f"{cover:g} and {cover + step:g}, faster"
+                probe_covers = [cover] if step is None else [cover, cover + step]
+                usual, times, flagged = measure(timer, args.numel, args.probes, probe_covers, 1.0)
+                label = " and ".join(f"{c:g}" for c in probe_covers)
+                if step is not None:
+                    label += ", faster"
                 print(f"| {name} | {label} | {usual:.4f} | {times[len(times) // 2]:.4f} | "
                       f"{times[int(0.9 * (len(times) - 1))]:.4f} | {times[-1]:.4f} | "
                       f"{flagged} of {len(times)} |", flush=True)

@@ -214,20 +214,28 @@ class BackgroundWarmUpTest(unittest.TestCase):
         self.assertIsNone(runner.warming)
 
 
+def _probe(fresh_shapes, **fields):
+    """A runner whose candidate has seen task_inputs (4x4), and a probe
+    request for fresh sets fresh_1, fresh_2, ... of `fresh_shapes`."""
+    runner = _runner()
+    runner.module = type(sys)("candidate")
+    exec(CANDIDATE, runner.module.__dict__)
+    runner._build([2])
+    runner.pool["task_inputs"] = [torch.ones(4, 4), 3]
+    packer = protocol.TensorPacker()
+    names = [f"fresh_{i + 1}" for i in range(len(fresh_shapes))]
+    for name, shape in zip(names, fresh_shapes):
+        packer.add(f"{name}/in0", torch.ones(*shape))
+    payload = b"".join(bytes(p) for p in packer.payload())
+    request = {"type": "probe", "sets": names, "tensors": packer.entries,
+               "scalars": {name: [[1, 3, "int"]] for name in names}, **fields}
+    runner.request = request
+    return runner, request, payload
+
+
 class ProbeWarmUpTest(unittest.TestCase):
     def test_seen_sets_warm_the_device_before_the_first_fresh_call(self):
-        runner = _runner()
-        runner.module = type(sys)("candidate")
-        exec(CANDIDATE, runner.module.__dict__)
-        runner._build([2])
-        runner.pool["task_inputs"] = [torch.ones(4, 4), 3]
-        packer = protocol.TensorPacker()
-        packer.add("fresh_1/in0", torch.ones(6, 4))
-        payload = b"".join(bytes(p) for p in packer.payload())
-        request = {"type": "probe", "sets": ["fresh_1"], "tensors": packer.entries,
-                   "scalars": {"fresh_1": [[1, 3, "int"]]}, "warm_sets": ["task_inputs"],
-                   "warmup_ms": 5}
-        runner.request = request
+        runner, request, payload = _probe([(6, 4)], warm_sets=["task_inputs"], warmup_ms=5)
         header, _ = runner.probe(request, payload)
         self.assertEqual(header["type"], "probed")
         shapes = [c[1] for c in runner.module.CALLS]
@@ -236,19 +244,8 @@ class ProbeWarmUpTest(unittest.TestCase):
         self.assertEqual(set(shapes[:-1]), {(4, 4)}, "only seen inputs before it")
 
     def test_each_fresh_call_has_a_longer_launch_cover_than_the_last(self):
-        runner = _runner()
-        runner.module = type(sys)("candidate")
-        exec(CANDIDATE, runner.module.__dict__)
-        runner._build([2])
-        runner.pool["task_inputs"] = [torch.ones(4, 4), 3]
-        packer = protocol.TensorPacker()
-        packer.add("fresh_1/in0", torch.ones(6, 4))
-        packer.add("fresh_2/in0", torch.ones(7, 4))
-        payload = b"".join(bytes(p) for p in packer.payload())
-        request = {"type": "probe", "sets": ["fresh_1", "fresh_2"], "tensors": packer.entries,
-                   "scalars": {"fresh_1": [[1, 3, "int"]], "fresh_2": [[1, 3, "int"]]},
-                   "launch_cover_ms": 1.0, "launch_cover_step_ms": 1.5}
-        runner.request = request
+        runner, request, payload = _probe([(6, 4), (7, 4)], launch_cover_ms=1.0,
+                                          launch_cover_step_ms=1.5)
         covers = []
         one = timing.Timer.one
 
