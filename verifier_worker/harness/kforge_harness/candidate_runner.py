@@ -395,14 +395,17 @@ class Runner:
                 timer.warm_up(self.model, warm_pool,
                               timing.Budget({"warmup_ms": request.get("warmup_ms", 0.0)}),
                               check=self._checked_outputs)
-            # Each probe's cover a step longer than the last: see
-            # TimingProtocol.probe_cover_step_ms.
+            # Probes alternate between two covers, a step apart (see
+            # TimingProtocol.probe_cover_step_ms); two values, so more probes
+            # never lengthen the sleep that work on another stream could
+            # run beside unseen.
             cover = float(request.get("launch_cover_ms", 0.0))
             step = float(request.get("launch_cover_step_ms", 0.0))
             for i, name in enumerate(request["sets"]):
                 inputs = self._inputs(request, payload, name)
                 ev, host, result = timer.one(self.model, inputs, request.get("flush_l2", False),
-                                             request.get("clone_inputs", False), cover + i * step)
+                                             request.get("clone_inputs", False),
+                                             cover + (i % 2) * step)
                 outputs = self._checked_outputs(result)
                 event_ms.append(ev if ev is not None else host)
                 host_ms.append(host)

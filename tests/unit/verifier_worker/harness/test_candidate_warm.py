@@ -243,8 +243,8 @@ class ProbeWarmUpTest(unittest.TestCase):
         self.assertEqual(shapes[-1], (6, 4), "the fresh set is called last, once")
         self.assertEqual(set(shapes[:-1]), {(4, 4)}, "only seen inputs before it")
 
-    def test_each_fresh_call_has_a_longer_launch_cover_than_the_last(self):
-        runner, request, payload = _probe([(6, 4), (7, 4)], launch_cover_ms=1.0,
+    def test_fresh_calls_alternate_between_two_launch_covers_a_step_apart(self):
+        runner, request, payload = _probe([(6, 4), (7, 4), (8, 4)], launch_cover_ms=1.0,
                                           launch_cover_step_ms=1.5)
         covers = []
         one = timing.Timer.one
@@ -259,7 +259,7 @@ class ProbeWarmUpTest(unittest.TestCase):
         finally:
             timing.Timer.one = one
         self.assertEqual(header["type"], "probed")
-        self.assertEqual(covers, [((6, 4), 1.0), ((7, 4), 2.5)])
+        self.assertEqual(covers, [((6, 4), 1.0), ((7, 4), 2.5), ((8, 4), 1.0)])
 
 
 if __name__ == "__main__":
