@@ -94,4 +94,9 @@ GpuArbiter::Exclusive::~Exclusive() {
   arbiter_.exclusive_ = false;
 }
 
+int GpuArbiter::timings_waiting() const {
+  absl::MutexLock lock(&mu_);
+  return exclusive_waiting_;
+}
+
 }  // namespace kforge

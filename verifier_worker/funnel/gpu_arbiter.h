@@ -88,9 +88,12 @@ class GpuArbiter {
   GpuArbiter(const GpuArbiter&) = delete;
   GpuArbiter& operator=(const GpuArbiter&) = delete;
 
+  // Timings waiting for the GPU now.
+  int timings_waiting() const;
+
  private:
   const bool stop_requests_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool exclusive_ ABSL_GUARDED_BY(mu_) = false;
   int exclusive_waiting_ ABSL_GUARDED_BY(mu_) = 0;
   int unstoppable_ ABSL_GUARDED_BY(mu_) = 0;  // shared uses a timing waits for

@@ -180,7 +180,7 @@ TEST(GpuArbiterTest, WhileAReferenceMakeHoldsTheGpuAWaitingTimingLetsRequestsBut
       GpuArbiter::Exclusive alone(gpu);
       timing_started = true;
     });
-    absl::SleepFor(absl::Milliseconds(50));  // the timing is waiting now
+    while (gpu.timings_waiting() == 0) absl::SleepFor(absl::Milliseconds(1));
     second_make = std::thread([&] {
       GpuArbiter::Shared another(gpu, /*pgid=*/0);
       second_make_started = true;
@@ -213,7 +213,7 @@ TEST(GpuArbiterTest, WhileAReferenceMakeHoldsTheGpuAWaitingTimingLetsRequestsBut
   {
     GpuArbiter::Shared drained(gpu, running.pid());
     timing = std::thread([&] { GpuArbiter::Exclusive alone(gpu); });
-    absl::SleepFor(absl::Milliseconds(50));
+    while (gpu.timings_waiting() == 0) absl::SleepFor(absl::Milliseconds(1));
     later = std::thread([&] {
       GpuArbiter::Shared next(gpu, candidate.pid());
       later_started = true;
