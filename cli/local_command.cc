@@ -344,6 +344,9 @@ absl::Status StartAll(const LocalOptions& options, const LocalSecurity& security
         absl::StrCat("--verifiers=", absl::StrJoin(verifier_addresses, ",")),
         absl::StrCat("--model=", model), absl::StrCat("--name=local-rollout-", i),
         absl::StrCat("--device=", RolloutDevice(device, gpus, i))};
+    if (!options.rollout_config.empty()) {
+      args.push_back(absl::StrCat("--config=", fs::absolute(options.rollout_config).string()));
+    }
     for (const std::string& arg : security.ServiceArgs("rollout")) args.push_back(arg);
     KF_ASSIGN_OR_RETURN(Service rollout, SpawnService(absl::StrCat("rollout-", i),
                                                       "kforge-rollout", 0, args, options, ports));
@@ -565,6 +568,16 @@ int RunLocal(const LocalOptions& options) {
     std::fprintf(stderr, "kforge local: --stop_grace_s must be a number of seconds >= 0, not %g\n",
                  options.stop_grace_s);
     return kExitConfigError;
+  }
+  if (!options.rollout_config.empty()) {
+    v1::RolloutWorkerConfig rollout;
+    if (absl::Status loaded =
+            LoadConfigFile(options.rollout_config, &rollout, "rollout_worker_config");
+        !loaded.ok()) {
+      std::fprintf(stderr, "kforge local: --rollout_config %s: %s\n",
+                   options.rollout_config.c_str(), std::string(loaded.message()).c_str());
+      return kExitConfigError;
+    }
   }
   // One kforge local per run folder: taken before anything in it is touched
   // (logs, port files, the tiny model, the learner's state).

@@ -74,6 +74,11 @@ struct LocalOptions {
   // own default of 2 suits a laptop; a GPU node's cores then sit idle while
   // a step's candidates queue for two slots.
   int verifier_slots = 0;
+  // A RolloutWorkerConfig as JSON (proto/kforge/v1/service_config.proto)
+  // every rollout worker starts from (its --config), checked before anything
+  // starts; what kforge local places (learner, verifiers, model, name,
+  // device, TLS) still overrides it. Empty: the defaults.
+  std::string rollout_config;
 };
 
 int RunLocal(const LocalOptions& options);

@@ -28,6 +28,9 @@ ABSL_FLAG(int, verifiers, 0,
           "kforge local: number of verifier workers (0: one per GPU, each on its own; one on "
           "the CPU)");
 ABSL_FLAG(int, rollout_workers, 1, "kforge local: number of rollout workers");
+ABSL_FLAG(std::string, rollout_config, "",
+          "kforge local: a RolloutWorkerConfig JSON file each rollout worker starts from "
+          "(e.g. {\"verifier_affinity_slack\": 8}); placement flags still override it");
 ABSL_FLAG(std::string, job, "",
           "kforge local: a JobSpec as JSON to run instead of the built-in default job");
 ABSL_FLAG(bool, short, false,
@@ -210,7 +213,8 @@ int main(int argc, char** argv) {
                              .restart_backoff_s = absl::GetFlag(FLAGS_restart_backoff_s),
                              .restart_backoff_max_s = absl::GetFlag(FLAGS_restart_backoff_max_s),
                              .stop_grace_s = absl::GetFlag(FLAGS_stop_grace_s),
-                             .verifier_slots = absl::GetFlag(FLAGS_verifier_slots)});
+                             .verifier_slots = absl::GetFlag(FLAGS_verifier_slots),
+                             .rollout_config = absl::GetFlag(FLAGS_rollout_config)});
   }
   if (command == "submit") {
     return args.empty() ? NeedArgument(command, "FILE.json") : kforge::SubmitJob(client, args[0]);

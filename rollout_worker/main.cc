@@ -92,6 +92,7 @@ int Run() {
   const TorchRuntimeInfo torch = DescribeTorchRuntime();
   log.Info("starting", {{"torch", torch.version}, {"cuda", torch.cuda_available},
                         {"device", config.device()}, {"learner", config.learner_address()},
+                        {"verifier_affinity_slack", config.verifier_affinity_slack()},
                         {"to_peers", security->Describe()}});
 
   // The model loads before the server listens: once the worker registers

@@ -327,8 +327,14 @@ e2e_job() {
     --log_samples "${E2E_LOG_SAMPLES:-0}" --turns "${E2E_TURNS:-1}" \
     --warm_up_verifiers "${E2E_WARM_UP:-1}" > "$dir-job.json"
   rm -rf "$dir"
+  # E2E_AFFINITY_SLACK: the rollout workers' verifier_affinity_slack.
+  local rollout_config=()
+  if [ -n "${E2E_AFFINITY_SLACK:-}" ]; then
+    echo "{\"verifier_affinity_slack\": $E2E_AFFINITY_SLACK}" > "$dir-rollout.json"
+    rollout_config=(--rollout_config="$dir-rollout.json")
+  fi
   echo "$name: at most $seconds s on GPU(s) ${CUDA_VISIBLE_DEVICES:-all}, max_staleness $staleness"
-  timeout "$seconds" build/bin/kforge local --learner_port=0 --run_dir="$dir" \
+  timeout "$seconds" build/bin/kforge local --learner_port=0 --run_dir="$dir" "${rollout_config[@]}" \
     --rollout_workers="${E2E_ROLLOUT_WORKERS:-1}" --stop_grace_s=120 --job="$dir-job.json" \
     --model_roots=/tmp/models \
     --task_roots="/tmp/kb-e2e,$PWD/tasks,$(readlink -f "$KFORGE_KERNELBENCH_DIR")" > "$out/$name.log" 2>&1
@@ -368,7 +374,8 @@ if [ "$what" = e2e ] || [ "$what" = e2e-pair ] || [ "$what" = e2e-warm-up ]; the
   # E2E_STOP_BELOW_LOSS, E2E_LOG_SAMPLES, E2E_TURNS, E2E_LOOKAHEAD, E2E_SPARES
   # (scripts/e2e_job.py's flags; the last two are --lookahead_steps and
   # --spare_groups),
-  # E2E_ROLLOUT_WORKERS (kforge local's --rollout_workers), E2E_WARM_UP (0:
+  # E2E_ROLLOUT_WORKERS (kforge local's --rollout_workers), E2E_AFFINITY_SLACK
+  # (the rollout workers' verifier_affinity_slack), E2E_WARM_UP (0:
   # no verifier warm-ups), E2E_SECONDS or E2E_DEADLINE.
   # e2e-pair: the same job and seed twice at once, synchronous
   # (max_staleness 0) on the first half of the GPUs and asynchronous

@@ -77,7 +77,10 @@ void StartServing(const testing::TempDir& dir, int verifiers,
 TEST(KforgeLocalTest, StartsEveryServiceAndCtrlCStopsThemAll) {
   testing::TempDir dir;
   absl::StatusOr<std::unique_ptr<ChildProcess>> local;
-  ASSERT_NO_FATAL_FAILURE(StartServing(dir, 2, &local, {"--verifier_slots=3"}));
+  const std::string rollout_config = dir.Sub("rollout.json");
+  std::ofstream(rollout_config) << R"({"verifier_affinity_slack": 7})";
+  ASSERT_NO_FATAL_FAILURE(StartServing(dir, 2, &local,
+                                       {"--verifier_slots=3", "--rollout_config=" + rollout_config}));
   const std::string output = (*local)->output();
   for (const char* name : {"learner", "verifier-0", "verifier-1", "rollout-0"}) {
     EXPECT_THAT(output, HasSubstr(name));
@@ -91,6 +94,10 @@ TEST(KforgeLocalTest, StartsEveryServiceAndCtrlCStopsThemAll) {
     EXPECT_THAT(*log, ::testing::ContainsRegex("funnel ready[^\n]* max_concurrent=3 spare_sandboxes=3"))
         << name;
   }
+  // --rollout_config reaches each rollout worker.
+  auto rollout_log = ReadFileToString(dir.Sub("run/rollout-0.log"));
+  ASSERT_TRUE(rollout_log.ok()) << rollout_log.status();
+  EXPECT_THAT(*rollout_log, HasSubstr("verifier_affinity_slack=7"));
   std::vector<int> pids;
   for (const char* name : {"learner", "verifier-0", "verifier-1", "rollout-0"}) {
     v1::ServingPorts ports;
@@ -446,6 +453,22 @@ TEST(KforgeLocalTest, ANegativeVerifierSlotCountIsRefusedByName) {
   EXPECT_EQ(exit.code, 2) << (*local)->output();
   EXPECT_THAT((*local)->output(),
               HasSubstr("--verifier_slots must be 0 (automatic) or 1..256, not -3"));
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("run"))) << "nothing started";
+}
+
+TEST(KforgeLocalTest, ARolloutConfigOutOfItsRangeIsRefusedByNameBeforeAnythingStarts) {
+  testing::TempDir dir;
+  const std::string rollout_config = dir.Sub("rollout.json");
+  std::ofstream(rollout_config) << R"({"verifier_affinity_slack": -2})";
+  auto local = ChildProcess::Spawn({.argv = {testing::BinaryPath("kforge"), "local",
+                                             "--rollout_config=" + rollout_config,
+                                             "--run_dir=" + dir.Sub("run")},
+                                    .capture_output = true});
+  ASSERT_TRUE(local.ok());
+  const ExitInfo exit = Finish(**local, absl::Seconds(60));
+  EXPECT_EQ(exit.code, 2) << (*local)->output();
+  EXPECT_THAT((*local)->output(), HasSubstr("--rollout_config " + rollout_config));
+  EXPECT_THAT((*local)->output(), HasSubstr("verifier_affinity_slack"));
   EXPECT_FALSE(std::filesystem::exists(dir.Sub("run"))) << "nothing started";
 }
 
