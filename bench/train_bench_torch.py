@@ -87,7 +87,8 @@ def main():
     tokens = args.steps * n * (p + c)
     print(f"{'impl':<10} {'dtype':<9} {'sequences':>9} {'micro':>6} {'prompt':>8} {'complete':>8} "
           f"{'s/step':>12} {'train tok/s':>14} {'peak GiB':>10}")
-    print(f"{'pytorch-f' if args.fused else 'pytorch':<10} {'bfloat16':<9} {n:>9} {args.micro:>6} {p:>8} {c:>8} "
+    impl = "pytorch-f" if args.fused else "pytorch"
+    print(f"{impl:<10} {'bfloat16':<9} {n:>9} {args.micro:>6} {p:>8} {c:>8} "
           f"{seconds / args.steps:>12.3f} {tokens / seconds:>14.0f} {peak:>10.1f}")
 
 
