@@ -438,7 +438,11 @@ GroupTracker::UntakenCount GroupTracker::UntakenGroups(const std::string& job_id
   absl::MutexLock lock(&mu_);
   UntakenCount count;
   auto add = [&](const v1::WorkItem& item) {
-    if (item.job_id() != job_id || !IsTrainingGroup(item)) return;
+    if (item.job_id() != job_id) return;
+    if (!IsTrainingGroup(item)) {
+      ++count.rounds;
+      return;
+    }
     ++count.all;
     if (item.min_policy_version() >= offered_from) ++count.offered_from;
   };

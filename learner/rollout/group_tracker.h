@@ -185,6 +185,9 @@ class GroupTracker {
     // (WorkItem.min_policy_version): an older one can no longer serve the
     // step the driver offers for, however soon it completes.
     int64_t offered_from = 0;
+    // Not counted above: the job's held-out and warm-up groups not taken
+    // yet (0 once each came back or was dropped).
+    int64_t rounds = 0;
   };
   UntakenCount UntakenGroups(const std::string& job_id, int64_t offered_from = 0) const;
   // Forgets every group of a job that ended (cancelled, failed): pending and

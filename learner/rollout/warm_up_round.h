@@ -2,11 +2,14 @@
 // one group per training task, whose one candidate is the task's reference
 // solution, verified on the first RL steps' batch while the warm start
 // trains. Besides readying the verifiers, what comes back checks the corpus
-// on this hardware, so it is summarised for the job's log once all are back.
+// on this hardware, so it is summarised for the job's log once all are back,
+// or at the job's end with what came back.
 //
 //   round.Open(task_ids, absl::Now());
 //   ... if (!round.Take(group, absl::Now())) log("not of the round");
 //       if (round.complete()) jobs->Log(id, round.Summary());
+//   at the end: while (round.outstanding() && time is left) wait for groups;
+//               if (round.outstanding()) jobs->Log(id, round.Summary());
 //
 // Not thread-safe: the trainer's thread owns it.
 #ifndef KFORGE_LEARNER_ROLLOUT_WARM_UP_ROUND_H_
@@ -38,6 +41,8 @@ class WarmUpRound {
   // of another task or already back (nothing kept).
   bool Take(const CompletedGroup& group, absl::Time now);
   bool complete() const { return !task_ids_.empty() && back_.size() == task_ids_.size(); }
+  // Opened and some warm-up not back yet.
+  bool outstanding() const { return back_.size() < task_ids_.size(); }
   // "verifier warm-up: 7 of 8 training tasks' reference solutions verified
   // correct (speedup over eager 0.61-1.34x, median 1.02x); all back 23.4 s
   // after they went out; not correct: level1/19_ReLU (STAGE_TIMING: ...)".

@@ -102,7 +102,7 @@ class TrainingRun {
       log_.Warning("complete groups left untrained at the job's end",
                    {{"job", job_.id()}, {"groups", carried_.size()}, {"samples", CarriedSamples()}});
     }
-    KF_RETURN_IF_ERROR(FlushEval());
+    KF_RETURN_IF_ERROR(FlushRounds());
     // The ledger final, with the last evaluation's samples in it. The job
     // trained whatever this report meets: a failure is a warning.
     v1::JobProgress progress = last_progress_;
@@ -198,8 +198,12 @@ class TrainingRun {
   // Complete groups the tracker holds: evaluation ones to the round, the
   // rest carried to the next RL step.
   void RouteCompleted(absl::Duration wait);
-  // At the job's end: waits (up to group_timeout_s) for the last round.
-  absl::Status FlushEval();
+  // At the job's end: waits (up to group_timeout_s, and while the tracker
+  // still has them) for the last held-out round and for warm-ups still out
+  // (a short job's RL steps, whose candidates fail fast, can end before the
+  // warm-ups' reference runs do), then summarises each with what came back.
+  absl::Status FlushRounds();
+  void LogWarmUpSummary();
 
   const v1::Job job_;
   const v1::JobSpec spec_;
@@ -491,7 +495,10 @@ void TrainingRun::TakeWarmUp(CompletedGroup group) {
              {"why_not", accepted ? "" : WarmUpRound::WhyNotAccepted(verdict)},
              {"speedup", verdict.speedup_vs_eager()},
              {"verify_s", verdict.total_seconds()}});
-  if (!warm_up_.complete()) return;
+  if (warm_up_.complete()) LogWarmUpSummary();
+}
+
+void TrainingRun::LogWarmUpSummary() {
   const std::string summary = warm_up_.Summary();
   log_.Info(summary, {{"job", job_.id()}});
   if (absl::Status s = deps_.jobs->Log(job_.id(), summary); !s.ok()) {
@@ -743,13 +750,19 @@ void TrainingRun::RouteCompleted(absl::Duration wait) {
   }
 }
 
-absl::Status TrainingRun::FlushEval() {
+absl::Status TrainingRun::FlushRounds() {
   const absl::Time deadline = absl::Now() + absl::Seconds(spec_.group_timeout_s());
-  while (eval_.open() && absl::Now() < deadline) {
+  if (warm_up_.outstanding()) {
+    log_.Info("waiting for the verifier warm-ups still out", {{"job", job_.id()}});
+  }
+  // A group the tracker dropped never comes back: no wait for it.
+  while ((eval_.open() || warm_up_.outstanding()) &&
+         deps_.groups->UntakenGroups(job_.id()).rounds > 0 && absl::Now() < deadline) {
     KF_RETURN_IF_ERROR(CheckInterrupt());
     RouteCompleted(absl::Milliseconds(500));
   }
   if (eval_.open()) FinishEval();
+  if (warm_up_.outstanding()) LogWarmUpSummary();  // "...; 2 not back; ..."
   return absl::OkStatus();
 }
 

@@ -310,6 +310,34 @@ TEST(GroupTrackerTest, UntakenGroupsCountsCompleteGroupsUntilTheTrainerTakesThem
   EXPECT_EQ(tracker.UntakenGroups("job-1").all, 0);
 }
 
+// What the job's end waits for: its held-out and warm-up groups, counted
+// apart from training ones until taken, and not once dropped (a dropped
+// group never comes back, so nothing should wait for it).
+TEST(GroupTrackerTest, UntakenGroupsCountsEvaluationAndWarmUpGroupsAsRounds) {
+  GroupTracker tracker({.max_reissues = 0});
+  v1::WorkItem eval = Item("e", 1);
+  eval.set_eval(true);
+  v1::WorkItem warm_up = Item("w", 1);
+  warm_up.set_warm_up(true);
+  v1::WorkItem other_job = Item("o", 1);
+  other_job.set_job_id("job-2");
+  other_job.set_warm_up(true);
+  ASSERT_TRUE(tracker.Offer({Item("t", 1), eval, warm_up, other_job}).ok());
+  EXPECT_EQ(tracker.UntakenGroups("job-1").rounds, 2);
+  EXPECT_EQ(tracker.UntakenGroups("job-1").all, 1);
+  ASSERT_EQ(tracker.Take("w1", 4, absl::ZeroDuration()).size(), 4u);
+  EXPECT_EQ(tracker.UntakenGroups("job-1").rounds, 2);  // issued still counts
+  EXPECT_EQ(Status(tracker, Scored("e", 0)), v1::SampleAck::ACCEPTED);
+  EXPECT_EQ(tracker.UntakenGroups("job-1").rounds, 2);  // complete, not taken
+  ASSERT_EQ(tracker.TakeCompleted().size(), 1u);
+  EXPECT_EQ(tracker.UntakenGroups("job-1").rounds, 1);
+  absl::StatusOr<bool> released = tracker.Release("w1", "w", "cannot sample it");
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_FALSE(*released);  // dropped
+  EXPECT_EQ(tracker.UntakenGroups("job-1").rounds, 0);
+  EXPECT_EQ(tracker.UntakenGroups("job-2").rounds, 1);
+}
+
 // A group offered under an older policy cannot serve a later step within
 // the staleness bound: the job driver asks only for those offered since.
 TEST(GroupTrackerTest, UntakenGroupsCountsOnlyGroupsOfferedFromAVersionOn) {
