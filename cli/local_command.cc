@@ -528,6 +528,7 @@ int RunJob(const LocalOptions& options, const LocalSecurity& security, const v1:
       return kExitRuntimeError;
     }
     if (*ended) {
+      watcher.FinishLog(absl::Seconds(options.stop_grace_s));
       watcher.PrintSummary();
       StopAll(services, options);
       return watcher.job().state() == v1::JOB_SUCCEEDED ? kExitOk : kExitRuntimeError;

@@ -66,7 +66,8 @@ struct LocalOptions {
   // On Ctrl-C (or SIGTERM), how long each service gets to drain and exit
   // before it is killed. The learner writes its exit checkpoint meanwhile:
   // seconds for the tiny model, minutes for a 1.5B policy with its
-  // optimiser state (about 21 GB).
+  // optimiser state (about 21 GB). At a job's end, also the most the
+  // summary waits for the job's last log lines (normally milliseconds).
   double stop_grace_s = 15;
   // Candidates each verifier checks at once (its max_concurrent, and as
   // many spare sandboxes kept ready); 0: half the CPU cores this process may

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/client/rpc_client.h"
@@ -145,9 +146,12 @@ LocalJobWatcher::LocalJobWatcher(const std::string& learner_address,
       log_stream_deadline_(log_stream_deadline),
       tty_(::isatty(1) != 0) {}
 
-LocalJobWatcher::~LocalJobWatcher() {
+LocalJobWatcher::~LocalJobWatcher() { FinishLog(absl::ZeroDuration()); }
+
+void LocalJobWatcher::FinishLog(absl::Duration grace) {
   {
     absl::MutexLock lock(&log_mu_);
+    if (log_thread_.joinable()) log_mu_.AwaitWithTimeout(absl::Condition(&log_done_), grace);
     log_stopping_ = true;
     if (log_context_ != nullptr) log_context_->TryCancel();
   }
@@ -162,6 +166,10 @@ void LocalJobWatcher::PrintAboveProgress(const std::string& line) {
 
 void LocalJobWatcher::FollowLog() {
   pthread_setname_np(pthread_self(), "kf-job-log");
+  absl::Cleanup done = [this] {
+    absl::MutexLock lock(&log_mu_);
+    log_done_ = true;
+  };
   int64_t printed_us = 0;  // the newest line printed: a replay repeats older ones
   while (true) {
     // Each stream ends at its deadline and the next replays the job's

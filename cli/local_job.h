@@ -48,7 +48,7 @@ class LocalJobWatcher {
   // may last; it opens the next where one ends (a test shortens it).
   LocalJobWatcher(const std::string& learner_address, const ChannelSecurity& security,
                   absl::Duration log_stream_deadline = absl::Minutes(10));
-  // Stops following the job's log and joins its thread.
+  // Stops following the job's log (FinishLog with no grace).
   ~LocalJobWatcher();
   LocalJobWatcher(const LocalJobWatcher&) = delete;
   LocalJobWatcher& operator=(const LocalJobWatcher&) = delete;
@@ -59,6 +59,12 @@ class LocalJobWatcher {
   // Reads the job, prints a progress line when its step moved; true once
   // it has ended. Errors talking to the learner are returned.
   absl::StatusOr<bool> Poll();
+  // Once Poll said the job ended: waits up to `grace` for the log follower
+  // to print the job's last lines (its stream ends where the job's events
+  // do), then stops it. Without the wait, lines the learner logged just
+  // before the end (a checkpoint, the warm-up's report) were lost when the
+  // services stopped under a stream not yet read.
+  void FinishLog(absl::Duration grace);
   // The end state, reward at the first and last RL steps, pass rates, time
   // and the final checkpoint.
   void PrintSummary() const;
@@ -77,6 +83,7 @@ class LocalJobWatcher {
   absl::Mutex log_mu_;
   grpc::ClientContext* log_context_ ABSL_GUARDED_BY(log_mu_) = nullptr;  // the open stream's
   bool log_stopping_ ABSL_GUARDED_BY(log_mu_) = false;
+  bool log_done_ ABSL_GUARDED_BY(log_mu_) = false;  // FollowLog returned
   std::thread log_thread_;
   v1::Job job_;
   std::string job_id_;

@@ -96,7 +96,8 @@ ABSL_FLAG(int, verifier_slots, 0,
           "1..256 (0: half the CPU cores shared among the verifiers, 2 to 8)");
 ABSL_FLAG(double, stop_grace_s, 15,
           "kforge local: on Ctrl-C, seconds each service gets to drain and exit before it is "
-          "killed (the learner writes its exit checkpoint then: raise it for large models)");
+          "killed (the learner writes its exit checkpoint then: raise it for large models); "
+          "at a job's end, the most it waits for the job's last log lines");
 
 namespace {
 

@@ -54,7 +54,11 @@ TEST(LocalJobWatcherTest, PrintsEveryLogLineOnceAcrossStreamsThatEndAtTheirDeadl
     }
     if (failure.empty() && !ended) failure = "the job did not end within 4 minutes";
     state = watcher.job().state();
-  }  // the log follower is joined here, its last stream read to the job's end
+    // As kforge local does before its summary: the last lines (step 24's
+    // checkpoint, logged just before the job ended) are printed, not lost
+    // with a stream cancelled under them.
+    if (ended) watcher.FinishLog(absl::Seconds(30));
+  }
   const absl::Duration took = absl::Now() - start;
   const std::string output = ::testing::internal::GetCapturedStdout();
   ASSERT_EQ(failure, "") << output;
