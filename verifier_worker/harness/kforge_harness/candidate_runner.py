@@ -40,7 +40,8 @@ import time
 import traceback
 import types
 
-from . import guards, launch_record, launchers, protocol, sandbox, task_inputs, timing, warmup
+from . import (guards, launch_record, launchers, protocol, sandbox, task_inputs, thread_watch,
+               timing, warmup)
 from .device import make_current
 
 
@@ -70,6 +71,10 @@ class Runner:
         self.request = {}  # the request being served, and the descriptors
         self.fds = []      # that came with it (closed once it is answered)
         self.warming = None  # (threads, errors, entries) of a warm-up running
+        # Threads running the candidate's code beside the harness's calls;
+        # run_child installs it, so threads started through Python are seen
+        # even after they ended.
+        self.watch = thread_watch.ThreadWatch()
 
     # -- helpers --------------------------------------------------------
 
@@ -153,7 +158,7 @@ class Runner:
                 # The current CUDA device and grad mode are per thread, and
                 # Triton launches on the current device.
                 make_current(self.device)
-                with torch.no_grad():
+                with self.watch.harness_thread(), torch.no_grad():
                     model(*inputs)
             except Exception as e:  # noqa: BLE001 - see the docstring
                 errors[name] = e
@@ -221,6 +226,7 @@ class Runner:
                 raise CandidateError(f"output {i} is on {out.device}, expected {self.device}")
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
+        self._check_threads()
         return outputs
 
     def _check_guards(self):
@@ -228,6 +234,15 @@ class Runner:
         if patched:
             raise CandidateError("replaced harness functions: " + ", ".join(patched),
                                  "HACK_PATCHED_FUNCTION")
+        self._check_threads()
+
+    def _check_threads(self):
+        """After every call: no thread but the harness's ran the candidate's
+        code (thread_watch.py)."""
+        ran = self.watch.offenders()
+        if ran:
+            raise CandidateError("the candidate's code ran on a thread of its own, beside the "
+                                 "call the harness timed: " + "; ".join(ran), "HACK_CONCURRENCY")
 
     def _inputs(self, header, payload, name):
         """The set's inputs in order: tensors from the payload, plain numbers
@@ -275,6 +290,7 @@ class Runner:
         with open("candidate.py", "w") as f:
             f.write(request["source"])
         sys.modules["candidate"] = self.module
+        self.watch.set_candidate("candidate.py")
         code = compile(request["source"], os.path.abspath("candidate.py"), "exec")
         exec(code, self.module.__dict__)
         if not hasattr(self.module, "ModelNew"):
@@ -493,10 +509,13 @@ def run_child(sock, config):
             # The CPU needs no CUDA context, so this costs a spare nothing.
             launch_record.warm_up("cpu")
         launchers.record()
+        watch = thread_watch.ThreadWatch()
+        watch.install()  # before the capture: the thread starters are guarded too
         guarded = guards.capture()
         protocol.send_frame(sock, {"type": "ready", "pid": os.getpid(), **report})
         runner = Runner(sock, config)
         runner.guarded = guarded
+        runner.watch = watch
         runner.serve()
     except EOFError:
         pass

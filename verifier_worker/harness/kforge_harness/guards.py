@@ -2,6 +2,8 @@
 checked for replacement after it runs. Replacing any of them is reported
 (HACK_PATCHED_FUNCTION) and fails the candidate."""
 
+import _thread
+import threading
 import time
 
 import torch
@@ -20,6 +22,10 @@ _GUARDED = [
     (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda.Event, "record"),
     (torch.cuda.Event, "elapsed_time"), (torch.cuda.Event, "synchronize"),
     (F, "relu"), (F, "linear"), (F, "conv2d"), (F, "softmax"),
+    # Wrapped by thread_watch.install (the names a Python version lacks
+    # read None before and after).
+    (_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
+    (threading, "_start_new_thread"), (threading, "_start_joinable_thread"),
 ]
 
 
