@@ -85,9 +85,13 @@ class ThreadWatch:
         not the caller's: [] when nothing did."""
         if self.candidate_file is None:
             return []
-        me = _get_ident()
-        for ident, frame in _current_frames().items():
-            if ident == me or ident in self._harness_idents or ident in self._seen_idents:
+        frames = _current_frames()
+        # This very frame is among them: held in a local it would make a
+        # reference cycle a call, and the garbage collector's passes over
+        # them landed in timed calls (a 0.03 ms CPU call measured 0.07 ms).
+        frames.pop(_get_ident(), None)
+        for ident, frame in frames.items():
+            if ident in self._harness_idents or ident in self._seen_idents:
                 continue
             line = self._candidate_line(frame)
             if line is not None:

@@ -2,6 +2,7 @@
 harness's call is seen, also once it ended; threads that run only library
 code, and the harness's own warm-up threads, are not; and the candidate
 runner fails such a candidate with HACK_CONCURRENCY."""
+import gc
 import os
 import sys
 import tempfile
@@ -94,6 +95,18 @@ class ThreadWatchTest(unittest.TestCase):
             t.join()
         self.assertEqual(len(ran), 1, ran)
         self.assertIn("thread 'native' ran candidate.py:", ran[0])
+
+    def test_a_look_leaves_no_garbage_for_the_collector(self):
+        # Looked at after every timed call: garbage in cycles would have the
+        # collector run inside later timed calls.
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(100):
+                self.watch.offenders()
+            self.assertEqual(gc.collect(), 0)
+        finally:
+            gc.enable()
 
     def test_uninstall_puts_the_starters_back_and_the_guards_see_the_wrap(self):
         self.watch.uninstall()
