@@ -2,12 +2,12 @@
 checked for replacement after it runs. Replacing any of them is reported
 (HACK_PATCHED_FUNCTION) and fails the candidate."""
 
-import _thread
-import threading
 import time
 
 import torch
 import torch.nn.functional as F
+
+from . import thread_watch
 
 # (owner, attribute) pairs, resolved at capture time.
 _GUARDED = [
@@ -24,8 +24,7 @@ _GUARDED = [
     (F, "relu"), (F, "linear"), (F, "conv2d"), (F, "softmax"),
     # Wrapped by thread_watch.install (the names a Python version lacks
     # read None before and after).
-    (_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
-    (threading, "_start_new_thread"), (threading, "_start_joinable_thread"),
+    *(thread_watch.owner_of(dotted) for dotted in thread_watch.STARTERS),
 ]
 
 

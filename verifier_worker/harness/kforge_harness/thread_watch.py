@@ -1,21 +1,26 @@
-"""Threads that run the candidate's code beside the thread the harness calls
-it on (attack T2): work finished, or launched, after forward has returned,
+"""Threads of the candidate's beside the thread the harness calls it on
+(attack T2): work finished, or launched, after forward has returned,
 outside the timed interval; a thread holding the GIL can also hold back the
 harness's clock reads. The candidate may not import threading
 (static_policy), but a library it may use can start threads, so this is the
-run-time fact, whatever started the thread: a thread the harness did not
-start has no reason to run the candidate's code.
+run-time fact, whatever does the starting: a kernel has no reason to run
+anything beside the call it was given.
 
 Two views, both looked at after every call (`offenders`):
-  - every thread started through Python (_thread, threading) once
-    `install` ran carries a profile hook that notes the first call into the
-    candidate's source on it, so a thread that did its work and ended
-    before the look is still seen;
-  - the stacks of the threads alive at the look, for threads started
-    natively (torch's C++) that are running the candidate's code then.
-Threads that never enter the candidate's source (torch's, Triton's) are
-not the candidate's doing and are left alone. The harness's own warm-up
-threads call forward on purpose: each runs inside `harness_thread()`.
+  - a thread started through Python (_thread, threading) once `install`
+    ran, while the starting thread's stack held a frame of the candidate's
+    source (forward, or the module's own code at import), is the
+    candidate's, whatever it runs (its code, or a library function handed
+    to it) and whether or not it has ended by the look;
+  - the stacks of the threads alive at the look: a thread started some
+    other way (natively, by torch's C++) that is running the candidate's
+    code then.
+Threads that torch, Triton or the harness start outside the candidate's
+frames, and that never run its code, are left alone. The harness's own
+warm-up threads call forward on purpose: each runs inside
+`harness_thread()`. Nothing is hooked into the threads themselves: the
+only cost is a look at the stack when a thread starts, and the look after
+a call.
 
     watch = ThreadWatch()
     watch.install()                   # before the guarded functions are captured
@@ -23,39 +28,46 @@ threads call forward on purpose: each runs inside `harness_thread()`.
     def warm_up():                    # a thread of the harness's
         with watch.harness_thread():
             model(*inputs)
-    watch.offenders()                 # ["thread 'Thread-3' ran candidate.py:12", ...]
+    watch.offenders()                 # ["thread 'Thread-3' started at candidate.py:12", ...]
 """
 
 import _thread
 import contextlib
 import os
 import sys
-import threading
 
-_setprofile = sys.setprofile
 _current_frames = sys._current_frames
+_getframe = sys._getframe
 _get_ident = _thread.get_ident
 
-# Where each Python version starts a thread: _thread's functions, and
-# threading's module-level aliases of them (bound when threading loaded).
-_STARTERS = [(_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
-             (threading, "_start_new_thread"), (threading, "_start_joinable_thread")]
+# Where each Python version starts a thread: _thread's functions (with the
+# old alias start_new), and threading's module-level aliases of them (bound
+# when threading loaded).
+STARTERS = ["_thread.start_new_thread", "_thread.start_new", "_thread.start_joinable_thread",
+            "threading._start_new_thread", "threading._start_joinable_thread"]
+
+
+def owner_of(dotted):
+    """("_thread.start_new") -> (the _thread module, "start_new")."""
+    import threading  # noqa: F401 - loaded, so its aliases can be named
+    module, name = dotted.rsplit(".", 1)
+    return sys.modules[module], name
 
 
 class ThreadWatch:
     def __init__(self):
         self.candidate_file = None
-        self.seen = []            # "thread 'name' ran candidate.py:N", once per thread
+        self.seen = []            # what was found, once per thread
         self._seen_idents = set()
         self._harness_idents = set()  # the harness's threads, while they run
         self._installed = []          # (owner, name, original starter)
 
     def install(self):
-        """Wraps every thread starter Python has, so each thread started from
-        now on is watched. A candidate's process installs it for good; a
-        test undoes it with `uninstall`."""
+        """Wraps every thread starter Python has. A candidate's process
+        installs it for good; a test undoes it with `uninstall`."""
         self._installed = []
-        for owner, name in _STARTERS:
+        for dotted in STARTERS:
+            owner, name = owner_of(dotted)
             original = getattr(owner, name, None)
             if original is not None:
                 self._installed.append((owner, name, original))
@@ -71,9 +83,8 @@ class ThreadWatch:
 
     @contextlib.contextmanager
     def harness_thread(self):
-        """The calling thread is the harness's while inside: unwatched."""
+        """The calling thread is the harness's while inside."""
         ident = _get_ident()
-        _setprofile(None)
         self._harness_idents.add(ident)
         try:
             yield
@@ -81,8 +92,8 @@ class ThreadWatch:
             self._harness_idents.discard(ident)
 
     def offenders(self):
-        """What ran the candidate's code on a thread not the harness's, and
-        not the caller's: [] when nothing did."""
+        """What the candidate ran, or had run, on a thread not the caller's
+        and not the harness's: [] when nothing."""
         if self.candidate_file is None:
             return []
         frames = _current_frames()
@@ -95,7 +106,9 @@ class ThreadWatch:
                 continue
             line = self._candidate_line(frame)
             if line is not None:
-                self._note(ident, line)
+                self._seen_idents.add(ident)
+                self.seen.append(f"a thread ({ident}) was running "
+                                 f"{os.path.basename(self.candidate_file)}:{line}")
         return list(self.seen)
 
     # -- internals ------------------------------------------------------
@@ -104,23 +117,15 @@ class ThreadWatch:
         watch = self
 
         def start_watched(function, *rest, **kwargs):
-            def run(*args, **kw):
-                _setprofile(watch._profile)
-                try:
-                    return function(*args, **kw)
-                finally:
-                    _setprofile(None)
-
-            return start(run, *rest, **kwargs)
+            if watch.candidate_file is not None:
+                line = watch._candidate_line(_getframe(1))
+                if line is not None:
+                    watch.seen.append(f"thread {_describe(function)} started at "
+                                      f"{os.path.basename(watch.candidate_file)}:{line}")
+            return start(function, *rest, **kwargs)
 
         start_watched.__wrapped__ = start
         return start_watched
-
-    def _profile(self, frame, event, arg):
-        if (event == "call" and frame.f_code.co_filename == self.candidate_file
-                and _get_ident() not in self._harness_idents):
-            self._note(_get_ident(), frame.f_lineno)
-            _setprofile(None)  # one sighting is enough; the thread runs on unhooked
 
     def _candidate_line(self, frame):
         while frame is not None:
@@ -129,9 +134,11 @@ class ThreadWatch:
             frame = frame.f_back
         return None
 
-    def _note(self, ident, line):
-        if ident in self._seen_idents:
-            return
-        self._seen_idents.add(ident)
-        name = next((t.name for t in threading.enumerate() if t.ident == ident), str(ident))
-        self.seen.append(f"thread '{name}' ran {os.path.basename(self.candidate_file)}:{line}")
+
+def _describe(function):
+    """threading.Thread's name for its bootstrap method, else the function's."""
+    thread = getattr(function, "__self__", None)
+    name = getattr(thread, "name", None)
+    if isinstance(name, str):
+        return repr(name)
+    return getattr(function, "__qualname__", type(function).__name__)

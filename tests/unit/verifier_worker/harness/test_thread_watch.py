@@ -1,7 +1,9 @@
-"""Tests of thread_watch: a thread that runs the candidate's code beside the
-harness's call is seen, also once it ended; threads that run only library
-code, and the harness's own warm-up threads, are not; and the candidate
-runner fails such a candidate with HACK_CONCURRENCY."""
+"""Tests of thread_watch: a thread the candidate's code started is seen,
+whatever it runs and also once it ended; a thread started elsewhere is seen
+while it runs the candidate's code; threads that torch or the harness start
+and that run only their own code, and the harness's warm-up threads, are
+not; and the candidate runner fails such a candidate with HACK_CONCURRENCY."""
+import functools
 import gc
 import os
 import sys
@@ -28,8 +30,8 @@ def start_worker(box):
     t.start()
     return t
 
-def start_library_thread(event):
-    t = threading.Thread(target=event.wait, args=(5,), name="library")
+def start_library_thread(target):
+    t = threading.Thread(target=target, name="library")
     t.start()
     return t
 
@@ -54,39 +56,52 @@ class ThreadWatchTest(unittest.TestCase):
         self.watch.uninstall()
         self.dir.cleanup()
 
-    def test_a_thread_that_ran_the_candidates_code_is_seen_after_it_ended(self):
+    def test_a_thread_the_candidate_started_is_seen_after_it_ended(self):
         box = []
         self.module["start_worker"](box).join()
         self.assertEqual(box, [499500])
         ran = self.watch.offenders()
         self.assertEqual(len(ran), 1, ran)
-        self.assertRegex(ran[0], r"thread 'helper' ran candidate\.py:[0-9]+")
+        self.assertRegex(ran[0], r"thread 'helper' started at candidate\.py:[0-9]+")
 
-    def test_a_thread_that_runs_only_library_code_is_left_alone(self):
+    def test_a_thread_the_candidate_started_on_library_code_is_seen(self):
+        a, b, out = torch.ones(4), torch.ones(4), torch.zeros(4)
+        self.module["start_library_thread"](functools.partial(torch.add, a, b, out=out)).join()
+        self.assertEqual(out.tolist(), [2.0] * 4)
+        ran = self.watch.offenders()
+        self.assertEqual(len(ran), 1, ran)
+        self.assertIn("thread 'library' started at candidate.py:", ran[0])
+
+    def test_a_thread_started_elsewhere_on_library_code_is_left_alone(self):
         event = threading.Event()
-        t = self.module["start_library_thread"](event)
+        t = threading.Thread(target=event.wait, args=(5,))
+        t.start()
         self.assertEqual(self.watch.offenders(), [])
         event.set()
         t.join()
         self.assertEqual(self.watch.offenders(), [])
 
     def test_the_harness_own_threads_may_run_the_candidates_code(self):
-        box = []
+        box, event = [], threading.Event()
 
         def warm():
             with self.watch.harness_thread():
                 self.module["work"](box)
+                self.module["block"](event)
 
         t = threading.Thread(target=warm)
         t.start()
-        t.join()
+        try:
+            self.assertEqual(self.watch.offenders(), [])  # looked at mid-forward
+        finally:
+            event.set()
+            t.join()
         self.assertEqual(box, [499500])
         self.assertEqual(self.watch.offenders(), [])
 
-    def test_a_thread_started_unwatched_is_seen_while_it_runs_the_candidates_code(self):
-        self.watch.uninstall()  # as a thread torch's C++ started would be
+    def test_a_thread_started_elsewhere_is_seen_while_it_runs_the_candidates_code(self):
         event = threading.Event()
-        t = threading.Thread(target=self.module["block"], args=(event,), name="native")
+        t = threading.Thread(target=self.module["block"], args=(event,))
         t.start()
         try:
             ran = self.watch.offenders()
@@ -94,7 +109,7 @@ class ThreadWatchTest(unittest.TestCase):
             event.set()
             t.join()
         self.assertEqual(len(ran), 1, ran)
-        self.assertIn("thread 'native' ran candidate.py:", ran[0])
+        self.assertRegex(ran[0], r"a thread \([0-9]+\) was running candidate\.py:[0-9]+")
 
     def test_a_look_leaves_no_garbage_for_the_collector(self):
         # Looked at after every timed call: garbage in cycles would have the
@@ -113,6 +128,7 @@ class ThreadWatchTest(unittest.TestCase):
         captured = guards.capture()
         self.watch.install()
         self.assertIn("_thread.start_new_thread", guards.replaced(captured))
+        self.assertIn("_thread.start_new", guards.replaced(captured))
 
 
 # Forward returns an empty output and a thread of its own fills it.
@@ -173,7 +189,7 @@ class RunnerThreadTest(unittest.TestCase):
         with self.assertRaises(candidate_runner.CandidateError) as caught:
             self._compile(_FILLED_BY_A_THREAD)
         self.assertEqual(caught.exception.flag, "HACK_CONCURRENCY")
-        self.assertIn("ran candidate.py:", str(caught.exception))
+        self.assertIn("started at candidate.py:", str(caught.exception))
 
     def test_a_plain_candidate_with_a_background_warm_up_is_not(self):
         header, _ = self._compile(_PLAIN)
