@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -31,7 +32,12 @@ std::string WarmUpRound::GroupId(size_t index, const std::string& nonce) {
 }
 
 void WarmUpRound::Open(std::vector<std::string> task_ids, absl::Time now) {
-  task_ids_ = std::move(task_ids);
+  // One verdict a task is kept: a task named twice would never be complete.
+  task_ids_.clear();
+  absl::flat_hash_set<std::string> named;
+  for (std::string& id : task_ids) {
+    if (named.insert(id).second) task_ids_.push_back(std::move(id));
+  }
   back_.clear();
   opened_ = now;
 }

@@ -41,8 +41,9 @@ class WarmUpRound {
   // of another task or already back (nothing kept).
   bool Take(const CompletedGroup& group, absl::Time now);
   bool complete() const { return !task_ids_.empty() && back_.size() == task_ids_.size(); }
-  // Opened and some warm-up not back yet.
-  bool outstanding() const { return back_.size() < task_ids_.size(); }
+  // Warm-ups of the round not back yet (0 before it opened).
+  size_t not_back() const { return task_ids_.size() - back_.size(); }
+  bool outstanding() const { return not_back() > 0; }
   // "verifier warm-up: 7 of 8 training tasks' reference solutions verified
   // correct (speedup over eager 0.61-1.34x, median 1.02x); all back 23.4 s
   // after they went out; not correct: level1/19_ReLU (STAGE_TIMING: ...)".

@@ -752,12 +752,23 @@ void TrainingRun::RouteCompleted(absl::Duration wait) {
 
 absl::Status TrainingRun::FlushRounds() {
   const absl::Time deadline = absl::Now() + absl::Seconds(spec_.group_timeout_s());
-  if (warm_up_.outstanding()) {
-    log_.Info("waiting for the verifier warm-ups still out", {{"job", job_.id()}});
-  }
   // A group the tracker dropped never comes back: no wait for it.
-  while ((eval_.open() || warm_up_.outstanding()) &&
-         deps_.groups->UntakenGroups(job_.id()).rounds > 0 && absl::Now() < deadline) {
+  auto waiting = [&] {
+    return (eval_.open() || warm_up_.outstanding()) &&
+           deps_.groups->UntakenGroups(job_.id()).rounds > 0;
+  };
+  if (warm_up_.outstanding() && waiting()) {
+    // Said in the job's log too: the last step's line would otherwise stand
+    // still for as long as the wait.
+    const std::string line = absl::StrFormat(
+        "waiting up to %.0f s (group_timeout_s) for %d verifier warm-up(s) still out",
+        spec_.group_timeout_s(), warm_up_.not_back());
+    log_.Info(line, {{"job", job_.id()}});
+    if (absl::Status s = deps_.jobs->Log(job_.id(), line); !s.ok()) {
+      log_.Warning("cannot record the wait for warm-ups", {{"job", job_.id()}, {"error", s.message()}});
+    }
+  }
+  while (waiting() && absl::Now() < deadline) {
     KF_RETURN_IF_ERROR(CheckInterrupt());
     RouteCompleted(absl::Milliseconds(500));
   }

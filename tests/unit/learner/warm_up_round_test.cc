@@ -73,5 +73,23 @@ TEST(WarmUpRoundTest, ASummaryBeforeAllAreBackSaysHowManyAreMissing) {
   EXPECT_THAT(summary, Not(HasSubstr("not correct")));
 }
 
+// What the job's end waits for: none before the round opened, then the
+// tasks not back, each task once however often it was named.
+TEST(WarmUpRoundTest, NotBackCountsEachTaskOnceAndNothingBeforeTheRoundOpened) {
+  WarmUpRound round;
+  EXPECT_EQ(round.not_back(), 0u);
+  EXPECT_FALSE(round.outstanding());
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  round.Open({"a", "b", "a"}, t0);
+  EXPECT_EQ(round.not_back(), 2u);
+  round.Take(WarmUp("a", true, 1.0), t0 + absl::Seconds(1));
+  EXPECT_EQ(round.not_back(), 1u);
+  EXPECT_TRUE(round.outstanding());
+  round.Take(WarmUp("b", true, 1.0), t0 + absl::Seconds(2));
+  EXPECT_FALSE(round.outstanding());
+  EXPECT_TRUE(round.complete());
+  EXPECT_THAT(round.Summary(), HasSubstr("2 of 2 training tasks"));
+}
+
 }  // namespace
 }  // namespace kforge
