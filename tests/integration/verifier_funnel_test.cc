@@ -411,6 +411,7 @@ const std::vector<StaticAttack>& StaticAttacks() {
       {"side_stream.py", {v1::HACK_CONCURRENCY}, "Stream"},
       {"network_socket.py", {v1::HACK_NETWORK}, "socket"},
       {"file_write_outside.py", {v1::HACK_FILE_ACCESS}, "open"},
+      {"storage_from_file.py", {v1::HACK_FILE_ACCESS}, "from_file"},
       {"monkeypatch_allclose.py", {v1::HACK_MONKEYPATCH}, "torch.allclose"},
       {"patched_timer.py", {v1::HACK_MONKEYPATCH, v1::HACK_INTROSPECTION}, "time.perf_counter"},
       {"tensor_subclass.py", {v1::HACK_TENSOR_SUBCLASS}, "torch.Tensor"},

@@ -43,6 +43,8 @@ _NET = (NETWORK, "reaches the network")
 _FILES = (FILE_ACCESS, "reads or writes files")
 _GLOBAL_STATE = (MONKEYPATCH, "changes global torch state that the reference and harness share")
 _SUBCLASS = (TENSOR_SUBCLASS, "tensor subclasses and modes can defer or fake the work")
+_NATIVE = (INTROSPECTION, "loads native code of its own, outside the kernels the harness records "
+           "and beside its timers")
 _EXIT = (RESULT_FORGERY, "exits early, before the harness records a verdict")
 _TIME = (INTROSPECTION, "time functions are the harness's")
 _MODEL = (REFERENCE, "refers to the task's reference model")
@@ -58,6 +60,8 @@ DENIED = {
     "torch._C": (INTROSPECTION, "is torch's C core, below every guard"),
     "torch._dynamo": (INTROSPECTION, "is torch's compiler internals"),
     "torch.utils.cpp_extension": (INTROSPECTION, "compiles native code outside Triton"),
+    # Triton's own builder of host modules: arbitrary C, compiled and loaded.
+    "triton.runtime.build": _NATIVE,
     "torch.backends": (INTROSPECTION, "flips backend flags (TF32, cuDNN) the baseline shares"),
     "triton.testing": (INTROSPECTION, "is benchmarking code, and timing is the harness's"),
     **_rules("torch.profiler torch.autograd.profiler torch.autograd.profiler_util",
@@ -105,6 +109,15 @@ DENIED_ATTRS = {
              "TorchDispatchMode TorchFunctionMode", _SUBCLASS),
     **_rules("wait_stream record_stream wait_event", _STREAMS),
     "tofile": _FILES,
+    # Storage.from_file maps any readable file, and with shared=True writes
+    # one; the _new_* / _share_* storage constructors open shared memory by
+    # name or descriptor (another process's included).
+    **_rules("from_file _new_shared_filename_cpu _new_shared_fd_cpu _new_using_filename_cpu "
+             "_new_using_fd_cpu _share_filename_cpu_ _share_fd_cpu_ _new_shared_cuda "
+             "_release_ipc_counter_cuda", _FILES),
+    # torch.ops.load_library / torch.classes.load_library (dlopen), and the
+    # compile-and-load helper of Triton's backends.
+    **_rules("load_library compile_module_from_src", _NATIVE),
     "Model": _MODEL,
 }
 

@@ -402,10 +402,30 @@ class StaticCheckTest(unittest.TestCase):
             ({"module": "import pathlib"}, "import pathlib"),
             ({"forward": "torch.save(y, 'out.pt')"}, "torch.save"),
             ({"module": "import numpy as np", "forward": "np.save('a.npy', 1)"}, "np.save"),
+            # Maps any readable file; with shared=True, writes one.
+            ({"forward": "s = torch.UntypedStorage.from_file('/etc/hostname', False, 4)"},
+             "from_file"),
+            ({"forward": "s = torch.ByteStorage.from_file('lib.so', True, 4096)"}, "from_file"),
+            ({"forward": "s = torch.UntypedStorage._new_shared_filename_cpu(0, 'kf', 4)"},
+             "_new_shared_filename_cpu"),
         ]
         for parts, marker in cases:
             with self.subTest(marker=marker):
                 self.assertFlagged(candidate(**parts), "HACK_FILE_ACCESS", marker)
+
+    def test_native_code_of_its_own(self):
+        cases = [
+            ({"module": "torch.ops.load_library('lib.so')"}, "load_library"),
+            ({"init": "torch.classes.load_library('lib.so')"}, "load_library"),
+            ({"module": "from triton.runtime.build import compile_module_from_src"},
+             "triton.runtime.build"),
+            ({"forward": "m = triton.runtime.build.compile_module_from_src('int x;', 'm')"},
+             "compile_module_from_src"),
+        ]
+        for parts, marker in cases:
+            with self.subTest(marker=marker):
+                result = self.assertFlagged(candidate(**parts), "HACK_INTROSPECTION", marker)
+                self.assertTrue(any("native code" in f["message"] for f in result["findings"]))
 
     def test_monkeypatching_imported_modules(self):
         cases = [
