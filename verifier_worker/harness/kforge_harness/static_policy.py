@@ -62,6 +62,13 @@ DENIED = {
     "torch.utils.cpp_extension": (INTROSPECTION, "compiles native code outside Triton"),
     # Triton's own builder of host modules: arbitrary C, compiled and loaded.
     "triton.runtime.build": _NATIVE,
+    **_rules("torch.cuda.cudart torch.cuda.profiler",
+             (INTROSPECTION, "drives the CUDA runtime and its profiler below the harness's "
+                             "timers and record")),
+    "torch.utils.data": (CONCURRENCY, "runs loader workers (processes and threads) beside the "
+                                      "call the harness times"),
+    "torch.distributed": (NETWORK, "opens stores and process groups over the network"),
+    "torch.utils.benchmark": _TIME,
     "torch.backends": (INTROSPECTION, "flips backend flags (TF32, cuDNN) the baseline shares"),
     "triton.testing": (INTROSPECTION, "is benchmarking code, and timing is the harness's"),
     **_rules("torch.profiler torch.autograd.profiler torch.autograd.profiler_util",
@@ -86,7 +93,10 @@ DENIED = {
              "torch.hub asyncio.open_connection asyncio.start_server "
              "asyncio.open_unix_connection asyncio.start_unix_server", _NET),
     **_rules("io pathlib tempfile glob fileinput shelve sqlite3 mmap zipfile tarfile gzip bz2 "
-             "lzma torch.save torch.load torch.from_file numpy.save numpy.savez "
+             "lzma torch.save torch.load torch.from_file torch.serialization torch.jit.load "
+             "torch.jit.save torch.package torch.utils.tensorboard torch.utils.model_zoo "
+             "numpy.lib.format numpy.lib.npyio numpy.DataSource numpy.lib.DataSource "
+             "numpy.fromregex numpy.save numpy.savez "
              "numpy.savez_compressed numpy.load numpy.fromfile numpy.loadtxt numpy.savetxt "
              "numpy.genfromtxt numpy.memmap", _FILES),
     **_rules("set_float32_matmul_precision set_default_dtype set_default_device "

@@ -1,5 +1,6 @@
-# Attack: a process bomb that passes the static check, through a library
-# that forks for the candidate (DataLoader worker processes).
+# Attack: a process bomb through a library that forks for the candidate
+# (DataLoader worker processes). The static check denies torch.utils.data;
+# the sandbox's process limit would stop it otherwise.
 import torch
 import torch.nn as nn
 

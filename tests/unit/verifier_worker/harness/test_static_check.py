@@ -408,10 +408,34 @@ class StaticCheckTest(unittest.TestCase):
             ({"forward": "s = torch.ByteStorage.from_file('lib.so', True, 4096)"}, "from_file"),
             ({"forward": "s = torch.UntypedStorage._new_shared_filename_cpu(0, 'kf', 4)"},
              "_new_shared_filename_cpu"),
+            # Pickles (code of their own) and files by other names.
+            ({"forward": "m = torch.serialization.load('p.pt')"}, "torch.serialization"),
+            ({"forward": "m = torch.jit.load('m.pt')"}, "torch.jit.load"),
+            ({"forward": "m = torch.package.PackageImporter('p.pt')"}, "torch.package"),
+            ({"module": "import numpy as np",
+              "forward": "a = np.lib.format.open_memmap('a.npy', mode='w+', shape=(4,))"},
+             "open_memmap"),
+            ({"module": "import numpy as np", "forward": "a = np.DataSource().open('/etc/passwd')"},
+             "np.DataSource"),
         ]
         for parts, marker in cases:
             with self.subTest(marker=marker):
                 self.assertFlagged(candidate(**parts), "HACK_FILE_ACCESS", marker)
+
+    def test_library_workers_networks_and_runtime_controls(self):
+        cases = [
+            ({"forward": "d = torch.utils.data.DataLoader([1], num_workers=2)"},
+             "HACK_CONCURRENCY", "torch.utils.data"),
+            ({"forward": "torch.distributed.init_process_group('gloo')"}, "HACK_NETWORK",
+             "torch.distributed"),
+            ({"forward": "torch.cuda.cudart().cudaProfilerStop()"}, "HACK_INTROSPECTION",
+             "torch.cuda.cudart"),
+            ({"forward": "t = torch.utils.benchmark.Timer('x')"}, "HACK_INTROSPECTION",
+             "torch.utils.benchmark"),
+        ]
+        for parts, flag, marker in cases:
+            with self.subTest(marker=marker):
+                self.assertFlagged(candidate(**parts), flag, marker)
 
     def test_native_code_of_its_own(self):
         cases = [
