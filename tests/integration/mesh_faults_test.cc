@@ -209,8 +209,10 @@ TEST_F(MeshFaultTest, AVerifierKilledMidJobHasItsSamplesReverifiedElsewhereAndNo
   v1::JobSpec spec = testing::FastJobSpec(ModelDir());
   // Steps enough that, however late under load the stop below comes, later
   // steps still sample tasks whose verifier (task affinity) is A: with the
-  // shared six it failed now and then under CI's load, no sample waiting at A.
-  spec.set_total_steps(12);
+  // shared six it failed now and then under CI's load, no sample waiting at A,
+  // and with twelve once more (a CI run of 1023 tests). Steps after the stop
+  // cost little: A's samples wait for the kill, B answers the rest at once.
+  spec.set_total_steps(24);
   auto job = Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   const int rollout_metrics = rollout->ports.metrics_port();
