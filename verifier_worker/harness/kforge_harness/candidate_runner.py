@@ -509,13 +509,10 @@ def run_child(sock, config):
             # The CPU needs no CUDA context, so this costs a spare nothing.
             launch_record.warm_up("cpu")
         launchers.record()
-        watch = thread_watch.ThreadWatch()
-        watch.install()  # before the capture: the thread starters are guarded too
-        guarded = guards.capture()
-        protocol.send_frame(sock, {"type": "ready", "pid": os.getpid(), **report})
         runner = Runner(sock, config)
-        runner.guarded = guarded
-        runner.watch = watch
+        runner.watch.install()  # before the capture: the thread starters are guarded too
+        runner.guarded = guards.capture()
+        protocol.send_frame(sock, {"type": "ready", "pid": os.getpid(), **report})
         runner.serve()
     except EOFError:
         pass
