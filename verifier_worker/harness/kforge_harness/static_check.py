@@ -40,6 +40,7 @@ from .static_module import (
 )
 from .static_policy import (
     ALLOWED_IMPORT_ROOTS,
+    BY_NAME_ONLY,
     DENIED_ATTRS,
     DENIED_NAMES,
     FALLBACK_ANYWHERE,
@@ -160,9 +161,14 @@ def _fallback_node(node, where, owner_methods, aliases, out):
 
 def _check_everywhere(tree, aliases, out):
     inner = set()  # ids of nodes inside an attribute nest judged from its top
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):  # breadth first: a nest's top comes first
         if isinstance(node, ast.Attribute):
             inner.add(id(node.value))
+        if (isinstance(node, ast.Name) and node.id in BY_NAME_ONLY and node.id not in aliases
+                and id(node) not in called):
+            out.deny(node, f"{node.id} used as a value", BY_NAME_ONLY[node.id])
+        _check_annotations(node, out)
         if isinstance(node, _TRY_NODES) and not _is_import_guard(node, aliases):
             kind = "try/except" if node.handlers else "try/finally"
             out.add(node.lineno, TRY_EXCEPT,
@@ -277,6 +283,30 @@ def _check_name(node, aliases, out):
             out.deny(top, _shown(top, qual), rule)
     elif node.id in DENIED_NAMES:
         out.deny(top, f"{node.id}", DENIED_NAMES[node.id])
+
+
+def _annotations(node):
+    if isinstance(node, _FUNC_NODES):
+        a = node.args
+        every = a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]
+        return [x.annotation for x in every if x.annotation] + ([node.returns] if node.returns
+                                                                else [])
+    if isinstance(node, ast.AnnAssign):
+        return [node.annotation]
+    return []
+
+
+def _check_annotations(node, out):
+    """A string in an annotation is code that typing.get_type_hints,
+    functools.singledispatch or dataclasses may evaluate, unseen by the
+    walkers (which read it as a constant); only a plain dotted name (a
+    forward reference such as "ModelNew") may be one."""
+    for annotation in _annotations(node):
+        for c in ast.walk(annotation):
+            if (isinstance(c, ast.Constant) and isinstance(c.value, str)
+                    and not all(p.isidentifier() for p in c.value.split("."))):
+                out.add(c.lineno, INTROSPECTION, f"annotation string {c.value[:40]!r} is code "
+                        "that whatever reads the hints evaluates")
 
 
 def _check_call(node, aliases, out):

@@ -4,12 +4,18 @@ name stands for, so `T.matmul` after `import torch as T` is torch.matmul)
 and the module's structure (its Triton kernels, functions, classes, and
 what ModelNew.forward reaches). Reads the AST only; never runs the code.
 
-Standard library only.
+Standard library only, though the modules a name reaches are looked up
+live (imported if allowed and not yet imported) to learn what they are.
 """
 
 import ast
+import importlib
+import inspect
+import sys
+import types
 
-from .static_policy import DENIED, INTROSPECTION, KERNEL_DECORATORS, TORCH_ALLOWED, TORCH_ALLOWED_PREFIXES
+from .static_policy import (ALLOWED_IMPORT_ROOTS, DENIED, INTROSPECTION, KERNEL_DECORATORS,
+                            TORCH_ALLOWED, TORCH_ALLOWED_PREFIXES)
 
 _FUNC_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -69,7 +75,53 @@ def _build_aliases(tree):
 
 
 def _denied(qual):
-    """(flag, why) for a qualified name under DENIED (longest prefix) or private."""
+    """(flag, why) for a qualified name under DENIED (longest prefix) or
+    private, as spelled or as what it really is (_real_name)."""
+    rule = _denied_as_spelled(qual)
+    if rule is None:
+        real = _real_name(qual)
+        if real != qual:
+            rule = _denied_as_spelled(real)
+            if rule is not None:
+                rule = (rule[0], f"is {real}, which {rule[1]}")
+    return rule
+
+
+def _real_name(qual):
+    """The name of what a dotted name really reaches where it passes through
+    a module held as another module's attribute: torch, typing and warnings
+    import sys, so `torch.sys.modules` is `sys.modules` and `typing.sys` is
+    `sys`; denying names as spelled alone let every such path through. Each
+    step is looked up in the live module (the verifier's zygote has the
+    candidate's libraries imported; an allowed root not yet imported is
+    imported here) with inspect.getattr_static, which runs no attribute's
+    code; past a step it cannot follow, the rest is kept as spelled."""
+    parts = qual.split(".")
+    obj = sys.modules.get(parts[0])
+    if obj is None:
+        if parts[0] not in ALLOWED_IMPORT_ROOTS:
+            return qual
+        try:
+            obj = importlib.import_module(parts[0])
+        except Exception:  # noqa: BLE001 - absent or broken here: judge the spelling
+            return qual
+    name = [parts[0]]
+    for i, attr in enumerate(parts[1:], 1):
+        try:
+            obj = inspect.getattr_static(obj, attr)
+        except AttributeError:
+            obj = sys.modules.get(".".join(name + [attr]))  # a submodule bound lazily
+            if obj is None:
+                return ".".join(name + parts[i:])
+        module_name = obj.__name__ if isinstance(obj, types.ModuleType) else None
+        if isinstance(module_name, str) and module_name:
+            name = module_name.split(".")
+        else:
+            name.append(attr)
+    return ".".join(name)
+
+
+def _denied_as_spelled(qual):
     parts = qual.split(".")
     for n in range(len(parts), 0, -1):
         rule = DENIED.get(".".join(parts[:n]))

@@ -48,6 +48,8 @@ _NATIVE = (INTROSPECTION, "loads native code of its own, outside the kernels the
 _EXIT = (RESULT_FORGERY, "exits early, before the harness records a verdict")
 _TIME = (INTROSPECTION, "time functions are the harness's")
 _MODEL = (REFERENCE, "refers to the task's reference model")
+_BY_STRING = (INTROSPECTION, "reaches attributes named by strings, out of the checker's view")
+_EVAL_HINTS = (INTROSPECTION, "evaluates annotation strings as code")
 
 # Dotted names (modules or attributes) denied wherever they are imported or used.
 # The longest matching prefix wins, so "os._exit" beats "os".
@@ -108,6 +110,11 @@ DENIED = {
     **_rules("torch.overrides torch.utils._python_dispatch torch.Tensor._make_subclass "
              "torch.Tensor.as_subclass", _SUBCLASS),
     "contextlib.suppress": (TRY_EXCEPT, "swallows exceptions like a try/except fallback"),
+    # getattr by another name: the attribute is a string the check cannot read.
+    **_rules("operator.attrgetter operator.methodcaller string.Formatter", _BY_STRING),
+    # Annotations are evaluated from strings (as code, with builtins).
+    **_rules("typing.get_type_hints typing.ForwardRef typing_extensions.get_type_hints "
+             "typing_extensions.ForwardRef", _EVAL_HINTS),
 }
 
 # Attribute names denied on any object (its type is unknown statically).
@@ -139,6 +146,13 @@ DENIED_NAMES = {
     **_rules("exit quit SystemExit", _EXIT),
     **_rules("TorchDispatchMode TorchFunctionMode", _SUBCLASS),
     "Model": _MODEL,
+}
+
+# Built-ins judged at every call by the attribute they name: used as a value
+# (g = getattr; map(getattr, ...); partial(getattr, x)), the calls they make
+# are out of the checker's sight.
+BY_NAME_ONLY = {
+    **_rules("getattr setattr delattr hasattr", _BY_STRING),
 }
 
 # Modules whose import is taken as reaching for the reference or its files.

@@ -5,6 +5,7 @@ Run from the repository root:
 Standard library only; the checker never runs the candidates below.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -353,6 +354,60 @@ class StaticCheckTest(unittest.TestCase):
         for parts, marker in cases:
             with self.subTest(marker=marker):
                 self.assertFlagged(candidate(**parts), "HACK_INTROSPECTION", marker)
+
+    def test_a_denied_module_reached_as_another_modules_attribute_is_denied(self):
+        # typing, warnings and contextlib import sys and os: `typing.sys` is
+        # sys, whatever it is spelled as. What a name is gets looked up in
+        # the live modules, not read from its spelling.
+        cases = [
+            ({"module": "import typing\n_m = typing.sys.modules"}, "typing.sys", "INTROSPECTION"),
+            ({"forward": "import warnings\nw = warnings.sys"}, "warnings.sys", "INTROSPECTION"),
+            ({"module": "from contextlib import os as _o"}, "from contextlib", "SUBPROCESS"),
+            ({"forward": "import typing\ng = getattr(typing, 'sys')"}, "getattr(typing",
+             "INTROSPECTION"),
+            ({"module": "import dataclasses\n_i = dataclasses.inspect"}, "dataclasses.inspect",
+             "INTROSPECTION"),
+        ]
+        for parts, marker, flag in cases:
+            with self.subTest(marker=marker):
+                result = self.assertFlagged(candidate(**parts), f"HACK_{flag}", marker)
+                self.assertTrue(any(" is " in f["message"] for f in result["findings"]),
+                                result["findings"])
+
+    @unittest.skipUnless(importlib.util.find_spec("torch"), "needs torch")
+    def test_torch_attributes_that_are_denied_modules_are_denied(self):
+        for expr in ("torch.sys.modules", "torch.os.system", "torch.builtins.__import__"):
+            with self.subTest(expr=expr):
+                result = check_source(candidate(forward=f"g = {expr}"))
+                self.assertFalse(result["ok"])
+                self.assertTrue(any(" is " in f["message"] for f in result["findings"]),
+                                result["findings"])
+        # What torch's public names are stays as spelled.
+        self.assertOk(candidate(forward="g = torch.cuda.is_available()\nh = torch.float32"))
+
+    def test_attribute_getters_by_string_are_denied(self):
+        cases = [
+            {"forward": "g = getattr\nh = g(x, 'shape')"},
+            {"forward": "h = list(map(getattr, [x], ['shape']))"},
+            {"module": "import operator\n_f = operator.attrgetter('shape')"},
+            {"module": "import operator\n_f = operator.methodcaller('sum')"},
+            {"module": "import string\n_f = string.Formatter()"},
+            {"module": "import typing\n_h = typing.get_type_hints"},
+        ]
+        for parts in cases:
+            with self.subTest(parts=parts):
+                result = check_source(candidate(**parts))
+                self.assertFalse(result["ok"])
+                self.assertIn("HACK_INTROSPECTION", [f["flag"] for f in result["findings"]])
+        # getattr called by its name with a constant is judged by that name.
+        self.assertOk(candidate(forward="n = getattr(x, 'shape')"))
+
+    def test_an_annotation_string_that_is_code_is_denied(self):
+        source = candidate(module="def _f(a: \"__import__('os')\") -> None:\n    pass")
+        self.assertFlagged(source, "HACK_INTROSPECTION", "__import__('os')")
+        # A forward reference by name is not code.
+        self.assertOk(candidate(module="def _f(a: \"ModelNew\", b: 'torch.Tensor') -> None:"
+                                       "\n    pass"))
 
     def test_time_module_is_the_harnesss(self):
         source = candidate(module="from time import perf_counter",
