@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tests/support/funnel_fixture.h"
+#include "verifier_worker/funnel/verdict_cache.h"
 
 namespace kforge {
 namespace {
@@ -295,11 +296,27 @@ TEST_F(VerifierFunnelTest, CandidateInsideAPythonFenceWithChatTextAroundItPasses
 }
 
 TEST_F(VerifierFunnelTest, DuplicateSubmissionIsServedFromTheCacheTheSecondTime) {
-  const std::string candidate = FreshSubmission("cpu/relu_clamp.py");
-  const Tweak cached = [](v1::VerifierOptions& o) { o.set_use_cache(true); };
+  constexpr double kConfirmSpeedupBelow = 0.1;
+  const Tweak cached = [](v1::VerifierOptions& o) {
+    o.set_use_cache(true);
+    o.mutable_timing()->set_confirm_speedup_below(kConfirmSpeedupBelow);
+  };
   const std::string task = BuiltinTask("level1/1_ReLU.py");
-  const v1::Verdict first = Verify(task, candidate, cached);
+  // A verdict that may be the verifier's load (a clock judgement failed on a
+  // busy host: CI runs two tests at once on two cores) is rightly not cached
+  // (ATimeoutIsServedFromTheCacheOnlyOnceItHappenedTwice); this test needs
+  // one that is the candidate's, so a loaded first try is made again as a
+  // new submission, a few times at most.
+  std::string candidate;
+  v1::Verdict first;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    candidate = FreshSubmission("cpu/relu_clamp.py");
+    first = Verify(task, candidate, cached);
+    if (!MayBeTheVerifiersLoad(first, kConfirmSpeedupBelow)) break;
+  }
   ASSERT_TRUE(first.correct()) << Describe(first);
+  ASSERT_FALSE(MayBeTheVerifiersLoad(first, kConfirmSpeedupBelow))
+      << "every try failed a clock judgement: " << Describe(first);
   EXPECT_FALSE(first.cached()) << Describe(first);
   const v1::Verdict second = Verify(task, candidate, cached);
   EXPECT_TRUE(second.cached()) << Describe(second);
