@@ -10,12 +10,19 @@ Applied in this order, each step reported as applied or skipped (with why):
   filesystem   own working directory, HOME, TMPDIR and Triton cache (a copy
                of the verifier's trusted base cache, when it has one)
   landlock     writes, creates and deletes only beneath its own directory
-               (and to device files, which CUDA opens read-write); reads
-               everywhere but the verifier's secret folders (its TLS key
-               and token files), when it has any
+               (and to the GPU's device files, which CUDA opens read-write,
+               and /dev/shm); reads everywhere but the verifier's secret
+               folders (its TLS key and token files), when it has any; where
+               the kernel's Landlock has them, no TCP bind or connect (ABI 4)
+               and no signals or abstract Unix sockets to processes outside
+               the sandbox (ABI 6), whatever system call gets there
   seccomp      no sockets but Unix ones (no network), no ptrace, no new
                sessions or process groups, no mounts or namespaces, no
-               signals to processes other than its own group
+               signals to processes other than its own group, and none of
+               the other doors to those: io_uring (whose socket and connect
+               operations no filter sees), signals queued or sent through a
+               pidfd, clone3 (its flags are out of a filter's reach: ENOSYS,
+               and glibc falls back to clone, whose flags are checked)
 """
 
 import ctypes
@@ -56,7 +63,24 @@ DENIED_SYSCALLS = {
     "userfaultfd": 323, "reboot": 169, "swapon": 167, "swapoff": 168,
     "acct": 163, "settimeofday": 164, "clock_settime": 227, "adjtimex": 159,
     "open_by_handle_at": 304, "name_to_handle_at": 303, "fanotify_init": 300,
+    # Signals by other routes than kill/tgkill/tkill (a red team stopped a
+    # process outside with rt_sigqueueinfo), and pidfds, which reach any
+    # process by number.
+    "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "pidfd_open": 434,
+    "pidfd_send_signal": 424, "pidfd_getfd": 438, "process_madvise": 440,
+    "process_mrelease": 448,
+    # io_uring: its IORING_OP_SOCKET made an AF_INET socket that the socket
+    # rule below never saw, and connected it.
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    # The new mount API (mount and umount2 are above).
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
+    "fspick": 433, "mount_setattr": 442,
 }
+SYS_CLONE, SYS_CLONE3 = 56, 435
+ENOSYS = 38
+# clone's flags that make namespaces (unshare and setns are denied above).
+CLONE_NEW_NAMESPACES = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
+                        | 0x20000000 | 0x40000000)  # mount cgroup uts ipc user pid net
 SYS_SOCKET, SYS_KILL, SYS_TGKILL, SYS_TKILL = 41, 62, 234, 200
 AF_UNIX = 1
 
@@ -64,7 +88,7 @@ AF_UNIX = 1
 class _Assembler:
     """A few classic-BPF instructions with labels resolved at the end."""
 
-    LD_ABS, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
+    LD_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
 
     def __init__(self):
         self.code = []  # (op, k, jt_label, jf_label)
@@ -104,7 +128,14 @@ def seccomp_program(pid):
     a.jump(a.JEQ, SYS_KILL, "kill_check", None)
     a.jump(a.JEQ, SYS_TGKILL, "self_only", None)
     a.jump(a.JEQ, SYS_TKILL, "eperm", None)
+    a.jump(a.JEQ, SYS_CLONE3, "enosys", None)
+    a.jump(a.JEQ, SYS_CLONE, "clone_check", None)
     a.ret(RET_ALLOW)
+    a.label("enosys")
+    a.ret(RET_ERRNO | ENOSYS)
+    a.label("clone_check")                     # clone(flags, ...): no new namespaces
+    a.load(16)
+    a.jump(a.JSET, CLONE_NEW_NAMESPACES, "eperm", "allow")
     a.label("socket")
     a.load(16)                                 # args[0] low 32 bits: domain
     a.jump(a.JEQ, AF_UNIX, "allow", None)
@@ -148,13 +179,31 @@ LL_WRITE_FILE, LL_READ_FILE, LL_READ_DIR = 1 << 1, 1 << 2, 1 << 3
 LL_REMOVE_DIR, LL_REMOVE_FILE = 1 << 4, 1 << 5
 LL_MAKE_ALL = sum(1 << b for b in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
 LL_REFER, LL_TRUNCATE = 1 << 13, 1 << 14
+LL_NET_BIND_TCP, LL_NET_CONNECT_TCP = 1 << 0, 1 << 1
+LL_SCOPE_ABSTRACT_UNIX_SOCKET, LL_SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 
-# Besides its own directory, what a candidate may write: device files, which
-# CUDA opens read-write ("write"), and CUDA's shared-memory files ("all":
-# create and delete too). Its own /proc/<pid> is added at confinement (CUDA
-# initialisation writes there; seen on an H100 with driver 580).
-EXTRA_WRITABLE = [("/dev", "write"), ("/dev/shm", "all")]
+# Besides its own directory, what a candidate may write: the device files
+# CUDA opens read-write ("write": /dev/nvidia*, the data sinks), and CUDA's
+# shared-memory files ("all": create and delete too). Its own /proc/<pid> is
+# added at confinement (CUDA initialisation writes there; seen on an H100
+# with driver 580). Not the rest of /dev: a red team wrote /dev/kmsg (the
+# host's kernel log) with all of it writable.
+EXTRA_WRITABLE = [("/dev/shm", "all")]
+DEVICE_DIR = "/dev"
+WRITABLE_DEVICES = ("null", "zero", "full", "random", "urandom")
+WRITABLE_DEVICE_PREFIXES = ("nvidia", "dri")
+
+
+def writable_devices(device_dir=DEVICE_DIR):
+    """The entries of /dev a candidate may write: the GPU's (nvidiactl,
+    nvidia0..N, nvidia-uvm, nvidia-caps/, dri/) and the data sinks."""
+    try:
+        entries = sorted(os.listdir(device_dir))
+    except OSError:
+        return []
+    return [os.path.join(device_dir, e) for e in entries
+            if e in WRITABLE_DEVICES or e.startswith(WRITABLE_DEVICE_PREFIXES)]
 
 
 def readable_paths(secret_dirs):
@@ -219,6 +268,8 @@ def _add_rule(ruleset, path, allowed):
 
 
 def install_landlock(writable_dir, secret_dirs=()):
+    """Returns the names of what it confined: "filesystem", and "network"
+    and "scope" where this kernel's Landlock ABI has them."""
     abi = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, 1)
     if abi < 1:
         raise OSError(_errno_message("landlock unavailable"))
@@ -230,7 +281,19 @@ def install_landlock(writable_dir, secret_dirs=()):
     readable = readable_paths(secret_dirs)
     if readable:
         handled |= LL_READ_FILE | LL_READ_DIR
-    attr = struct.pack("<Q", handled)
+    # struct landlock_ruleset_attr grew a field per ABI: handled_access_net
+    # (4) and scoped (6). Handled with no rule granting them, TCP binds and
+    # connects, and signals and abstract Unix sockets to anything outside
+    # the sandbox, are refused by the kernel itself, by any system call.
+    confined = ["filesystem"]
+    fields = [handled]
+    if abi >= 4:
+        fields.append(LL_NET_BIND_TCP | LL_NET_CONNECT_TCP)
+        confined.append("network")
+    if abi >= 6:
+        fields.append(LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL)
+        confined.append("scope")
+    attr = struct.pack(f"<{len(fields)}Q", *fields)
     ruleset = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, len(attr), 0)
     if ruleset < 0:
         raise OSError(_errno_message("landlock_create_ruleset"))
@@ -240,6 +303,9 @@ def install_landlock(writable_dir, secret_dirs=()):
             (path, handled if kind == "all" else write_only)
             for path, kind in EXTRA_WRITABLE + [(f"/proc/{os.getpid()}", "write")]
             if os.path.isdir(path)]
+        # A device file takes file rights only; a folder of them (nvidia-caps,
+        # dri) the same rights beneath it.
+        rules += [(path, write_only) for path in writable_devices()]
         for path, allowed in rules:
             _add_rule(ruleset, path, allowed)
         for path in readable:
@@ -254,7 +320,7 @@ def install_landlock(writable_dir, secret_dirs=()):
             raise OSError(_errno_message("landlock_restrict_self"))
     finally:
         os.close(ruleset)
-    return abi
+    return confined
 
 
 # --- the rest ----------------------------------------------------------------
@@ -349,8 +415,12 @@ def confine(config):
     for name, step in (("landlock", lambda: install_landlock(work, secrets)),
                        ("seccomp", install_seccomp)):
         try:
-            step()
+            parts = step()
             applied.append(name)
+            if name == "landlock":
+                applied.extend(f"landlock:{part}" for part in parts if part != "filesystem")
+                skipped.extend(f"landlock:{part} (this kernel's Landlock has no such rules)"
+                               for part in ("network", "scope") if part not in parts)
         except OSError as e:
             if name in config.get("required", []):
                 raise

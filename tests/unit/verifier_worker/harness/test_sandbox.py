@@ -53,6 +53,16 @@ def run_confined(work_dir, probes, **overrides):
     return result["probes"], result["report"]
 
 
+def _start_and_join_a_thread():
+    import threading
+    ran = []
+    t = threading.Thread(target=lambda: ran.append(1), name="kf-test-thread")
+    t.start()
+    t.join()
+    if ran != [1]:
+        raise OSError(0, "the thread did not run")
+
+
 class SandboxTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
@@ -176,6 +186,64 @@ class SandboxTest(unittest.TestCase):
         self.assertEqual(probes["setpgid"], "denied:1")
         self.assertEqual(probes["kill_parent"], "denied:1")
         self.assertEqual(probes["kill_own_group"], "allowed")
+
+    def test_the_other_doors_to_signals_sockets_and_namespaces_are_shut(self):
+        # Routes a red team took past the kill and socket rules: a signal
+        # queued with rt_sigqueueinfo or sent through a pidfd, a socket made
+        # by io_uring; and clone's namespace flags.
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        parent = os.getpid()
+
+        def syscall(*args):
+            if libc.syscall(*args) == -1:
+                err = ctypes.get_errno()
+                raise OSError(err, os.strerror(err))
+
+        siginfo = ctypes.create_string_buffer(128)
+        params = ctypes.create_string_buffer(120)
+        probes, report = run_confined(self.work, {
+            "rt_sigqueueinfo": lambda: syscall(129, parent, 0, siginfo),
+            "pidfd_open": lambda: syscall(434, parent, 0),
+            "io_uring_setup": lambda: syscall(425, 4, params),
+            "clone_new_user": lambda: syscall(56, 0x10000000 | 17, 0, 0, 0, 0),
+            "clone3": lambda: syscall(435, 0, 0),
+            "thread": lambda: _start_and_join_a_thread(),
+        })
+        if "seccomp" not in report["applied"]:
+            self.skipTest(f"seccomp not applied here: {report['skipped']}")
+        for probe in ("rt_sigqueueinfo", "pidfd_open", "io_uring_setup", "clone_new_user"):
+            self.assertEqual(probes[probe], "denied:1", probe)
+        self.assertEqual(probes["clone3"], "denied:38", "ENOSYS, so glibc falls back to clone")
+        self.assertEqual(probes["thread"], "allowed", "threads start through clone")
+
+    def test_only_the_gpus_device_files_and_the_data_sinks_are_writable_in_dev(self):
+        def write(path):
+            with open(path, "w") as f:
+                f.write("x")
+        probes, report = run_confined(self.work, {
+            "null": lambda: write("/dev/null"),
+            "kmsg": lambda: write("/dev/kmsg"),
+        })
+        if "landlock" not in report["applied"]:
+            self.skipTest(f"landlock not applied here: {report['skipped']}")
+        self.assertEqual(probes["null"], "allowed")
+        if os.path.exists("/dev/kmsg"):
+            self.assertEqual(probes["kmsg"], "denied:13")
+        self.assertEqual(sandbox.writable_devices("/nonexistent"), [])
+        for path in sandbox.writable_devices():
+            name = os.path.basename(path)
+            self.assertTrue(name.startswith(("nvidia", "dri")) or name in
+                            ("null", "zero", "full", "random", "urandom"), path)
+
+    def test_the_report_names_landlocks_network_and_scope_rules_or_why_not(self):
+        _, report = run_confined(self.work, {})
+        if "landlock" not in report["applied"]:
+            self.skipTest(f"landlock not applied here: {report['skipped']}")
+        for part in ("network", "scope"):
+            self.assertTrue(f"landlock:{part}" in report["applied"]
+                            or any(s.startswith(f"landlock:{part} (") for s in report["skipped"]),
+                            report)
 
     def test_child_processes_still_work_for_compilers(self):
         def spawn():
