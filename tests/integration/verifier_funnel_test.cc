@@ -437,6 +437,11 @@ const std::vector<StaticAttack>& StaticAttacks() {
       {"tensor_subclass.py", {v1::HACK_TENSOR_SUBCLASS}, "torch.Tensor"},
       {"print_verdict.py", {v1::HACK_RESULT_FORGERY}, "PASSED"},
       {"early_exit.py", {v1::HACK_RESULT_FORGERY}, "os._exit"},
+      // Denied names reached by other spellings: a module held as another
+      // module's attribute, getattr under another name, code in a string.
+      {"module_attribute_sys.py", {v1::HACK_INTROSPECTION}, "is sys.modules"},
+      {"getattr_alias.py", {v1::HACK_INTROSPECTION}, "getattr used as a value"},
+      {"annotation_eval.py", {v1::HACK_INTROSPECTION}, "annotation string"},
       {"no_code.txt", {}, "no code"},
       {"syntax_error.py", {}, "line 9"},
   };
@@ -529,6 +534,10 @@ const std::vector<RuntimeAttack>& RuntimeAttacks() {
        failed, {}, "dtype"},
       {"wrong_shape.py", "builtin:level1/1_ReLU.py", v1::STAGE_TINY_RUN, v1::STAGE_TINY_RUN,
        failed, {}, "shape"},
+      // Its container's __iter__ would compute the output as the harness
+      // unpacks it; the container's type is refused before that.
+      {"lazy_output_container.py", "builtin:level1/1_ReLU.py", v1::STAGE_COMPILE,
+       v1::STAGE_TINY_RUN, failed, {v1::HACK_OUTPUT_NOT_PLAIN_TENSOR}, "plain tuple or list"},
   };
   return *attacks;
 }
@@ -563,6 +572,46 @@ INSTANTIATE_TEST_SUITE_P(Attacks, RuntimeAttackTest, ::testing::ValuesIn(Runtime
                          [](const ::testing::TestParamInfo<RuntimeAttack>& info) {
                            return testing::FileParamName(info.param.file);
                          });
+
+// ---------------------------------------------------------------------------
+// Attacks on the timing: right outputs on every input set, and a speedup made
+// by moving work out of the timed calls or by telling them apart. Caught
+// by run-time facts of the timing stage, whatever the source looks like.
+// ---------------------------------------------------------------------------
+
+struct TimedAttack {
+  const char* file;
+  v1::HackFlag flag;
+  const char* message;
+};
+
+class TimedAttackTest : public VerifierFunnelTest,
+                        public ::testing::WithParamInterface<TimedAttack> {};
+
+TEST_P(TimedAttackTest, IsRightOnEverySetAndFlaggedByTheTimingStage) {
+  const TimedAttack& attack = GetParam();
+  const v1::Verdict verdict = VerifyFile(BuiltinTask("level1/1_ReLU.py"), attack.file);
+  EXPECT_EQ(verdict.stage_reached(), v1::STAGE_TIMING) << Describe(verdict);
+  EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_FAILED) << Describe(verdict);
+  EXPECT_TRUE(HasFlag(verdict, attack.flag))
+      << "expected " << v1::HackFlag_Name(attack.flag) << ": " << Describe(verdict);
+  EXPECT_THAT(LastStage(verdict).message(), HasSubstr(attack.message)) << Describe(verdict);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Attacks, TimedAttackTest,
+    ::testing::Values(
+        // A finalizer of the timer's input clone does the work.
+        TimedAttack{"deferred_finalizer_relu.py", v1::HACK_CONCURRENCY,
+                    "after forward had returned"},
+        // In place on the timer's clones only.
+        TimedAttack{"in_place_when_timed_relu.py", v1::HACK_INPUT_MUTATION,
+                    "changed its input"},
+        // Fast on the clones of seen sets, slow on a fresh one.
+        TimedAttack{"value_fingerprint_cache.py", v1::HACK_RESULT_CACHING, "never seen"}),
+    [](const ::testing::TestParamInfo<TimedAttack>& info) {
+      return testing::FileParamName(info.param.file);
+    });
 
 TEST_F(VerifierFunnelTest, IdentityReluPassesTheTasksNonNegativeInputsButNotASignedSet) {
   // KernelBench's 19_ReLU draws its inputs with torch.rand (all >= 0), where

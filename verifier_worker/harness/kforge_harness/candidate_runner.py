@@ -40,8 +40,8 @@ import time
 import traceback
 import types
 
-from . import (guards, launch_record, launchers, protocol, sandbox, task_inputs, thread_watch,
-               timing, warmup)
+from . import (call_window, guards, launch_record, launchers, protocol, sandbox, task_inputs,
+               thread_watch, timing, warmup)
 from .device import make_current
 
 
@@ -75,6 +75,10 @@ class Runner:
         # run_child installs it, so threads started through Python are seen
         # even after they ended.
         self.watch = thread_watch.ThreadWatch()
+        # The candidate's code on this thread outside the calls the harness
+        # makes (call_window.py); armed once its module has run.
+        self.window = call_window.CallWindow()
+        self.guarded = ()  # guards.capture(), by run_child before the candidate loads
 
     # -- helpers --------------------------------------------------------
 
@@ -83,6 +87,10 @@ class Runner:
         same seed, same device, same dtype."""
         import torch
         torch.manual_seed(self.init_seed)
+        return self.window.call(self._construct, init_inputs, dtype)
+
+    def _construct(self, init_inputs, dtype):
+        import torch
         model = self.module.ModelNew(*task_inputs.decode_init_inputs(init_inputs))
         if not isinstance(model, torch.nn.Module):
             raise CandidateError("ModelNew(...) is not a torch.nn.Module")
@@ -90,6 +98,11 @@ class Runner:
         if dtype:
             model = model.to(getattr(torch, dtype))
         return model.eval()
+
+    def forward(self, *inputs):
+        """The model's forward, in the window where the candidate may run:
+        what every call of the harness's goes through, timed or not."""
+        return self.window.call(self.model, *inputs)
 
     @staticmethod
     def _model_key(init_inputs, dtype):
@@ -204,7 +217,7 @@ class Runner:
     def _call(self, inputs):
         import torch
         with torch.no_grad():
-            result = self.model(*inputs)
+            result = self.forward(*inputs)
         return self._checked_outputs(result)
 
     def _recorded_call(self, inputs):
@@ -217,6 +230,14 @@ class Runner:
 
     def _checked_outputs(self, result):
         import torch
+        # Exactly a tensor, tuple or list before anything is read from it: a
+        # subclass's __iter__ (the candidate's code) would run as the
+        # outputs are unpacked, after the call and its timing.
+        # (A tensor of a subclass is refused below, as an output.)
+        if not isinstance(result, torch.Tensor) and type(result) not in (tuple, list):
+            raise CandidateError(f"forward returned a {type(result).__module__}."
+                                 f"{type(result).__name__}, not a tensor or a plain tuple or "
+                                 "list of them", "HACK_OUTPUT_NOT_PLAIN_TENSOR")
         outputs = task_inputs.as_output_list(result)
         for i, out in enumerate(outputs):
             if type(out) is not torch.Tensor:
@@ -236,13 +257,34 @@ class Runner:
                                  "HACK_PATCHED_FUNCTION")
         self._check_threads()
 
+    @staticmethod
+    def _check_unchanged(after, before, which):
+        """`after` (a call's inputs, as it left them) holds what `before`
+        (the set they were cloned from) holds, NaN for NaN."""
+        import torch
+        for i, (a, b) in enumerate(zip(after, before)):
+            if not isinstance(a, torch.Tensor) or a is b:
+                continue
+            same = a.shape == b.shape and a.dtype == b.dtype and bool(
+                (a.eq(b) | (a.isnan() & b.isnan())).all() if a.is_floating_point()
+                else a.eq(b).all())
+            if not same:
+                raise CandidateError(f"{which} changed its input {i}: a timed call may not "
+                                     "write into its inputs", "HACK_INPUT_MUTATION")
+
     def _check_threads(self):
         """After every call: no thread but the harness's ran the candidate's
-        code (thread_watch.py)."""
+        code (thread_watch.py), nor did this one outside the harness's calls
+        (call_window.py)."""
         ran = self.watch.offenders()
         if ran:
             raise CandidateError("the candidate's code ran on a thread of its own, beside the "
                                  "call the harness timed: " + "; ".join(ran), "HACK_CONCURRENCY")
+        deferred = self.window.offenders()
+        if deferred:
+            raise CandidateError("the candidate's code ran after forward had returned, outside "
+                                 "the call the harness made (and timed): " + "; ".join(deferred),
+                                 "HACK_CONCURRENCY")
 
     def _inputs(self, header, payload, name):
         """The set's inputs in order: tensors from the payload, plain numbers
@@ -291,10 +333,12 @@ class Runner:
             f.write(request["source"])
         sys.modules["candidate"] = self.module
         self.watch.set_candidate("candidate.py")
+        self.window.set_candidate("candidate.py")
         code = compile(request["source"], os.path.abspath("candidate.py"), "exec")
         exec(code, self.module.__dict__)
         if not hasattr(self.module, "ModelNew"):
             raise CandidateError("the module defines no ModelNew")
+        self.window.arm()
         self._build(request["init_inputs"], request.get("dtype", ""))
         self._check_guards()
         inputs = self._inputs(request, payload, request["set"])
@@ -377,14 +421,23 @@ class Runner:
 
         def record_call(args, index):
             outputs, record = self._recorded_call(args)
+            self._check_unchanged(args, pool[index], "a call the verifier chose in secret")
             recorded.append((index, outputs, record))
 
         import torch
         with torch.no_grad():
-            timer.warm_up(self.model, pool, budget, check=self._checked_outputs)
+            timer.warm_up(self.forward, pool, budget, check=self._checked_outputs,
+                          clone=budget.clone_inputs)
             event_ms, host_ms, result, index = timer.run(
-                self.model, pool, budget, request.get("start", 0), check=self._checked_outputs,
+                self.forward, pool, budget, request.get("start", 0), check=self._checked_outputs,
                 aside=(secret, record_call))
+        # The inputs the last timed call was given (its own clones when
+        # budget.clone_inputs), as it left them: no call knows in advance
+        # whether it is the last or a secret one, so a candidate that writes
+        # into its inputs in timed calls only (as in place of allocating an
+        # output: 1.6-1.9x for a ReLU that way) is seen.
+        if timer.last_args is not None:
+            self._check_unchanged(timer.last_args, pool[index], "the last timed call")
         outputs = task_inputs.as_output_list(result)
         self._check_guards()
         named = [(f"last/out{i}", out) for i, out in enumerate(outputs)]
@@ -408,26 +461,40 @@ class Runner:
             if warm_pool:
                 # The trials' conditions (a GPU busy for warmup_ms), on sets
                 # already seen: see TimingProtocol.fresh_input_probes.
-                timer.warm_up(self.model, warm_pool,
+                timer.warm_up(self.forward, warm_pool,
                               timing.Budget({"warmup_ms": request.get("warmup_ms", 0.0)}),
-                              check=self._checked_outputs)
+                              check=self._checked_outputs,
+                              clone=bool(request.get("clone_inputs", False)))
             # Probes alternate between two covers, a step apart (see
             # TimingProtocol.probe_cover_step_ms); two values, so more probes
             # never lengthen the sleep that work on another stream could
             # run beside unseen.
             cover = float(request.get("launch_cover_ms", 0.0))
             step = float(request.get("launch_cover_step_ms", 0.0))
+            # paired_sets (the CPU's): each fresh call right after a timed
+            # call on a set already seen, in the same conditions, so the two
+            # can be compared call for call (seen_ms).
+            paired = [self.pool[n] for n in request.get("paired_sets", []) if n in self.pool]
+            seen_ms = []
+            clone = bool(request.get("clone_inputs", False))
             for i, name in enumerate(request["sets"]):
                 inputs = self._inputs(request, payload, name)
-                ev, host, result = timer.one(self.model, inputs, request.get("flush_l2", False),
-                                             request.get("clone_inputs", False),
-                                             cover + (i % 2) * step)
+                if paired:
+                    ev, host, result = timer.one(self.forward, paired[i % len(paired)],
+                                                 request.get("flush_l2", False), clone)
+                    self._checked_outputs(result)
+                    seen_ms.append(ev if ev is not None else host)
+                ev, host, result = timer.one(self.forward, inputs, request.get("flush_l2", False),
+                                             clone, cover + (i % 2) * step)
                 outputs = self._checked_outputs(result)
                 event_ms.append(ev if ev is not None else host)
                 host_ms.append(host)
                 named += [(f"{name}/out{i}", out) for i, out in enumerate(outputs)]
         self._check_guards()
-        return self._pack({"type": "probed", "event_ms": event_ms, "host_ms": host_ms}, named)
+        header = {"type": "probed", "event_ms": event_ms, "host_ms": host_ms}
+        if paired:
+            header["seen_ms"] = seen_ms
+        return self._pack(header, named)
 
     def attribute(self, request, payload):
         """One recorded call on a set already sent: what forward launches
@@ -438,6 +505,11 @@ class Runner:
         return {"type": "attributed", "launches": record["launches"]}, b""
 
     def serve(self):
+        # Bound before any candidate code runs, in this frame's locals,
+        # which the candidate cannot reach: whatever it replaced, the last
+        # look before each reply is the real one and the reply goes out
+        # through the real send (guards.py).
+        check, captured, send = guards.replaced, self.guarded, protocol.send_frame
         handlers = {"compile": self.compile, "warm": self.warm, "run": self.run,
                     "time": self.time,
                     "probe": self.probe, "attribute": self.attribute,
@@ -470,7 +542,11 @@ class Runner:
                     except OSError:
                         pass  # the candidate closed it; its reply says what it broke
                 self.fds = []
-            protocol.send_frame(self.sock, header, out)
+            patched = check(captured)
+            if patched:
+                header, out = {"type": "failed", "flag": "HACK_PATCHED_FUNCTION",
+                               "message": "replaced harness functions: " + ", ".join(patched)}, b""
+            send(self.sock, header, out)
 
 
 def _keep_freed_memory_in_heap():

@@ -1,8 +1,21 @@
 """Functions the harness relies on, captured before candidate code loads and
 checked for replacement after it runs. Replacing any of them is reported
-(HACK_PATCHED_FUNCTION) and fails the candidate."""
+(HACK_PATCHED_FUNCTION) and fails the candidate.
 
+Two kinds: the library functions on `_GUARDED` (clocks, comparisons, tensor
+copies, the builtins the check itself uses), and everything the harness's
+own modules bind: each function, class, module and constant of a
+kforge_harness module, and each method of its classes. The candidate runs in
+the harness's interpreter, so a route to a harness module (a red team found
+`torch.sys.modules` past the static check) would otherwise let it replace
+the timer (`timing.Timer.one`), the launch record, or this check itself,
+unseen: the runner's last look before each reply uses references bound
+before the candidate loaded (candidate_runner.Runner.serve)."""
+
+import builtins
+import sys
 import time
+import types
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +28,7 @@ _GUARDED = [
     (torch, "allclose"), (torch, "isclose"), (torch, "equal"), (torch, "isfinite"),
     (torch, "isnan"), (torch, "manual_seed"), (torch, "empty"), (torch, "empty_like"),
     (torch, "zeros"), (torch, "randn"), (torch, "rand"), (torch, "frombuffer"),
+    (torch, "get_num_threads"), (torch, "set_num_threads"),
     (torch.Tensor, "clone"), (torch.Tensor, "copy_"), (torch.Tensor, "contiguous"),
     (torch.Tensor, "cpu"), (torch.Tensor, "numpy"), (torch.Tensor, "to"), (torch.Tensor, "view"),
     (torch.Tensor, "__eq__"), (torch.Tensor, "sub"), (torch.Tensor, "abs"),
@@ -22,21 +36,53 @@ _GUARDED = [
     (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda.Event, "record"),
     (torch.cuda.Event, "elapsed_time"), (torch.cuda.Event, "synchronize"),
     (F, "relu"), (F, "linear"), (F, "conv2d"), (F, "softmax"),
+    *((builtins, name) for name in ("getattr", "setattr", "isinstance", "type", "vars", "len",
+                                    "list", "tuple", "dict", "id", "iter", "next", "sorted",
+                                    "sum", "min", "max", "abs", "float", "int", "str", "repr",
+                                    "print", "object", "super", "__import__", "open")),
     # Wrapped by thread_watch.install (the names a Python version lacks
     # read None before and after).
     *(thread_watch.owner_of(dotted) for dotted in thread_watch.STARTERS),
 ]
 
+# What a harness module binds that must stay as it was: code, types and
+# immutable values (a module-level None is a slot the harness fills later).
+_BOUND = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type, int, float,
+          str, bytes, tuple, frozenset)
+_MEMBERS = (types.FunctionType, staticmethod, classmethod, property)
+
+
+def _harness_entries():
+    entries = []
+    for module_name, module in sorted(sys.modules.items()):
+        if module_name != "kforge_harness" and not module_name.startswith("kforge_harness."):
+            continue
+        for name, value in vars(module).items():
+            if not isinstance(value, _BOUND):
+                continue
+            entries.append((module, name, value, True))
+            if isinstance(value, type) and str(value.__module__).startswith("kforge_harness"):
+                entries += [(value, attr, member, True) for attr, member in vars(value).items()
+                            if isinstance(member, _MEMBERS)]
+    return entries
+
 
 def capture():
-    return [(owner, name, getattr(owner, name, None)) for owner, name in _GUARDED]
+    """An immutable snapshot: (owner, name, object, read from the owner's
+    own dict) for every guarded name."""
+    return tuple([(owner, name, getattr(owner, name, None), False) for owner, name in _GUARDED]
+                 + _harness_entries())
 
 
-def replaced(captured):
+# The builtins it uses are bound as defaults (out of a candidate's reach
+# without __defaults__, which the static check denies), so replacing
+# builtins.getattr cannot blind it; it reports that replacement too.
+def replaced(captured, _getattr=getattr, _vars=vars, _type=type, _missing=object(), _str=str):
     """Names of guarded functions that are no longer the captured objects."""
     out = []
-    for owner, name, original in captured:
-        if getattr(owner, name, None) is not original:
-            owner_name = getattr(owner, "__name__", type(owner).__name__)
-            out.append(f"{owner_name}.{name}")
+    for owner, name, original, own_dict in captured:
+        now = _vars(owner).get(name, _missing) if own_dict else _getattr(owner, name, None)
+        if now is not original:
+            owner_name = _getattr(owner, "__name__", None) or _getattr(_type(owner), "__name__", "?")
+            out.append(f"{_str(owner_name)}.{name}")
     return out

@@ -119,6 +119,7 @@ class Timer:
         self.cuda = self.device.type == "cuda"
         self.flush_buffer = None
         self.cycles_per_ms = None
+        self.last_args = None
 
     def _cycles_per_ms(self):
         if self.cycles_per_ms is None:
@@ -146,6 +147,9 @@ class Timer:
         host_ms is event_ms plus what the device-wide synchronise waited for
         past the end event (the module's docstring says why)."""
         args = self._fresh(args, clone)
+        # The last call's inputs as the call left them, for a check that
+        # the candidate did not write into them (candidate_runner.time).
+        self.last_args = args
         if self.cuda:
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             _cuda_synchronize(self.device)
@@ -177,13 +181,16 @@ class Timer:
         t1 = _perf_counter_ns()
         return None, (t1 - t0) / 1e6, out
 
-    def warm_up(self, fn, pool, budget, check=None):
+    def warm_up(self, fn, pool, budget, check=None, clone=False):
         """At least budget.warmup_calls calls and budget.warmup_ms of host
-        time, untimed, rotating through the pool."""
+        time, untimed, rotating through the pool; on clones of its inputs
+        with `clone`, as the trials: a call handed the pool's own tensors
+        could write into them what every later clone would carry (a red
+        team's row sums, marked by a NaN payload, reached all 20 trials)."""
         start, i = _perf_counter_ns(), 0
         while (i < budget.warmup_calls
                or (_perf_counter_ns() - start) / 1e6 < budget.warmup_ms):
-            _, _, out = self.one(fn, pool[i % len(pool)], False)
+            _, _, out = self.one(fn, pool[i % len(pool)], False, clone)
             if check is not None:
                 check(out)
             i += 1

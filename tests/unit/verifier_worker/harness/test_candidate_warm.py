@@ -254,6 +254,7 @@ class ProbeWarmUpTest(unittest.TestCase):
             return one(timer, fn, args, flush_l2, clone, launch_cover_ms)
 
         timing.Timer.one = recording
+        runner.guarded = guards.capture()  # the test's wrapper, not a candidate's
         try:
             header, _ = runner.probe(request, payload)
         finally:

@@ -1,0 +1,281 @@
+"""Run-time facts the candidate runner checks whatever the candidate's source
+looks like (the static check is a filter; these are the ground truth):
+
+  - its code runs only inside the calls the harness makes (call_window.py):
+    a finalizer run when the harness drops a timed call's input clone is
+    work moved past the timed interval;
+  - forward returns a tensor or a plain tuple/list (a subclass's __iter__
+    would run as the harness unpacks it, after the timing);
+  - a timed call leaves its inputs as it got them (the last call and the
+    verifier's secret ones are compared with their sets);
+  - nothing the harness relies on was replaced, its own modules and the
+    check itself included, and the last look before each reply is made
+    with references bound before the candidate loaded (guards.py, serve).
+
+The candidates here are executed directly, without the static check, as a
+route past it would let them."""
+import os
+import socket
+import sys
+import tempfile
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..",
+                                "verifier_worker", "harness"))
+import torch  # noqa: E402
+
+from kforge_harness import (call_window, candidate_runner, guards, protocol,  # noqa: E402
+                            timing)
+
+HEADER = """
+import torch
+import torch.nn as nn
+"""
+
+HONEST = HEADER + """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.clamp(x, min=0.0)
+"""
+
+# The work done when the harness drops the clone it timed the call on.
+FINALIZER = HEADER + """
+class _Job:
+    def __init__(self, x, y):
+        # The clone's storage, not the clone: no reference cycle, so the
+        # job dies with the clone, when the harness lets it go.
+        self.x, self.y = x.detach(), y
+
+    def __del__(self):
+        torch.clamp(self.x, min=0.0, out=self.y)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        if x._base is None:  # a timer's clone, not a set's view
+            x.job = _Job(x, y)
+            return y
+        return torch.clamp(x, min=0.0)
+"""
+
+# The work done as the harness unpacks the outputs.
+LAZY_CONTAINER = HEADER + """
+class _Later(tuple):
+    def __iter__(self):
+        torch.clamp(self[1], min=0.0, out=self[0])
+        return iter((self[0],))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return _Later((torch.empty_like(x), x))
+"""
+
+# In place on the timer's clones only: no output allocated.
+IN_PLACE_WHEN_TIMED = HEADER + """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if x._base is None:
+            return x.clamp_(min=0.0)
+        return torch.clamp(x, min=0.0)
+"""
+
+# Replaces the harness's timer and silences the check that would see it.
+PATCHES_THE_HARNESS = HEADER + """
+import kforge_harness.guards as _guards
+import kforge_harness.timing as _timing
+
+_real_one = _timing.Timer.one
+_guards.replaced = lambda captured: []
+
+
+def _fast_one(self, *args, **kwargs):
+    event_ms, host_ms, out = _real_one(self, *args, **kwargs)
+    return event_ms, host_ms / 5, out
+
+
+_timing.Timer.one = _fast_one
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.clamp(x, min=0.0)
+"""
+
+
+def _set(shape=(8, 64)):
+    """A set as the runner holds one: a view of a larger buffer, as the
+    shared-memory sets are."""
+    return [torch.randn(shape[0] * shape[1] + 16)[16:].view(*shape)]
+
+
+class RunnerTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="kf-facts-test-")
+        self.runner = None
+
+    def tearDown(self):
+        if self.runner is not None:
+            self.runner.window.disarm()
+
+    def _runner(self, source):
+        """A runner whose candidate module ran as compile runs it (its file
+        named, the window armed afterwards), with the set "a" seen."""
+        runner = candidate_runner.Runner(None, {"device": "cpu"})
+        self.runner = runner
+        runner.init_seed = 1
+        runner.guarded = guards.capture()
+        path = os.path.join(self.tmp, "candidate.py")
+        runner.module = type(sys)("candidate")
+        runner.watch.set_candidate(path)
+        runner.window.set_candidate(path)
+        exec(compile(source, path, "exec"), runner.module.__dict__)
+        runner.window.arm()
+        runner._build([])
+        runner.pool["a"] = _set()
+        runner.pool["b"] = _set()
+        return runner
+
+    def _time(self, runner, **fields):
+        request = {"type": "time", "sets": ["a", "b"], "init_inputs": [], "min_trials": 6,
+                   "max_trials": 6, "warmup": 2, "clone_inputs": True, **fields}
+        runner.request = request
+        return runner.time(request, b"")
+
+    def assertFails(self, flag, call):
+        with self.assertRaises(candidate_runner.CandidateError) as failed:
+            call()
+        self.assertEqual(failed.exception.flag, flag, str(failed.exception))
+        return str(failed.exception)
+
+    def test_an_honest_candidate_is_timed(self):
+        runner = self._runner(HONEST)
+        header, _ = self._time(runner, recorded_calls=[3])
+        self.assertEqual(header["type"], "timed")
+        self.assertEqual(len(header["host_ms"]), 6)
+        self.assertEqual(runner.window.offenders(), [])
+
+    def test_work_in_a_finalizer_of_a_timed_calls_input_is_deferred_work(self):
+        runner = self._runner(FINALIZER)
+        # Its correctness calls (on the sets' views) are honest.
+        outputs = runner._call(runner.pool["a"])
+        self.assertTrue(torch.equal(outputs[0], runner.pool["a"][0].clamp(min=0)))
+        message = self.assertFails("HACK_CONCURRENCY", lambda: self._time(runner))
+        self.assertIn("_Job.__del__ at candidate.py", message)
+
+    def test_the_candidates_code_may_run_inside_calls_and_at_construction(self):
+        runner = self._runner(FINALIZER)
+        runner._build([], "float64")  # ModelNew(...) and its .to() run in the window
+        runner._call(runner.pool["a"])
+        self.assertEqual(runner.window.offenders(), [])
+
+    def test_an_output_container_of_the_candidates_type_fails_before_it_is_read(self):
+        runner = self._runner(LAZY_CONTAINER)
+        message = self.assertFails("HACK_OUTPUT_NOT_PLAIN_TENSOR",
+                                   lambda: runner._call(runner.pool["a"]))
+        self.assertIn("_Later", message)
+        self.assertEqual(runner.window.offenders(), [], "its __iter__ never ran")
+
+    def test_a_timed_call_that_writes_into_its_inputs_fails(self):
+        runner = self._runner(IN_PLACE_WHEN_TIMED)
+        before = runner.pool["a"][0].clone()
+        runner._call(runner.pool["a"])  # honest on the set itself
+        self.assertTrue(torch.equal(runner.pool["a"][0], before))
+        message = self.assertFails("HACK_INPUT_MUTATION", lambda: self._time(runner))
+        self.assertIn("changed its input 0", message)
+
+    def test_warm_up_calls_get_clones_too(self):
+        # A warm-up on the pool's own tensors would let a call write into
+        # what every later clone copies.
+        timer = timing.Timer("cpu")
+        pool = [_set()]
+        seen = []
+        timer.warm_up(lambda x: seen.append(x) or x, pool, timing.Budget({"warmup": 3}),
+                      clone=True)
+        self.assertEqual(len(seen), 3)
+        self.assertTrue(all(x is not pool[0][0] for x in seen))
+
+
+class CallWindowTest(unittest.TestCase):
+    def test_only_the_candidates_frames_outside_calls_are_offences(self):
+        path = os.path.join(tempfile.mkdtemp(prefix="kf-window-test-"), "candidate.py")
+        scope = {}
+        exec(compile("def work():\n    return 1\n", path, "exec"), scope)
+        window = call_window.CallWindow()
+        window.set_candidate(path)
+        window.arm()
+        try:
+            self.assertEqual(window.call(scope["work"]), 1)
+            len([1, 2])  # the harness's own code: not an offence
+            self.assertEqual(window.offenders(), [])
+            scope["work"]()
+        finally:
+            window.disarm()
+        self.assertEqual(window.offenders(), ["work at candidate.py:1"])
+        scope["work"]()  # disarmed: not seen
+        self.assertEqual(len(window.offenders()), 1)
+
+
+class GuardsTest(unittest.TestCase):
+    def test_the_harnesss_own_functions_and_methods_are_guarded(self):
+        captured = guards.capture()
+        real_one, real_send = timing.Timer.one, protocol.send_frame
+        timing.Timer.one = lambda *a, **k: None
+        protocol.send_frame = lambda *a, **k: None
+        try:
+            self.assertEqual(sorted(guards.replaced(captured)),
+                             ["Timer.one", "kforge_harness.protocol.send_frame"])
+        finally:
+            timing.Timer.one, protocol.send_frame = real_one, real_send
+        self.assertEqual(guards.replaced(captured), [])
+
+    def test_replacing_the_check_is_seen_by_the_check_bound_before(self):
+        captured = guards.capture()
+        check = guards.replaced
+        guards.replaced = lambda c: []
+        try:
+            self.assertEqual(check(captured), ["kforge_harness.guards.replaced"])
+        finally:
+            guards.replaced = check
+
+
+class ServeTest(unittest.TestCase):
+    """The last look before a reply: a candidate that replaced the timer
+    and the check at import still gets HACK_PATCHED_FUNCTION."""
+
+    def test_a_reply_after_the_harness_was_patched_is_a_failure(self):
+        ours, theirs = socket.socketpair()
+        runner = candidate_runner.Runner(theirs, {"device": "cpu"})
+        runner.guarded = guards.capture()
+        real_one, real_replaced = timing.Timer.one, guards.replaced
+        cwd = os.getcwd()
+        os.chdir(tempfile.mkdtemp(prefix="kf-serve-test-"))
+        server = threading.Thread(target=runner.serve, name="kf-test-serve")
+        server.start()
+        try:
+            packer = protocol.TensorPacker()
+            packer.add("tiny/in0", torch.randn(4, 8))
+            payload = b"".join(bytes(p) for p in packer.payload())
+            protocol.send_frame(ours, {"type": "compile", "source": PATCHES_THE_HARNESS,
+                                       "init_inputs": [], "init_seed": 1, "set": "tiny",
+                                       "tensors": packer.entries}, payload)
+            reply, _ = protocol.recv_frame(ours)
+            protocol.send_frame(ours, {"type": "exit"})
+            server.join(30)
+        finally:
+            timing.Timer.one, guards.replaced = real_one, real_replaced
+            runner.window.disarm()
+            os.chdir(cwd)
+            ours.close()
+            theirs.close()
+        self.assertFalse(server.is_alive())
+        self.assertEqual(reply["type"], "failed", reply)
+        self.assertEqual(reply["flag"], "HACK_PATCHED_FUNCTION", reply)
+        self.assertIn("Timer.one", reply["message"])
+        self.assertIn("guards.replaced", reply["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
