@@ -192,6 +192,28 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
   return true;
 }
 
+namespace {
+
+// {dtype: [atol, rtol]} for the harness, as reference_set.cc compares.
+google::protobuf::Value ToleranceTable(const v1::Tolerances& t) {
+  auto pair = [](const v1::Tolerance& tol) {
+    google::protobuf::Value v;
+    v.mutable_list_value()->add_values()->set_number_value(tol.atol());
+    v.mutable_list_value()->add_values()->set_number_value(tol.rtol());
+    return v;
+  };
+  google::protobuf::Value table;
+  auto& fields = *table.mutable_struct_value()->mutable_fields();
+  const v1::Tolerance& fp32 = t.allow_reduced_precision() ? t.bf16() : t.fp32();
+  fields["float32"] = pair(fp32);
+  fields["float64"] = pair(fp32);
+  fields["float16"] = pair(t.fp16());
+  fields["bfloat16"] = pair(t.bf16());
+  return table;
+}
+
+}  // namespace
+
 bool Funnel::Run::RequestTimedRuns(v1::StageResult* stage) {
   const v1::TimingProtocol& p = options_.timing();
   Frame request =
@@ -211,6 +233,12 @@ bool Funnel::Run::RequestTimedRuns(v1::StageResult* stage) {
   }
   const int recorded_calls = secret.list_value().values_size();
   request.Set("recorded_calls", std::move(secret));
+  // Each timed call's outputs must agree, within the stage-4 tolerances,
+  // with the first call's on the same set (the harness compares them
+  // outside the timed interval), and the last and the recorded ones are
+  // compared with the reference here: so every timed call did the work, not
+  // only the few a candidate cannot tell apart.
+  request.Set("tolerances", ToleranceTable(options_.tolerances()));
   // The last timed output and each recorded call's: every set of the pool
   // has the task's own shapes.
   OfferReplyBuffer(request, ReplyBytes(SetNamed(pool_.front()), 1 + recorded_calls, false));

@@ -40,8 +40,8 @@ import time
 import traceback
 import types
 
-from . import (call_window, guards, launch_record, launchers, protocol, sandbox, task_inputs,
-               thread_watch, timing, warmup)
+from . import (audit, call_window, guards, launch_record, launchers, protocol, sandbox,
+               task_inputs, thread_watch, timing, warmup)
 from .device import make_current
 
 
@@ -78,6 +78,12 @@ class Runner:
         # The candidate's code on this thread outside the calls the harness
         # makes (call_window.py); armed once its module has run.
         self.window = call_window.CallWindow()
+        # What the candidate's code asks of the interpreter (audit.py); its
+        # hook is installed by run_child, for good.
+        triton = sys.modules.get("triton")
+        self.audit = audit.Audit(os.path.dirname(os.path.abspath(__file__)),
+                                 os.path.dirname(os.path.abspath(triton.__file__))
+                                 if getattr(triton, "__file__", None) else "")
         self.guarded = ()  # guards.capture(), by run_child before the candidate loads
 
     # -- helpers --------------------------------------------------------
@@ -258,6 +264,47 @@ class Runner:
         self._check_threads()
 
     @staticmethod
+    def _handed(inputs):
+        """Copies of a set's tensors for a call the harness makes on them
+        outside the timer (which clones its own): the pool's tensors, which
+        the trials clone, are never the candidate's to keep. A red team kept
+        the sets it was handed for correctness and wrote the answers into
+        them in its first timed call, so every later clone carried them and
+        each compare with its (equally changed) set agreed."""
+        import torch
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+    @staticmethod
+    def _copied(outputs):
+        return [out.clone() for out in outputs]
+
+    @staticmethod
+    def _check_agrees(outputs, first, tolerances, name):
+        """`outputs` within tolerance of `first` (elementwise, or as a whole
+        in relative L2, as the verifier compares with the reference)."""
+        import torch
+        if len(outputs) != len(first):
+            raise CandidateError(f"a timed call on {name} returned {len(outputs)} outputs, the "
+                                 f"first {len(first)}", "HACK_NONDETERMINISTIC")
+        for i, (out, ref) in enumerate(zip(outputs, first)):
+            agree = out.shape == ref.shape and out.dtype == ref.dtype
+            if agree and not out.is_floating_point():
+                agree = bool(torch.equal(out, ref))
+            elif agree:
+                atol, rtol = tolerances.get(str(out.dtype).replace("torch.", ""), (1e-4, 1e-4))
+                o, r = out.float(), ref.float()
+                diff = (o - r).abs()
+                close = (diff <= atol + rtol * r.abs()) | (o.isnan() & r.isnan())
+                if not bool(close.all()):
+                    norm = r.norm()
+                    agree = bool(torch.isfinite(diff).all()) and bool(norm > 0) and \
+                        bool(diff.norm() <= rtol * norm)
+            if not agree:
+                raise CandidateError(f"a timed call's output {i} on {name} differs from the first "
+                                     "call's on the same inputs: a timed call skipped the work",
+                                     "HACK_NONDETERMINISTIC")
+
+    @staticmethod
     def _check_unchanged(after, before, which):
         """`after` (a call's inputs, as it left them) holds what `before`
         (the set they were cloned from) holds, NaN for NaN."""
@@ -280,6 +327,11 @@ class Runner:
         if ran:
             raise CandidateError("the candidate's code ran on a thread of its own, beside the "
                                  "call the harness timed: " + "; ".join(ran), "HACK_CONCURRENCY")
+        refused = self.audit.offenders()
+        if refused:
+            flag, _ = refused[0]
+            raise CandidateError("the interpreter refused the candidate: "
+                                 + "; ".join(message for _, message in refused), flag)
         deferred = self.window.offenders()
         if deferred:
             raise CandidateError("the candidate's code ran after forward had returned, outside "
@@ -334,6 +386,7 @@ class Runner:
         sys.modules["candidate"] = self.module
         self.watch.set_candidate("candidate.py")
         self.window.set_candidate("candidate.py")
+        self.audit.set_candidate("candidate.py")
         code = compile(request["source"], os.path.abspath("candidate.py"), "exec")
         exec(code, self.module.__dict__)
         if not hasattr(self.module, "ModelNew"):
@@ -342,6 +395,7 @@ class Runner:
         self._build(request["init_inputs"], request.get("dtype", ""))
         self._check_guards()
         inputs = self._inputs(request, payload, request["set"])
+        given = self._handed(inputs)
         self._poison(request.get("poison_bytes", 0))
         # The first call on inputs the candidate has never seen is the
         # recorded one: no earlier call can have told it which calls are
@@ -349,12 +403,12 @@ class Runner:
         # the candidate's own kernels, which the attribution allows.)
         started = time.perf_counter()
         if request.get("attribute"):
-            outputs, record = self._recorded_call(inputs)
+            outputs, record = self._recorded_call(given)
         else:
-            outputs, record = self._call(inputs), None
+            outputs, record = self._call(given), None
         call_s = time.perf_counter() - started
         self._check_guards()
-        return self._reply_outputs({"type": "compiled", "call_s": call_s}, [outputs], inputs,
+        return self._reply_outputs({"type": "compiled", "call_s": call_s}, [outputs], given,
                                    record)
 
     def warm(self, request, payload):
@@ -384,20 +438,22 @@ class Runner:
         if request.get("after_warm"):
             self._after_warm()
         self._build(request["init_inputs"], request.get("dtype", ""))
-        inputs = self._inputs(request, payload, request["set"])
+        given = self._handed(self._inputs(request, payload, request["set"]))
         runs, record = [], None
         call_s = 0.0  # the calls alone, for the verdict's diagnostics
-        for r in range(int(request.get("repeat", 1))):
+        repeat = int(request.get("repeat", 1))
+        for r in range(repeat):
             self._poison(request.get("poison_bytes", 0))
             started = time.perf_counter()
             if r == 0 and request.get("attribute"):
-                outputs, record = self._recorded_call(inputs)
+                outputs, record = self._recorded_call(given)
             else:
-                outputs = self._call(inputs)
+                outputs = self._call(given)
             call_s += time.perf_counter() - started
-            runs.append(outputs)
+            # A later call must not be able to rewrite what this one returned.
+            runs.append(self._copied(outputs) if r + 1 < repeat else outputs)
         self._check_guards()
-        returned = inputs if request.get("return_inputs", True) else []
+        returned = given if request.get("return_inputs", True) else []
         return self._reply_outputs({"type": "ran", "call_s": call_s}, runs, returned, record)
 
     def time(self, request, payload):
@@ -422,14 +478,31 @@ class Runner:
         def record_call(args, index):
             outputs, record = self._recorded_call(args)
             self._check_unchanged(args, pool[index], "a call the verifier chose in secret")
-            recorded.append((index, outputs, record))
+            # Copied now: the trials after it run the candidate again.
+            recorded.append((index, self._copied(outputs), record))
+
+        # Every call's outputs agree with the first call's on the same set
+        # (and the verifier compares the last and the recorded ones with the
+        # reference): a candidate that skips the work on some timed calls,
+        # hoping those are not the ones checked, is seen on the first.
+        firsts = {}
+        tolerances = request.get("tolerances", {})
+
+        def check(result):
+            outputs = self._checked_outputs(result)
+            first = firsts.get(timer.last_index)
+            if first is None:
+                firsts[timer.last_index] = self._copied(outputs)
+            else:
+                self._check_agrees(outputs, first, tolerances,
+                                   request["sets"][timer.last_index])
+            return outputs
 
         import torch
         with torch.no_grad():
-            timer.warm_up(self.forward, pool, budget, check=self._checked_outputs,
-                          clone=budget.clone_inputs)
+            timer.warm_up(self.forward, pool, budget, check=check, clone=budget.clone_inputs)
             event_ms, host_ms, result, index = timer.run(
-                self.forward, pool, budget, request.get("start", 0), check=self._checked_outputs,
+                self.forward, pool, budget, request.get("start", 0), check=check,
                 aside=(secret, record_call))
         # The inputs the last timed call was given (its own clones when
         # budget.clone_inputs), as it left them: no call knows in advance
@@ -489,7 +562,9 @@ class Runner:
                 outputs = self._checked_outputs(result)
                 event_ms.append(ev if ev is not None else host)
                 host_ms.append(host)
-                named += [(f"{name}/out{i}", out) for i, out in enumerate(outputs)]
+                # Copied now: a later call could otherwise finish (in place)
+                # what this one left undone, before the outputs are read.
+                named += [(f"{name}/out{i}", out) for i, out in enumerate(self._copied(outputs))]
         self._check_guards()
         header = {"type": "probed", "event_ms": event_ms, "host_ms": host_ms}
         if paired:
@@ -500,7 +575,7 @@ class Runner:
         """One recorded call on a set already sent: what forward launches
         after its timed runs."""
         self._after_warm()
-        _, record = self._recorded_call(self.pool[request["set"]])
+        _, record = self._recorded_call(self._handed(self.pool[request["set"]]))
         self._check_guards()
         return {"type": "attributed", "launches": record["launches"]}, b""
 
@@ -510,6 +585,7 @@ class Runner:
         # look before each reply is the real one and the reply goes out
         # through the real send (guards.py).
         check, captured, send = guards.replaced, self.guarded, protocol.send_frame
+        refused = self.audit.offenders
         handlers = {"compile": self.compile, "warm": self.warm, "run": self.run,
                     "time": self.time,
                     "probe": self.probe, "attribute": self.attribute,
@@ -542,10 +618,14 @@ class Runner:
                     except OSError:
                         pass  # the candidate closed it; its reply says what it broke
                 self.fds = []
-            patched = check(captured)
+            patched, asked = check(captured), refused()
             if patched:
                 header, out = {"type": "failed", "flag": "HACK_PATCHED_FUNCTION",
                                "message": "replaced harness functions: " + ", ".join(patched)}, b""
+            elif asked:
+                header, out = {"type": "failed", "flag": asked[0][0],
+                               "message": "the interpreter refused the candidate: "
+                                          + "; ".join(message for _, message in asked)}, b""
             send(self.sock, header, out)
 
 
@@ -587,6 +667,7 @@ def run_child(sock, config):
         launchers.record()
         runner = Runner(sock, config)
         runner.watch.install()  # before the capture: the thread starters are guarded too
+        runner.audit.install()  # for good: an audit hook cannot be removed
         runner.guarded = guards.capture()
         protocol.send_frame(sock, {"type": "ready", "pid": os.getpid(), **report})
         runner.serve()

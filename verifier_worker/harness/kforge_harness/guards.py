@@ -61,10 +61,24 @@ def _harness_entries():
             if not isinstance(value, _BOUND):
                 continue
             entries.append((module, name, value, True))
+            if isinstance(value, types.FunctionType):
+                entries += _function_state(value)
             if isinstance(value, type) and str(value.__module__).startswith("kforge_harness"):
-                entries += [(value, attr, member, True) for attr, member in vars(value).items()
-                            if isinstance(member, _MEMBERS)]
+                members = [(attr, member) for attr, member in vars(value).items()
+                           if isinstance(member, _MEMBERS)]
+                entries += [(value, attr, member, True) for attr, member in members]
+                for _, member in members:
+                    function = getattr(member, "__func__", member)
+                    if isinstance(function, types.FunctionType):
+                        entries += _function_state(function)
     return entries
+
+
+def _function_state(function):
+    """A function replaced in place keeps its identity: its code, defaults
+    and globals are compared too (a red team swapped Timer.one.__code__)."""
+    return [(function, name, getattr(function, name), False)
+            for name in ("__code__", "__defaults__", "__kwdefaults__", "__globals__")]
 
 
 def capture():

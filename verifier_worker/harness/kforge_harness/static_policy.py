@@ -117,8 +117,20 @@ DENIED = {
              "typing_extensions.ForwardRef", _EVAL_HINTS),
 }
 
+# A denied module is one attribute away from many values: torch, typing and
+# warnings hold sys and os, and `t = torch; t.sys`, `f(torch)` with `m.sys`
+# inside, `[torch][0].sys` carry the module where the alias table cannot
+# follow. Such an attribute name is denied on any object, as its module is
+# (`cuda` excepted: torch.cuda and Tensor.cuda are torch's own).
+MODULE_ATTRS = {name: rule for name, rule in DENIED.items()
+                if "." not in name and name != "cuda"}
+
 # Attribute names denied on any object (its type is unknown statically).
 DENIED_ATTRS = {
+    **MODULE_ATTRS,
+    # torch.jit.fork and torch.jit.script reached through a value.
+    "fork": _THREADS,
+    "script": (INTROSPECTION, "compiles code of its own at run time"),
     **_rules("__dict__ __class__ __subclasses__ __globals__ __code__ __builtins__ __bases__ "
              "__mro__ __closure__ __loader__ __spec__ __getattribute__ _getframe f_back "
              "f_globals f_locals f_builtins gi_frame tb_frame", _INTRO),

@@ -120,6 +120,7 @@ class Timer:
         self.flush_buffer = None
         self.cycles_per_ms = None
         self.last_args = None
+        self.last_index = None  # the pool index of the call check() looks at
 
     def _cycles_per_ms(self):
         if self.cycles_per_ms is None:
@@ -191,6 +192,7 @@ class Timer:
         while (i < budget.warmup_calls
                or (_perf_counter_ns() - start) / 1e6 < budget.warmup_ms):
             _, _, out = self.one(fn, pool[i % len(pool)], False, clone)
+            self.last_index = i % len(pool)
             if check is not None:
                 check(out)
             i += 1
@@ -200,7 +202,7 @@ class Timer:
     def run(self, fn, pool, budget, start_index=0, check=None, aside=None):
         """Trials by budget over pool[(start_index + i) % len(pool)], i
         counting every call. check(output), if given, runs on every trial's
-        output outside the timed interval. aside = (indices, callback): the
+        output outside the timed interval (self.last_index says its set). aside = (indices, callback): the
         calls at those indices are not timed; callback(fresh args, pool
         index) makes them instead (the candidate runner records them), and
         they do not count towards the budget. Returns (event_ms or None,
@@ -229,6 +231,7 @@ class Timer:
             delta = sample - mean
             mean += delta / n
             m2 += delta * (sample - mean)
+            self.last_index = index
             if check is not None:
                 check(out)
             spent += (_perf_counter_ns() - began) / 1e6

@@ -1,7 +1,9 @@
 # The work moved out of the timed call: on a timer's clone of its input (not
 # a view of a set, as correctness inputs are), forward returns an empty
 # output and leaves the ReLU to a finalizer that runs when the harness drops
-# the clone, after the clock stopped. Its outputs are right when checked.
+# the clone, after the clock stopped. Every call now gets a copy (no view
+# of a set), so it defers on correctness calls too and fails there; at the
+# timing stage the call window would see the finalizer run.
 import torch
 import torch.nn as nn
 

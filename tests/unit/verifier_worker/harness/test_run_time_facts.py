@@ -105,6 +105,32 @@ class ModelNew(nn.Module):
 """
 
 
+KEEPS_ITS_INPUTS = HEADER + """
+KEPT = []
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        for kept in KEPT:
+            kept.clamp_(min=0.0)
+        KEPT.append(x)
+        return torch.clamp(x, min=0.0)
+"""
+
+SKIPS_LATER_CALLS = HEADER + """
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls > 3:
+            return torch.zeros_like(x)
+        return torch.clamp(x, min=0.0)
+"""
+
+
 def _set(shape=(8, 64)):
     """A set as the runner holds one: a view of a larger buffer, as the
     shared-memory sets are."""
@@ -185,6 +211,28 @@ class RunnerTest(unittest.TestCase):
         self.assertTrue(torch.equal(runner.pool["a"][0], before))
         message = self.assertFails("HACK_INPUT_MUTATION", lambda: self._time(runner))
         self.assertIn("changed its input 0", message)
+
+    def test_the_sets_the_trials_clone_are_never_handed_to_the_candidate(self):
+        # It keeps what each correctness call was given, and writes the
+        # answer into it in its first timed call: had it been the set itself,
+        # every later clone would carry the answer.
+        runner = self._runner(KEEPS_ITS_INPUTS)
+        before = runner.pool["a"][0].clone()
+        runner.request = {"type": "run"}
+        given = runner._handed(runner.pool["a"])
+        runner._call(given)
+        self.assertTrue(torch.equal(runner.pool["a"][0], before))
+        self._time(runner)
+        self.assertTrue(torch.equal(runner.pool["a"][0], before), "the set changed")
+
+    def test_every_timed_call_agrees_with_the_first_on_its_set(self):
+        runner = self._runner(SKIPS_LATER_CALLS)
+        message = self.assertFails("HACK_NONDETERMINISTIC", lambda: self._time(runner))
+        self.assertIn("skipped the work", message)
+        # Within the tolerances, calls may differ (another summation order).
+        first = [torch.ones(4)]
+        candidate_runner.Runner._check_agrees([torch.ones(4) + 5e-5], first,
+                                              {"float32": [1e-4, 1e-4]}, "a")
 
     def test_warm_up_calls_get_clones_too(self):
         # A warm-up on the pool's own tensors would let a call write into

@@ -1,0 +1,131 @@
+"""The audit hook (kforge_harness/audit.py): what the candidate's code asks
+of the interpreter, judged by who asks. Each case runs in a fresh
+interpreter, since an audit hook, once added, cannot be removed."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+HARNESS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..",
+                           "verifier_worker", "harness")
+
+# Runs `CANDIDATE` as the harness runs a candidate's module: the hook
+# installed first, the candidate's file named, then its code executed; each
+# probe function it defines is called and reported (ok, or the error).
+DRIVER = textwrap.dedent("""
+    import json, os, sys
+    sys.path.insert(0, sys.argv[1])
+    from kforge_harness import audit
+    work = sys.argv[2]
+    path = os.path.join(work, "candidate.py")
+    with open(path) as f:
+        source = f.read()
+    hook = audit.Audit(os.path.join(sys.argv[1], "kforge_harness"))
+    hook.install()
+    hook.set_candidate(path)
+    scope = {"__name__": "candidate"}
+    exec(compile(source, path, "exec"), scope)
+    results = {}
+    for name, probe in list(scope.items()):
+        if name.startswith("probe_"):
+            try:
+                probe()
+                results[name] = "ok"
+            except Exception as e:
+                results[name] = f"{type(e).__name__}: {e}"
+    print(json.dumps({"results": results, "seen": hook.offenders()}))
+""")
+
+CANDIDATE = textwrap.dedent('''
+    import collections
+    import dataclasses
+    import enum
+    import functools
+    import types
+    import typing
+    import warnings
+
+    import torch
+
+
+    @dataclasses.dataclass
+    class Sizes:
+        rows: int
+        cols: int = 4
+
+
+    Pair = collections.namedtuple("Pair", "a b")
+    Color = enum.Enum("Color", "RED GREEN")
+    T = typing.TypeVar("T")
+
+
+    def probe_libraries_that_make_code_or_look_at_frames():
+        Sizes(3)
+        Pair(1, 2)
+        warnings.warn("a candidate may warn")
+        functools.lru_cache(maxsize=4)(lambda n: n)(1)
+        torch.zeros(2).add_(1)
+
+
+    def probe_code_compiled_by_typing():
+        typing.Optional["__import__('os')"]
+
+
+    def _gen():
+        yield 1
+
+
+    def probe_a_function_made_of_a_code_object():
+        types.FunctionType(_gen().gi_code, {})
+
+
+    def probe_a_functions_code_replaced():
+        def f():
+            return 1
+        f.__code__ = probe_libraries_that_make_code_or_look_at_frames.__code__
+
+
+    def _module(m):
+        return m
+
+
+    def probe_sys_reached_as_a_value():
+        _module(torch).sys._getframe()
+
+
+    def probe_a_shell_through_a_library():
+        import torch.utils.collect_env as env
+        env.run("true")
+''')
+
+
+class AuditTest(unittest.TestCase):
+    def test_judged_by_who_asks(self):
+        work = tempfile.mkdtemp(prefix="kf-audit-test-")
+        with open(os.path.join(work, "candidate.py"), "w") as f:
+            f.write(CANDIDATE)
+        run = subprocess.run([sys.executable, "-c", DRIVER, HARNESS_DIR, work],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        report = json.loads(run.stdout.strip().splitlines()[-1])
+        results = report["results"]
+        self.assertEqual(results["probe_libraries_that_make_code_or_look_at_frames"], "ok",
+                         report)
+        for refused in ("probe_code_compiled_by_typing", "probe_a_function_made_of_a_code_object",
+                        "probe_a_functions_code_replaced", "probe_sys_reached_as_a_value",
+                        "probe_a_shell_through_a_library"):
+            with self.subTest(refused):
+                self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
+                                results[refused])
+        flags = [flag for flag, _ in report["seen"]]
+        self.assertIn("HACK_SUBPROCESS", flags)
+        self.assertIn("HACK_INTROSPECTION", flags)
+        self.assertTrue(all("candidate.py:" in message for _, message in report["seen"]),
+                        report["seen"])
+
+
+if __name__ == "__main__":
+    unittest.main()

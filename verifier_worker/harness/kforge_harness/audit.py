@@ -1,0 +1,188 @@
+"""What the candidate's code may ask of the interpreter, as a run-time fact:
+a Python audit hook (PEP 578), installed before the candidate loads and, by
+design, impossible to remove. The static check reads names; a red team kept
+finding spellings it could not read (a module passed as an argument, code
+compiled by typing.ForwardRef, a function's code swapped in place) and then
+reached the harness's timer, its output unpacking or a shell. Whatever the
+spelling, those routes end in a few interpreter events, and each event is
+judged by who asked for it, read off the stack when it happens:
+
+  - new code: compile, exec, eval, code objects and functions made from
+    them, a function's __code__ or defaults replaced. Refused when the
+    nearest frame outside the standard library is the candidate's (the
+    candidate called typing, which compiled its string). Imports, and the
+    code generators of dataclasses and namedtuple, are left alone; Triton
+    and torch making code of their own are theirs.
+  - the interpreter's insides: frames (sys._getframe, sys._current_frames),
+    generator and traceback frames and code, the garbage collector's object
+    lists, ctypes.
+    Refused when the candidate's own frame asks (the standard library may
+    look at frames for its own ends: warnings, namedtuple, enum do).
+  - processes: os.system, exec*, spawn*, posix_spawn, fork, subprocess.
+    Allowed only from Triton's frames (ptxas, the C compiler of its
+    launchers) and the harness's: a library the candidate calls has no
+    reason to start programs (torch.utils.collect_env.run ran a shell).
+
+A refused event raises in the candidate's code and is kept: the runner
+fails the candidate (HACK_INTROSPECTION, or HACK_SUBPROCESS for processes)
+at its next look, whatever the candidate did with the exception.
+
+    audit = Audit(harness_dir, triton_dir)
+    audit.install()                    # before the guarded functions are captured
+    audit.set_candidate("/w/candidate.py")   # from here on, events are judged
+    audit.offenders()                  # [("HACK_SUBPROCESS", "subprocess.Popen asked by ...")]
+"""
+
+import os
+import sys
+import sysconfig
+
+_getframe = sys._getframe
+_addaudithook = sys.addaudithook
+
+NEW_CODE = frozenset(["compile", "exec", "code.__new__", "function.__new__"])
+# sys.settrace and sys.setprofile are not among them: the call window sets
+# its hook twice a call (an audit of each cost a ReLU 15% of its CPU time),
+# and a candidate's own settrace can only run inside a call, after which the
+# window sets its hook again.
+INSIDES = frozenset(["sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                     "object.__getattr__", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
+                     "ctypes.addressof", "ctypes.call_function", "ctypes.string_at",
+                     "ctypes.wstring_at", "ctypes.create_string_buffer"])
+PROCESSES = frozenset(["os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
+                       "os.forkpty", "subprocess.Popen", "pty.spawn", "os.startfile"])
+# Attributes whose replacement swaps a function's behaviour in place.
+FUNCTION_STATE = frozenset(["__code__", "__defaults__", "__kwdefaults__", "__globals__"])
+WATCHED = NEW_CODE | INSIDES | PROCESSES | {"object.__setattr__"}
+
+# Standard-library modules that make code from checked identifiers, never
+# from text a caller chose: their compile and exec are theirs.
+_CODE_GENERATORS = ("dataclasses.py", os.path.join("collections", "__init__.py"))
+_MAX_SEEN = 8
+
+
+def _stdlib_dirs():
+    dirs = set()
+    for key in ("stdlib", "platstdlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(os.path.realpath(path) + os.sep)
+    return tuple(sorted(dirs))
+
+
+class Audit:
+    def __init__(self, harness_dir, triton_dir=""):
+        self.harness_dir = os.path.realpath(harness_dir) + os.sep
+        self.triton_dir = os.path.realpath(triton_dir) + os.sep if triton_dir else ""
+        self.stdlib_dirs = _stdlib_dirs()
+        self.candidate_file = None
+        self.seen = []
+        self._inside = False
+        self._kinds = {}  # co_filename -> kind, memoised
+
+    def install(self):
+        _addaudithook(self._hook)
+
+    def set_candidate(self, path):
+        """From now on events are judged (the candidate's module loads next)."""
+        self.candidate_file = os.path.abspath(path)
+
+    def offenders(self):
+        return list(self.seen)
+
+    # -- judging ----------------------------------------------------------
+
+    def _kind(self, filename):
+        kind = self._kinds.get(filename)
+        if kind is not None:
+            return kind
+        if filename == self.candidate_file:
+            kind = "candidate"
+        elif filename.startswith("<frozen"):
+            kind = "import" if "importlib" in filename else "stdlib"
+        elif filename.startswith("<"):
+            kind = "generated"  # code made at run time; its maker was judged
+        else:
+            real = os.path.realpath(filename)
+            if real.startswith(self.harness_dir):
+                kind = "harness"
+            elif self.triton_dir and real.startswith(self.triton_dir):
+                kind = "triton"
+            elif (real.startswith(self.stdlib_dirs) and "site-packages" not in real
+                  and "dist-packages" not in real):
+                kind = "stdlib"
+            else:
+                kind = "library"
+        self._kinds[filename] = kind
+        return kind
+
+    def _asker(self, frame):
+        """(kind of the frame that made the audited call, kind of the
+        nearest frame outside the standard library and generated code).
+        A module's own code run by an import (the import system's frames
+        come first on the way out) is "import": the module's, not its
+        importer's, whoever imported it."""
+        immediate = self._kind(frame.f_code.co_filename) if frame is not None else "stdlib"
+        nearest = "stdlib"
+        while frame is not None:
+            kind = self._kind(frame.f_code.co_filename)
+            if kind not in ("stdlib", "generated"):
+                nearest = kind
+                break
+            frame = frame.f_back
+        return immediate, nearest, frame
+
+    def _judge(self, event, args, frame):
+        """(flag, why) when refused, else None."""
+        if event in NEW_CODE or (event == "object.__setattr__" and len(args) >= 2
+                                 and args[1] in FUNCTION_STATE):
+            immediate, nearest, _ = self._asker(frame)
+            if immediate == "import" or nearest == "import":
+                return None  # a module's code, loaded by the import system
+            if frame is not None and frame.f_code.co_filename.endswith(_CODE_GENERATORS):
+                return None
+            if nearest == "candidate":
+                return ("HACK_INTROSPECTION", "makes or replaces code at run time, out of the "
+                        "static check's sight")
+            return None
+        if event in INSIDES:
+            if frame is not None and self._kind(frame.f_code.co_filename) == "candidate":
+                return ("HACK_INTROSPECTION", "reaches into the interpreter's frames, objects "
+                        "or native calls")
+            return None
+        if event in PROCESSES:
+            _, nearest, _ = self._asker(frame)
+            if nearest not in ("harness", "triton", "import"):
+                return ("HACK_SUBPROCESS", "starts a program: only Triton's compilers may")
+        return None
+
+    def _hook(self, event, args, _watched=WATCHED):
+        # Every audited event of the process comes here: the common ones
+        # leave at the first tests. A frame's f_code is read on every call
+        # the window's and the thread watch's hooks look at (6 a timed call:
+        # judged, they cost a ReLU 10-15% of its CPU time); a code object
+        # alone runs nothing (making a function of one is judged).
+        if (event not in _watched or self.candidate_file is None or self._inside
+                or (event == "object.__getattr__" and args[1] == "f_code")):
+            return
+        self._inside = True  # _getframe is audited too
+        try:
+            frame = _getframe(1)  # the Python frame whose call raised the event
+            verdict = self._judge(event, args, frame)
+            if verdict is None:
+                return
+            flag, why = verdict
+            where = self._candidate_line(frame)
+            message = f"{event} {why}" + (f" (at {where})" if where else "")
+            if len(self.seen) < _MAX_SEEN:
+                self.seen.append((flag, message))
+        finally:
+            self._inside = False
+        raise RuntimeError(f"kforge sandbox: {message}")
+
+    def _candidate_line(self, frame):
+        while frame is not None:
+            if frame.f_code.co_filename == self.candidate_file:
+                return f"{os.path.basename(self.candidate_file)}:{frame.f_lineno}"
+            frame = frame.f_back
+        return None
