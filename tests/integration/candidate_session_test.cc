@@ -138,25 +138,29 @@ TEST_F(CandidateSessionTest, AReplyInTheOfferedBufferIsSealedBeforeItIsRead) {
   EXPECT_EQ(out[3], 3.0f);
 }
 
-// The static check refuses this source (gc, mmap); the session, which
-// never relies on it, must hold on its own.
+// The static check refuses this source (os, mmap); the session, which
+// never relies on it, must hold on its own. It maps every descriptor it has
+// shared and writable: the sealed input buffers refuse, the reply buffer
+// the verifier offered does not (it may not find the harness's objects:
+// the audit hook refuses gc to the candidate).
 constexpr char kHoldsTheReplyBuffer[] = R"(
-import gc
 import mmap
+import os
 import torch
 
 _held = []
 
 class ModelNew(torch.nn.Module):
     def forward(self, x):
-        for obj in gc.get_objects():
-            if type(obj).__name__ != "Runner":
-                continue
-            request, fds = obj.request, obj.fds
-            if "reply_buffer" in request:
-                _held.append(mmap.mmap(fds[int(request["reply_buffer"])],
-                                       int(request["reply_capacity"]), flags=mmap.MAP_SHARED,
-                                       prot=mmap.PROT_READ | mmap.PROT_WRITE))
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            try:
+                size = os.fstat(fd).st_size
+                if size > 0:
+                    _held.append(mmap.mmap(fd, size, flags=mmap.MAP_SHARED,
+                                           prot=mmap.PROT_READ | mmap.PROT_WRITE))
+            except (OSError, ValueError):
+                pass
         return torch.clamp(x, min=0.0)
 )";
 
