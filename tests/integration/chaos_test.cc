@@ -8,7 +8,7 @@
 //
 // The same test is the longer chaos benchmark (bench/chaos.sh):
 //   KFORGE_CHAOS_KILLS   kills in all (default 4: one of each kind)
-//   KFORGE_CHAOS_STEPS   GRPO steps of the job (default 48)
+//   KFORGE_CHAOS_STEPS   GRPO steps of the job (default 96)
 //   KFORGE_CHAOS_SEED    seed of the kill schedule (default: from the clock;
 //                        printed, so a failing run can be replayed)
 //   KFORGE_CHAOS_JOB     a JobSpec (JSON) to run instead of the built-in fast
@@ -171,12 +171,14 @@ TEST_F(ChaosTest, AJobSurvivesEveryKindOfProcessKilledAtRandomWithEverySampleAcc
     ASSERT_TRUE(ParseJsonMessage(*json, &spec).ok()) << job_file;
     spec.set_model_path(model);
     if (std::getenv("KFORGE_CHAOS_STEPS") != nullptr) {
-      spec.set_total_steps(static_cast<int32_t>(EnvInt("KFORGE_CHAOS_STEPS", 48)));
+      spec.set_total_steps(static_cast<int32_t>(EnvInt("KFORGE_CHAOS_STEPS", 96)));
     }
   } else {
-    spec.set_total_steps(static_cast<int32_t>(EnvInt("KFORGE_CHAOS_STEPS", 48)));
-    // Steps long enough (0.1-0.3 s on two cores) that every kill lands
-    // mid-job: 4 prompts x 4 samples of up to 64 tokens.
+    spec.set_total_steps(static_cast<int32_t>(EnvInt("KFORGE_CHAOS_STEPS", 96)));
+    // Steps of 0.1-0.3 s on two cores (4 prompts x 4 samples of up to 64
+    // tokens), and enough of them that every kill lands mid-job: a restarted
+    // learner is out of the test's sight for up to 8 s while its job goes
+    // on (48 steps let one run to its end unseen).
     spec.set_prompts_per_step(4);
     spec.mutable_grpo()->set_group_size(4);
     spec.mutable_sampling()->set_max_new_tokens(64);
