@@ -37,6 +37,8 @@ import os
 import sys
 import sysconfig
 
+from . import thread_watch
+
 _getframe = sys._getframe
 _addaudithook = sys.addaudithook
 
@@ -45,8 +47,8 @@ NEW_CODE = frozenset(["compile", "exec", "code.__new__", "function.__new__"])
 # its hook twice a call (an audit of each cost a ReLU 15% of its CPU time),
 # and a candidate's own settrace can only run inside a call, after which the
 # window sets its hook again.
-INSIDES = frozenset(["sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-                     "object.__getattr__", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
+INSIDES = frozenset(["sys._getframe", "sys._current_frames", "gc.get_objects",
+                     "gc.get_referrers", "gc.get_referents", "object.__getattr__", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
                      "ctypes.addressof", "ctypes.call_function", "ctypes.string_at",
                      "ctypes.wstring_at", "ctypes.create_string_buffer"])
 PROCESSES = frozenset(["os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
@@ -116,28 +118,24 @@ class Audit:
         self._kinds[filename] = kind
         return kind
 
-    def _asker(self, frame):
-        """(kind of the frame that made the audited call, kind of the
-        nearest frame outside the standard library and generated code).
-        A module's own code run by an import (the import system's frames
-        come first on the way out) is "import": the module's, not its
-        importer's, whoever imported it."""
-        immediate = self._kind(frame.f_code.co_filename) if frame is not None else "stdlib"
-        nearest = "stdlib"
+    def _nearest(self, frame):
+        """The kind of the nearest frame outside the standard library and
+        generated code. A module's own code run by an import (the import
+        system's frames come first on the way out) is "import": the
+        module's, not its importer's, whoever imported it."""
         while frame is not None:
             kind = self._kind(frame.f_code.co_filename)
             if kind not in ("stdlib", "generated"):
-                nearest = kind
-                break
+                return kind
             frame = frame.f_back
-        return immediate, nearest, frame
+        return "stdlib"
 
     def _judge(self, event, args, frame):
         """(flag, why) when refused, else None."""
         if event in NEW_CODE or (event == "object.__setattr__" and len(args) >= 2
                                  and args[1] in FUNCTION_STATE):
-            immediate, nearest, _ = self._asker(frame)
-            if immediate == "import" or nearest == "import":
+            nearest = self._nearest(frame)
+            if nearest == "import":
                 return None  # a module's code, loaded by the import system
             if frame is not None and frame.f_code.co_filename.endswith(_CODE_GENERATORS):
                 return None
@@ -151,8 +149,7 @@ class Audit:
                         "or native calls")
             return None
         if event in PROCESSES:
-            _, nearest, _ = self._asker(frame)
-            if nearest not in ("harness", "triton", "import"):
+            if self._nearest(frame) not in ("harness", "triton", "import"):
                 return ("HACK_SUBPROCESS", "starts a program: only Triton's compilers may")
         return None
 
@@ -172,17 +169,11 @@ class Audit:
             if verdict is None:
                 return
             flag, why = verdict
-            where = self._candidate_line(frame)
-            message = f"{event} {why}" + (f" (at {where})" if where else "")
+            line = thread_watch.candidate_line(frame, self.candidate_file)
+            where = f" (at {os.path.basename(self.candidate_file)}:{line})" if line else ""
+            message = f"{event} {why}{where}"
             if len(self.seen) < _MAX_SEEN:
                 self.seen.append((flag, message))
         finally:
             self._inside = False
         raise RuntimeError(f"kforge sandbox: {message}")
-
-    def _candidate_line(self, frame):
-        while frame is not None:
-            if frame.f_code.co_filename == self.candidate_file:
-                return f"{os.path.basename(self.candidate_file)}:{frame.f_lineno}"
-            frame = frame.f_back
-        return None

@@ -482,15 +482,13 @@ class Runner:
         firsts = {}
         tolerances = request.get("tolerances", {})
 
-        def check(result):
+        def check(result, index):
             outputs = self._checked_outputs(result)
-            first = firsts.get(timer.last_index)
+            first = firsts.get(index)
             if first is None:
-                firsts[timer.last_index] = self._copied(outputs)
+                firsts[index] = self._copied(outputs)
             else:
-                self._check_agrees(outputs, first, tolerances,
-                                   request["sets"][timer.last_index])
-            return outputs
+                self._check_agrees(outputs, first, tolerances, request["sets"][index])
 
         import torch
         with torch.no_grad():
@@ -530,7 +528,7 @@ class Runner:
                 # already seen: see TimingProtocol.fresh_input_probes.
                 timer.warm_up(self.forward, warm_pool,
                               timing.Budget({"warmup_ms": request.get("warmup_ms", 0.0)}),
-                              check=self._checked_outputs,
+                              check=lambda result, _: self._checked_outputs(result),
                               clone=bool(request.get("clone_inputs", False)))
             # Probes alternate between two covers, a step apart (see
             # TimingProtocol.probe_cover_step_ms); two values, so more probes

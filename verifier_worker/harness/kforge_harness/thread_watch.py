@@ -104,7 +104,7 @@ class ThreadWatch:
         for ident, frame in frames.items():
             if ident in self._harness_idents or ident in self._seen_idents:
                 continue
-            line = self._candidate_line(frame)
+            line = candidate_line(frame, self.candidate_file)
             if line is not None:
                 self._seen_idents.add(ident)
                 self.seen.append(f"a thread ({ident}) was running "
@@ -118,7 +118,7 @@ class ThreadWatch:
 
         def start_watched(function, *rest, **kwargs):
             if watch.candidate_file is not None:
-                line = watch._candidate_line(_getframe(1))
+                line = candidate_line(_getframe(1), watch.candidate_file)
                 if line is not None:
                     watch.seen.append(f"thread {_describe(function)} started at "
                                       f"{os.path.basename(watch.candidate_file)}:{line}")
@@ -127,12 +127,15 @@ class ThreadWatch:
         start_watched.__wrapped__ = start
         return start_watched
 
-    def _candidate_line(self, frame):
-        while frame is not None:
-            if frame.f_code.co_filename == self.candidate_file:
-                return frame.f_lineno
-            frame = frame.f_back
-        return None
+
+def candidate_line(frame, candidate_file):
+    """The line of the innermost frame of `candidate_file` on the stack
+    that `frame` ends, or None (audit.py names the line of a refusal so)."""
+    while frame is not None:
+        if frame.f_code.co_filename == candidate_file:
+            return frame.f_lineno
+        frame = frame.f_back
+    return None
 
 
 def _describe(function):

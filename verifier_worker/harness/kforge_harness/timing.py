@@ -120,7 +120,6 @@ class Timer:
         self.flush_buffer = None
         self.cycles_per_ms = None
         self.last_args = None
-        self.last_index = None  # the pool index of the call check() looks at
 
     def _cycles_per_ms(self):
         if self.cycles_per_ms is None:
@@ -184,7 +183,8 @@ class Timer:
 
     def warm_up(self, fn, pool, budget, check=None, clone=False):
         """At least budget.warmup_calls calls and budget.warmup_ms of host
-        time, untimed, rotating through the pool; on clones of its inputs
+        time, untimed, rotating through the pool (check(output, pool index)
+        on each, if given); on clones of its inputs
         with `clone`, as the trials: a call handed the pool's own tensors
         could write into them what every later clone would carry (a red
         team's row sums, marked by a NaN payload, reached all 20 trials)."""
@@ -192,20 +192,19 @@ class Timer:
         while (i < budget.warmup_calls
                or (_perf_counter_ns() - start) / 1e6 < budget.warmup_ms):
             _, _, out = self.one(fn, pool[i % len(pool)], False, clone)
-            self.last_index = i % len(pool)
             if check is not None:
-                check(out)
+                check(out, i % len(pool))
             i += 1
             if budget.warmup_calls == 0 and budget.warmup_ms <= 0:
                 break
 
     def run(self, fn, pool, budget, start_index=0, check=None, aside=None):
         """Trials by budget over pool[(start_index + i) % len(pool)], i
-        counting every call. check(output), if given, runs on every trial's
-        output outside the timed interval (self.last_index says its set). aside = (indices, callback): the
-        calls at those indices are not timed; callback(fresh args, pool
-        index) makes them instead (the candidate runner records them), and
-        they do not count towards the budget. Returns (event_ms or None,
+        counting every call. check(output, pool index), if given, runs on
+        every trial's output outside the timed interval. aside = (indices,
+        callback): the calls at those indices are not timed; callback(fresh
+        args, pool index) makes them instead (the candidate runner records
+        them), and they do not count towards the budget. Returns (event_ms or None,
         host_ms, last timed output, its pool index)."""
         event_ms = [] if self.cuda else None
         host_ms = []
@@ -231,9 +230,8 @@ class Timer:
             delta = sample - mean
             mean += delta / n
             m2 += delta * (sample - mean)
-            self.last_index = index
             if check is not None:
-                check(out)
+                check(out, index)
             spent += (_perf_counter_ns() - began) / 1e6
         return event_ms, host_ms, out, index
 
