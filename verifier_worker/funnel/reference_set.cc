@@ -14,16 +14,6 @@ namespace {
 
 using kforge::v1::HackFlag;
 
-Tolerance ToleranceFor(const std::string& dtype, const kforge::v1::Tolerances& t) {
-  auto make = [](const kforge::v1::Tolerance& tol) { return Tolerance{tol.atol(), tol.rtol()}; };
-  if (dtype == "float32" || dtype == "float64") {
-    return make(t.allow_reduced_precision() ? t.bf16() : t.fp32());
-  }
-  if (dtype == "float16") return make(t.fp16());
-  if (dtype == "bfloat16") return make(t.bf16());
-  return Tolerance{0, 0};  // integers and booleans compare exactly
-}
-
 absl::StatusOr<TensorView> View(const TensorEntry& entry, const Frame& frame) {
   KF_ASSIGN_OR_RETURN(DType dtype, ParseDType(entry.dtype));
   return TensorView{dtype, entry.shape, frame.TensorBytes(entry)};
@@ -82,6 +72,16 @@ bool CompareList(const std::vector<TensorEntry>& expected, const Frame& expected
 }
 
 }  // namespace
+
+Tolerance ToleranceFor(const std::string& dtype, const kforge::v1::Tolerances& t) {
+  auto make = [](const kforge::v1::Tolerance& tol) { return Tolerance{tol.atol(), tol.rtol()}; };
+  if (dtype == "float32" || dtype == "float64") {
+    return make(t.allow_reduced_precision() ? t.bf16() : t.fp32());
+  }
+  if (dtype == "float16") return make(t.fp16());
+  if (dtype == "bfloat16") return make(t.bf16());
+  return Tolerance{0, 0};  // integers and booleans compare exactly
+}
 
 std::string ReferenceSet::DisplayName() const {
   return fit_scale < 1.0 ? absl::StrCat(spec.name, "@", fit_scale) : spec.name;

@@ -14,6 +14,7 @@
 #include "kforge/v1/verdict.pb.h"
 #include "kforge/v1/verifier_options.pb.h"
 #include "verifier_worker/funnel/input_plan.h"
+#include "verifier_worker/funnel/tensor_compare.h"
 #include "verifier_worker/sandbox/frame.h"
 
 namespace kforge {
@@ -69,6 +70,10 @@ struct SetCheck {
 SetCheck CheckCandidateOutputs(const ReferenceSet& set, const Frame& prepared, const Frame& reply,
                                int runs, bool check_inputs,
                                const kforge::v1::Tolerances& tolerances);
+
+// The tolerance outputs of `dtype` ("float32", ...) are compared with:
+// integers and booleans exactly.
+Tolerance ToleranceFor(const std::string& dtype, const kforge::v1::Tolerances& tolerances);
 
 // Compares one output list ("<prefix><i>") of a reply with the set's
 // reference outputs; used to re-check timed runs.

@@ -194,21 +194,17 @@ bool Funnel::Run::Baselines(v1::StageResult* stage) {
 
 namespace {
 
-// {dtype: [atol, rtol]} for the harness, as reference_set.cc compares.
+// {dtype: [atol, rtol]} for the harness, the tolerances reference_set.cc
+// compares floating outputs with (ToleranceFor).
 google::protobuf::Value ToleranceTable(const v1::Tolerances& t) {
-  auto pair = [](const v1::Tolerance& tol) {
-    google::protobuf::Value v;
-    v.mutable_list_value()->add_values()->set_number_value(tol.atol());
-    v.mutable_list_value()->add_values()->set_number_value(tol.rtol());
-    return v;
-  };
   google::protobuf::Value table;
   auto& fields = *table.mutable_struct_value()->mutable_fields();
-  const v1::Tolerance& fp32 = t.allow_reduced_precision() ? t.bf16() : t.fp32();
-  fields["float32"] = pair(fp32);
-  fields["float64"] = pair(fp32);
-  fields["float16"] = pair(t.fp16());
-  fields["bfloat16"] = pair(t.bf16());
+  for (const char* dtype : {"float32", "float64", "float16", "bfloat16"}) {
+    const Tolerance tol = ToleranceFor(dtype, t);
+    google::protobuf::ListValue& pair = *fields[dtype].mutable_list_value();
+    pair.add_values()->set_number_value(tol.atol);
+    pair.add_values()->set_number_value(tol.rtol);
+  }
   return table;
 }
 
