@@ -234,6 +234,39 @@ class RunnerTest(unittest.TestCase):
         candidate_runner.Runner._check_agrees([torch.ones(4) + 5e-5], first,
                                               {"float32": [1e-4, 1e-4]}, "a")
 
+    def test_agreement_is_judged_as_the_verifier_judges_outputs(self):
+        tolerances = {"float32": [1e-4, 1e-4]}
+
+        def agrees(out, first):
+            try:
+                candidate_runner.Runner._check_agrees([out], [first], tolerances, "a")
+                return True
+            except candidate_runner.CandidateError:
+                return False
+
+        inf, nan = float("inf"), float("nan")
+        # The same infinities and NaNs where the first call had them.
+        self.assertTrue(agrees(torch.tensor([inf, -inf, nan, 1.0]),
+                               torch.tensor([inf, -inf, nan, 1.0])))
+        self.assertFalse(agrees(torch.tensor([inf, 1.0]), torch.tensor([-inf, 1.0])))
+        self.assertFalse(agrees(torch.tensor([1.0, 1.0]), torch.tensor([nan, 1.0])))
+        self.assertFalse(agrees(torch.tensor([inf, 1.0]), torch.tensor([1.0, 1.0])))
+        # A sum near zero of large terms: off elementwise, within rtol as a
+        # whole (beside an infinity the two share).
+        self.assertTrue(agrees(torch.tensor([1e6, -1e6, 0.5, inf]),
+                               torch.tensor([1e6, -1e6, 0.0, inf])))
+        self.assertFalse(agrees(torch.tensor([2.0, 1.0]), torch.tensor([1.0, 1.0])))
+        # In chunks as at once.
+        chunk = candidate_runner._AGREE_CHUNK
+        candidate_runner._AGREE_CHUNK = 3
+        try:
+            self.assertTrue(agrees(torch.tensor([inf, 1.0, 2.0, nan, 3.0]),
+                                   torch.tensor([inf, 1.0, 2.0, nan, 3.0])))
+            self.assertFalse(agrees(torch.tensor([1.0, 1.0, 2.0, 0.0, 9.0]),
+                                    torch.tensor([1.0, 1.0, 2.0, 0.0, 3.0])))
+        finally:
+            candidate_runner._AGREE_CHUNK = chunk
+
     def test_warm_up_calls_get_clones_too(self):
         # A warm-up on the pool's own tensors would let a call write into
         # what every later clone copies.
