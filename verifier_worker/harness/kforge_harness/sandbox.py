@@ -268,8 +268,8 @@ def _add_rule(ruleset, path, allowed):
 
 
 def install_landlock(writable_dir, secret_dirs=()):
-    """Returns the names of what it confined: "filesystem", and "network"
-    and "scope" where this kernel's Landlock ABI has them."""
+    """Confines the filesystem; returns which of "network" and "scope" it
+    also confined (those this kernel's Landlock ABI has)."""
     abi = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, 1)
     if abi < 1:
         raise OSError(_errno_message("landlock unavailable"))
@@ -285,7 +285,7 @@ def install_landlock(writable_dir, secret_dirs=()):
     # (4) and scoped (6). Handled with no rule granting them, TCP binds and
     # connects, and signals and abstract Unix sockets to anything outside
     # the sandbox, are refused by the kernel itself, by any system call.
-    confined = ["filesystem"]
+    confined = []
     fields = [handled]
     if abi >= 4:
         fields.append(LL_NET_BIND_TCP | LL_NET_CONNECT_TCP)
@@ -418,7 +418,7 @@ def confine(config):
             parts = step()
             applied.append(name)
             if name == "landlock":
-                applied.extend(f"landlock:{part}" for part in parts if part != "filesystem")
+                applied.extend(f"landlock:{part}" for part in parts)
                 skipped.extend(f"landlock:{part} (this kernel's Landlock has no such rules)"
                                for part in ("network", "scope") if part not in parts)
         except OSError as e:
