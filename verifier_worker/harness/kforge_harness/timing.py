@@ -42,6 +42,16 @@ _perf_counter_ns = time.perf_counter_ns
 _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _event_synchronize = torch.cuda.Event.synchronize
+# The same two waits as torch's C functions, for the stretch the host clock
+# reads (end event to device idle): no Python frame runs there. With the
+# call window's trace hook on between calls (call_window.py), torch's Python
+# wrappers were traced, and on CPython 3.12, where turning a trace hook on
+# re-instruments each code object at its next run, they added 0.07 ms to
+# that stretch on every call: a correct 0.073 ms Tanh kernel read 0.14 ms of
+# host time and failed the host-time check. Absent from a CPU-only torch.
+_c_event_synchronize = getattr(getattr(torch._C, "_CudaEventBase", None), "synchronize", None)
+_c_cuda_synchronize = getattr(torch._C, "_cuda_synchronize", None)
+_cuda_current_device = torch.cuda.current_device
 _cuda_sleep = getattr(torch.cuda, "_sleep", None)
 _cuda_properties = torch.cuda.get_device_properties
 _zeros = torch.zeros
@@ -120,6 +130,20 @@ class Timer:
         self.flush_buffer = None
         self.cycles_per_ms = None
         self.last_args = None
+        self._waits = None
+
+    def _end_waits(self):
+        """(wait for an event, wait for the device): C functions where torch
+        has them and the device is the current one (the harness makes it so,
+        device.make_current), else torch's Python ones."""
+        if self._waits is None:
+            current = self.device.index is None or self.device.index == _cuda_current_device()
+            event = _c_event_synchronize or _event_synchronize
+            if _c_cuda_synchronize is not None and current:
+                self._waits = (event, _c_cuda_synchronize)
+            else:
+                self._waits = (event, lambda: _cuda_synchronize(self.device))
+        return self._waits
 
     def _cycles_per_ms(self):
         if self.cycles_per_ms is None:
@@ -152,6 +176,7 @@ class Timer:
         self.last_args = args
         if self.cuda:
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            wait_event, wait_device = self._end_waits()
             _cuda_synchronize(self.device)
             # The flush is queued, not waited for: while the GPU clears L2
             # the host launches the call behind it, so the events time the
@@ -170,9 +195,9 @@ class Timer:
             end.record()
             # Until the timed stream is done, then until the whole device is:
             # the second wait is work the call left elsewhere.
-            _event_synchronize(end)
+            wait_event(end)
             t_end = _perf_counter_ns()
-            _cuda_synchronize(self.device)
+            wait_device()
             t1 = _perf_counter_ns()
             event_ms = start.elapsed_time(end)
             return event_ms, event_ms + (t1 - t_end) / 1e6, out
