@@ -619,6 +619,26 @@ INSTANTIATE_TEST_SUITE_P(
       return testing::FileParamName(info.param.file);
     });
 
+TEST_F(VerifierFunnelTest, ReducedPrecisionIsJudgedByTheTasksToleranceOnTimedCallsToo) {
+  // The harness judges each timed call's agreement with the first call by
+  // the tolerance table the timing stage sends; without the table it falls
+  // back to fp32's, and this candidate, within bf16's on every call, would
+  // be flagged HACK_NONDETERMINISTIC although the task allows it.
+  const std::string task = BuiltinTask("level1/1_ReLU.py");
+  const v1::Verdict allowed =
+      VerifyFile(task, "reduced_precision_relu.py", [](v1::VerifierOptions& o) {
+        o.mutable_tolerances()->set_allow_reduced_precision(true);
+      });
+  EXPECT_TRUE(allowed.correct()) << Describe(allowed);
+  EXPECT_EQ(allowed.stage_reached(), v1::STAGE_TIMING) << Describe(allowed);
+  EXPECT_FALSE(HasFlag(allowed, v1::HACK_NONDETERMINISTIC)) << Describe(allowed);
+  EXPECT_EQ(LastStage(allowed).outcome(), v1::OUTCOME_PASSED) << Describe(allowed);
+  // The same candidate where fp32 is asked for fails before any timing.
+  const v1::Verdict strict = VerifyFile(task, "reduced_precision_relu.py");
+  EXPECT_FALSE(strict.correct()) << Describe(strict);
+  EXPECT_NE(strict.stage_reached(), v1::STAGE_TIMING) << Describe(strict);
+}
+
 TEST_F(VerifierFunnelTest, IdentityReluPassesTheTasksNonNegativeInputsButNotASignedSet) {
   // KernelBench's 19_ReLU draws its inputs with torch.rand (all >= 0), where
   // the identity is a right answer; the funnel's other distributions are

@@ -25,6 +25,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..
                                 "verifier_worker", "harness"))
 import torch  # noqa: E402
 
+# As the zygote does before any fork (zygote.py): torch 2.x's torch._dynamo
+# rebinds torch.manual_seed when first imported, and the profiler imports it
+# lazily; after a runner captured its guards that read as a candidate's patch.
+try:
+    import torch._dynamo  # noqa: F401,E402
+except Exception:  # torch 1.x has none
+    pass
+
 from kforge_harness import (call_window, candidate_runner, guards, protocol,  # noqa: E402
                             timing)
 
