@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +23,22 @@ namespace {
 // Exit code of a die_with_parent child whose parent died before it could
 // ask to die with it (it never runs the program).
 constexpr int kExitParentGone = 125;
+
+// In the child, before exec: closes every descriptor from `first` up. What
+// the parent holds without close-on-exec (a library's, the test runner's,
+// the /dev/null opened for stdin) is not the program's to keep; the
+// verifier's zygote would hand it on to every candidate it forks.
+// Async-signal-safe: close_range where the kernel has it (5.9), else a loop.
+void CloseDescriptorsFrom(int first) {
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, static_cast<unsigned>(first), ~0U, 0U) == 0) return;
+#endif
+  rlimit limit{};
+  const long top = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+                       ? static_cast<long>(limit.rlim_cur)
+                       : 65536;
+  for (long fd = first; fd < top; ++fd) ::close(static_cast<int>(fd));
+}
 
 ExitInfo FromWaitStatus(int status) {
   ExitInfo info;
@@ -120,6 +138,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(SpawnOptions o
     for (size_t i = 0; i < inherit.size(); ++i) {
       ::dup2(inherit[i], 3 + static_cast<int>(i));  // dup2 clears close-on-exec
     }
+    CloseDescriptorsFrom(3 + static_cast<int>(inherit.size()));
     if (working_dir != nullptr && ::chdir(working_dir) != 0) ::_exit(126);
     ::execvpe(prepared.argv[0], prepared.argv.data(), prepared.envp.data());
     // exec failed: report in the way a shell does.

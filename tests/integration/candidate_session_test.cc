@@ -14,7 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "verifier_worker/python/python_interpreter.h"
 #include "verifier_worker/sandbox/zygote_client.h"
@@ -173,6 +176,51 @@ TEST_F(CandidateSessionTest, AReplyBufferTheCandidateKeepsMappedWritableIsNeverR
   EXPECT_NE(reply.status().message().find("could not be read safely"), std::string::npos)
       << reply.status();
   EXPECT_EQ(session_->kill_reason(), "reply buffer not released");
+}
+
+// Lists what each of the candidate's descriptors is, in the failure the
+// compile request returns.
+constexpr char kListsItsDescriptors[] = R"(
+import os
+import torch
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        seen = []
+        for name in sorted(os.listdir("/proc/self/fd"), key=int):
+            try:
+                seen.append(name + "=" + os.readlink("/proc/self/fd/" + name))
+            except OSError:
+                pass
+        raise RuntimeError("descriptors: " + "|".join(seen) + " :end")
+)";
+
+TEST_F(CandidateSessionTest, TheCandidateHoldsNoDescriptorOfTheZygotesBeyondItsStandardStreams) {
+  absl::StatusOr<Frame> reply =
+      session_->Request(CompileWithReplyBuffer(kListsItsDescriptors), absl::Seconds(60));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  const std::string message = reply->GetString("message");
+  const size_t begin = message.find("Error: descriptors: ");
+  const size_t end = message.find(" :end", begin);
+  ASSERT_TRUE(begin != std::string::npos && end != std::string::npos) << message;
+  const std::string listed = message.substr(begin + 20, end - begin - 20);
+  // Past the standard streams: the socket to the verifier, and the shared
+  // buffers that came with the request. Not the zygote's control socket or
+  // its signal pipe, nor anything the verifier's own parent left open.
+  int sockets = 0;
+  for (absl::string_view entry : absl::StrSplit(listed, '|', absl::SkipEmpty())) {
+    const std::pair<std::string, std::string> fd_target = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    int fd = -1;
+    ASSERT_TRUE(absl::SimpleAtoi(fd_target.first, &fd)) << entry;
+    if (fd <= 2) continue;
+    if (absl::StartsWith(fd_target.second, "socket:")) {
+      ++sockets;
+    } else {
+      EXPECT_TRUE(absl::StartsWith(fd_target.second, "/memfd:")) << "descriptor " << entry
+                                                                  << " of " << listed;
+    }
+  }
+  EXPECT_EQ(sockets, 1) << listed;
 }
 
 }  // namespace

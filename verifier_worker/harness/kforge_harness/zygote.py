@@ -57,34 +57,46 @@ def _static_check(request):
     return result
 
 
-def _spawn(control, request, fds):
+class ZygoteChannels:
+    """The zygote's own channels, which no child keeps: the control socket
+    to the verifier and the pipe its SIGCHLD wakes the loop through (a
+    candidate holding the pipe could wake the zygote's reaper at will)."""
+
+    def __init__(self, control):
+        self.control = control
+        self.wake_read, self.wake_write = os.pipe()
+
+    def leave(self):
+        """In a child just forked: drops the channels and the signal setup."""
+        self.control.close()
+        signal.set_wakeup_fd(-1)
+        os.close(self.wake_read)
+        os.close(self.wake_write)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _spawn(channels, request, fds):
     if len(fds) != 1:
         for fd in fds:
             os.close(fd)
         return {"type": "error", "message": f"spawn needs exactly one fd, got {len(fds)}"}
     pid = os.fork()
     if pid == 0:
-        # The child: drop the zygote's control channel and its signal setup.
-        control.close()
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        channels.leave()
         candidate_runner.run_child(socket.socket(fileno=fds[0]), request["config"])
     os.close(fds[0])
     return {"type": "spawned", "pid": pid}
 
 
-def _trusted_child(control, work):
+def _trusted_child(channels, work):
     """Forks a child that never sees candidate code and runs work() in it;
     its pid. The child exits 0, or 1 with the traceback on stderr."""
     pid = os.fork()
     if pid == 0:
         code = 0
         try:
-            control.close()
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            channels.leave()
             work()
         except BaseException:
             traceback.print_exc()
@@ -94,8 +106,8 @@ def _trusted_child(control, work):
     return pid
 
 
-def _fill_cache(control, request):
-    pid = _trusted_child(control, lambda: warmup.fill_base_cache(request["dir"], request["device"]))
+def _fill_cache(channels, request):
+    pid = _trusted_child(channels, lambda: warmup.fill_base_cache(request["dir"], request["device"]))
     # Waited for here (the SIGCHLD reaper then finds nothing): this runs once,
     # when the verifier starts, before any candidate is forked.
     deadline = time.monotonic() + float(request.get("timeout_s", 120))
@@ -113,11 +125,11 @@ def _fill_cache(control, request):
     return {"type": "filled"}
 
 
-def _build_launchers(control, request):
+def _build_launchers(channels, request):
     def build():
         made = launchers.build(request["dir"], request["device"], request["signatures"])
         print(f"kforge: {made} Triton launcher(s) built into the base cache", file=sys.stderr)
-    return {"type": "building", "pid": _trusted_child(control, build)}
+    return {"type": "building", "pid": _trusted_child(channels, build)}
 
 
 def _reap(control):
@@ -137,15 +149,15 @@ def _reap(control):
 
 
 def serve(control):
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_write, False)
-    signal.set_wakeup_fd(wake_write)
+    channels = ZygoteChannels(control)
+    os.set_blocking(channels.wake_write, False)
+    signal.set_wakeup_fd(channels.wake_write)
     # A handler must exist for the wakeup fd to see SIGCHLD.
     signal.signal(signal.SIGCHLD, lambda *_: None)
     while True:
-        ready, _, _ = select.select([control, wake_read], [], [])
-        if wake_read in ready:
-            os.read(wake_read, 4096)
+        ready, _, _ = select.select([control, channels.wake_read], [], [])
+        if channels.wake_read in ready:
+            os.read(channels.wake_read, 4096)
             _reap(control)
         if control not in ready:
             continue
@@ -158,11 +170,11 @@ def serve(control):
             if kind == "static_check":
                 reply = _static_check(request)
             elif kind == "spawn":
-                reply = _spawn(control, request, fds)
+                reply = _spawn(channels, request, fds)
             elif kind == "fill_cache":
-                reply = _fill_cache(control, request)
+                reply = _fill_cache(channels, request)
             elif kind == "build_launchers":
-                reply = _build_launchers(control, request)
+                reply = _build_launchers(channels, request)
             elif kind == "ping":
                 reply = {"type": "pong", "python": sys.version.split()[0],
                          "torch": torch.__version__, "triton": TRITON_VERSION}
