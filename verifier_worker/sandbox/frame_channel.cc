@@ -130,8 +130,11 @@ absl::StatusOr<Frame> FrameChannel::Receive(absl::FunctionRef<absl::Time()> dead
   if (std::memcmp(prefix, kMagic, 4) != 0) return absl::DataLossError("bad frame magic");
   const uint64_t header_len = GetLe(prefix + 4, 4);
   const uint64_t payload_len = GetLe(prefix + 8, 8);
-  if (header_len + payload_len > max_bytes) {
-    return absl::DataLossError(absl::StrCat("frame of ", header_len + payload_len,
+  // Each length against the limit on its own: a sum of two lengths the
+  // other end chose can wrap (a header of 2 and a payload of 2^64 - 2 bytes
+  // summed to 0, and resizing to the payload's length aborted the verifier).
+  if (payload_len > max_bytes || header_len > max_bytes - payload_len) {
+    return absl::DataLossError(absl::StrCat("frame of ", header_len, " + ", payload_len,
                                             " bytes exceeds the limit ", max_bytes));
   }
   std::string header(header_len, '\0');
