@@ -545,18 +545,22 @@ class Runner:
             for i, name in enumerate(request["sets"]):
                 inputs = self._inputs(request, payload, name)
                 if paired:
-                    ev, host, result = timer.one(self.forward, paired[i % len(paired)],
-                                                 request.get("flush_l2", False), clone)
-                    self._checked_outputs(result)
+                    ev, host, _ = timer.one(self.forward, paired[i % len(paired)],
+                                            request.get("flush_l2", False), clone,
+                                            check=lambda result, _: self._checked_outputs(result))
                     seen_ms.append(ev if ev is not None else host)
-                ev, host, result = timer.one(self.forward, inputs, request.get("flush_l2", False),
-                                             clone, cover + (i % 2) * step)
-                outputs = self._checked_outputs(result)
+                # Copied inside the timer's call, right after its clocks: a
+                # later call, or a finalizer run as the last call's output
+                # is dropped, could otherwise finish (in place) what this
+                # one left undone, before the outputs are read.
+                kept = []
+                ev, host, _ = timer.one(
+                    self.forward, inputs, request.get("flush_l2", False), clone,
+                    cover + (i % 2) * step,
+                    check=lambda result, _: kept.append(self._copied(self._checked_outputs(result))))
                 event_ms.append(ev if ev is not None else host)
                 host_ms.append(host)
-                # Copied now: a later call could otherwise finish (in place)
-                # what this one left undone, before the outputs are read.
-                named += [(f"{name}/out{i}", out) for i, out in enumerate(self._copied(outputs))]
+                named += [(f"{name}/out{i}", out) for i, out in enumerate(kept[0])]
         self._check_guards()
         header = {"type": "probed", "event_ms": event_ms, "host_ms": host_ms}
         if paired:

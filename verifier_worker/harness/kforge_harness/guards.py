@@ -45,6 +45,24 @@ _GUARDED = [
     *(thread_watch.owner_of(dotted) for dotted in thread_watch.STARTERS),
 ]
 
+# Global settings of torch that change how fast (or how precisely) the same
+# work runs in this process, read through torch's C getters (where this
+# torch has them) and compared by value: a red team widened the intra-op
+# thread pool from the harness's 1 to 2, through a spelling the static
+# check could not resolve, for 1.6-1.7x over an eager baseline timed on one
+# thread. Setting one back before each reply would not undo the trials it
+# sped up.
+_STATE_GETTERS = [(name, getattr(torch._C, attr, None)) for name, attr in (
+    ("num_threads", "get_num_threads"), ("num_interop_threads", "get_num_interop_threads"),
+    ("default_dtype", "get_default_dtype"),
+    ("deterministic_algorithms", "_get_deterministic_algorithms"),
+    ("float32_matmul_precision", "_get_float32_matmul_precision"),
+    ("cublas_allow_tf32", "_get_cublas_allow_tf32"),
+    ("cudnn_allow_tf32", "_get_cudnn_allow_tf32"), ("cudnn_benchmark", "_get_cudnn_benchmark"),
+    ("cudnn_deterministic", "_get_cudnn_deterministic"), ("cudnn_enabled", "_get_cudnn_enabled"),
+    ("mkldnn_enabled", "_get_mkldnn_enabled"))]
+_STATE = "state"  # the mode of a captured setting: compared by value
+
 # What a harness module binds that must stay as it was: code, types and
 # immutable values (a module-level None is a slot the harness fills later).
 _BOUND = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type, int, float,
@@ -82,19 +100,29 @@ def _function_state(function):
 
 
 def capture():
-    """An immutable snapshot: (owner, name, object, read from the owner's
-    own dict) for every guarded name."""
+    """An immutable snapshot: (owner, name, object, how it is read: False
+    through getattr, True from the owner's own dict, "state" a setting's
+    getter and its value) for every guarded name and setting."""
     return tuple([(owner, name, getattr(owner, name, None), False) for owner, name in _GUARDED]
-                 + _harness_entries())
+                 + _harness_entries()
+                 + [(getter, name, getter(), _STATE) for name, getter in _STATE_GETTERS
+                    if getter is not None])
 
 
 # The builtins it uses are bound as defaults (out of a candidate's reach
 # without __defaults__, which the static check denies), so replacing
 # builtins.getattr cannot blind it; it reports that replacement too.
-def replaced(captured, _getattr=getattr, _vars=vars, _type=type, _missing=object(), _str=str):
-    """Names of guarded functions that are no longer the captured objects."""
+def replaced(captured, _getattr=getattr, _vars=vars, _type=type, _missing=object(), _str=str,
+             _state=_STATE):
+    """Names of guarded functions that are no longer the captured objects,
+    and settings no longer at their captured values."""
     out = []
     for owner, name, original, own_dict in captured:
+        if own_dict is _state:
+            now = owner()
+            if now != original:
+                out.append(f"torch's {name} setting ({_str(original)} -> {_str(now)})")
+            continue
         now = _vars(owner).get(name, _missing) if own_dict else _getattr(owner, name, None)
         if now is not original:
             owner_name = _getattr(owner, "__name__", None) or _getattr(_type(owner), "__name__", "?")

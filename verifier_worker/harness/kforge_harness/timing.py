@@ -33,12 +33,14 @@ trials and 1.5 s of wall time to reach 100 ms, with no better mean than 300
 trials give.
 """
 
+import gc
 import math
 import time
 
 import torch
 
 _perf_counter_ns = time.perf_counter_ns
+_gc_disable, _gc_enable, _gc_isenabled = gc.disable, gc.enable, gc.isenabled
 _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _event_synchronize = torch.cuda.Event.synchronize
@@ -164,12 +166,35 @@ class Timer:
             return args
         return [_clone(a) if isinstance(a, _Tensor) else a for a in args]
 
-    def one(self, fn, args, flush_l2, clone=False, launch_cover_ms=0.0):
+    def one(self, fn, args, flush_l2, clone=False, launch_cover_ms=0.0, check=None, index=None):
         """One timed call: (event_ms or None, host_ms, output). With
         `launch_cover_ms`, that much GPU sleep is queued before the start
         event, so a slow host launch does not count as kernel time. On a GPU
         host_ms is event_ms plus what the device-wide synchronise waited for
-        past the end event (the module's docstring says why)."""
+        past the end event (the module's docstring says why).
+
+        check(output, index), if given, runs right after the clocks are
+        read, before this returns: the caller still holds the last call's
+        output and nothing of the harness's has been dropped, so no
+        finalizer the candidate tied to them has run. A red team returned
+        an empty tensor and filled it from a weakref.finalize on the last
+        call's output (torch.clamp itself the callback: no frame of the
+        candidate's for the call window to see), which ran as the caller
+        rebound its variable, past the clock: 2x over eager, every output
+        right when checked. The collector is off meanwhile, so a cycle's
+        finalizer cannot run there either."""
+        collecting = _gc_isenabled()
+        _gc_disable()
+        try:
+            timed = self._one(fn, args, flush_l2, clone, launch_cover_ms)
+            if check is not None:
+                check(timed[2], index)
+            return timed
+        finally:
+            if collecting:
+                _gc_enable()
+
+    def _one(self, fn, args, flush_l2, clone, launch_cover_ms):
         args = self._fresh(args, clone)
         # The last call's inputs as the call left them, for a check that
         # the candidate did not write into them (candidate_runner.time).
@@ -216,9 +241,7 @@ class Timer:
         start, i = _perf_counter_ns(), 0
         while (i < budget.warmup_calls
                or (_perf_counter_ns() - start) / 1e6 < budget.warmup_ms):
-            _, _, out = self.one(fn, pool[i % len(pool)], False, clone)
-            if check is not None:
-                check(out, i % len(pool))
+            self.one(fn, pool[i % len(pool)], False, clone, check=check, index=i % len(pool))
             i += 1
             if budget.warmup_calls == 0 and budget.warmup_ms <= 0:
                 break
@@ -246,7 +269,7 @@ class Timer:
                 continue
             began = _perf_counter_ns()
             ev, host, out = self.one(fn, pool[index], budget.flush_l2, budget.clone_inputs,
-                                     budget.launch_cover_ms)
+                                     budget.launch_cover_ms, check, index)
             if event_ms is not None:
                 event_ms.append(ev)
             host_ms.append(host)
@@ -255,8 +278,6 @@ class Timer:
             delta = sample - mean
             mean += delta / n
             m2 += delta * (sample - mean)
-            if check is not None:
-                check(out, index)
             spent += (_perf_counter_ns() - began) / 1e6
         return event_ms, host_ms, out, index
 

@@ -249,9 +249,9 @@ class ProbeWarmUpTest(unittest.TestCase):
         covers = []
         one = timing.Timer.one
 
-        def recording(timer, fn, args, flush_l2, clone=False, launch_cover_ms=0.0):
+        def recording(timer, fn, args, flush_l2, clone=False, launch_cover_ms=0.0, **checked):
             covers.append((tuple(args[0].shape), launch_cover_ms))
-            return one(timer, fn, args, flush_l2, clone, launch_cover_ms)
+            return one(timer, fn, args, flush_l2, clone, launch_cover_ms, **checked)
 
         timing.Timer.one = recording
         runner.guarded = guards.capture()  # the test's wrapper, not a candidate's

@@ -47,6 +47,36 @@ class ModelNew(nn.Module):
         return torch.clamp(x, min=0.0)
 """
 
+# The work left to a finalizer of the last call's output, run by the
+# dropping of that output (after the timer's clocks): torch.clamp itself the
+# callback, so no frame of the candidate's runs outside a call.
+FINALIZED_BY_THE_NEXT_DROP = HEADER + """
+import weakref
+
+_last = [None]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        last = _last[0]() if _last[0] is not None else None
+        out = torch.empty_like(x).fill_(-7.0)
+        if last is None:
+            torch.clamp(x, min=0.0, out=out)
+        else:
+            weakref.finalize(last, torch.clamp, x, min=0.0, out=out)
+        del last
+        _last[0] = weakref.ref(out)
+        return out
+"""
+
+# Two intra-op threads where the harness (and the eager baseline) have one.
+WIDENS_THE_THREAD_POOL = HEADER + """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        torch.set_num_threads(2)
+        return torch.clamp(x, min=0.0)
+"""
+
 # The work done when the harness drops the clone it timed the call on.
 FINALIZER = HEADER + """
 class _Job:
@@ -190,6 +220,20 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(header["type"], "timed")
         self.assertEqual(len(header["host_ms"]), 6)
         self.assertEqual(runner.window.offenders(), [])
+
+    def test_work_finished_by_a_finalizer_past_the_clocks_is_seen_unfinished(self):
+        runner = self._runner(FINALIZED_BY_THE_NEXT_DROP)
+        message = self.assertFails("HACK_NONDETERMINISTIC", lambda: self._time(runner))
+        self.assertIn("first call", message)
+
+    def test_a_changed_thread_pool_fails_the_candidate(self):
+        torch.set_num_threads(1)
+        runner = self._runner(WIDENS_THE_THREAD_POOL)
+        try:
+            message = self.assertFails("HACK_PATCHED_FUNCTION", lambda: self._time(runner))
+        finally:
+            torch.set_num_threads(1)
+        self.assertIn("num_threads setting (1 -> 2)", message)
 
     def test_work_in_a_finalizer_of_a_timed_calls_input_is_deferred_work(self):
         runner = self._runner(FINALIZER)
