@@ -36,6 +36,7 @@ import sys
 
 from .static_module import (
     _FUNC_NODES, _Module, _build_aliases, _chain, _denied, _resolve, _shown, _torch_allowed,
+    unresolved_attrs,
     _walk_code,
 )
 from .static_policy import (
@@ -274,9 +275,16 @@ def _check_name(node, aliases, out):
     for attr in attrs:
         if attr in DENIED_ATTRS:
             out.deny(top, f"attribute .{attr}", DENIED_ATTRS[attr])
+    qual = _resolve(top, aliases) if isinstance(node, ast.Name) else None
+    if qual is None:
+        # Rooted at an object the alias table cannot name: judged by the
+        # names alone (static_module.unresolved_attrs).
+        unresolved = unresolved_attrs(on_a_name=isinstance(node, ast.Name))
+        for attr in attrs:
+            if attr in unresolved and attr not in DENIED_ATTRS:
+                out.deny(top, f"attribute .{attr} of {ast.unparse(node)[:40]}", unresolved[attr])
     if not isinstance(node, ast.Name):
         return
-    qual = _resolve(top, aliases)
     if qual is not None:
         rule = _denied(qual)
         if rule is not None:
@@ -337,6 +345,9 @@ def _check_dynamic_attr(node, name, aliases, out):
     if attr.value in DENIED_ATTRS:
         out.deny(node, f"{name}(..., {attr.value!r})", DENIED_ATTRS[attr.value])
     qual = _resolve(target, aliases)
+    unresolved = unresolved_attrs(on_a_name=isinstance(target, ast.Name))
+    if qual is None and attr.value in unresolved:
+        out.deny(node, f"{name}(..., {attr.value!r})", unresolved[attr.value])
     rule = _denied(f"{qual}.{attr.value}") if qual else None
     if rule is not None:
         out.deny(node, f"{name}({qual}, {attr.value!r})", rule)

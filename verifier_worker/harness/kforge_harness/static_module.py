@@ -84,7 +84,91 @@ def _denied(qual):
             rule = _denied_as_spelled(real)
             if rule is not None:
                 rule = (rule[0], f"is {real}, which {rule[1]}")
+            elif real.split(".")[0] not in ALLOWED_IMPORT_ROOTS:
+                # A module the candidate may not import, held by one it may
+                # (torch.nn.modules.module.weakref is weakref).
+                rule = (INTROSPECTION, f"is {real}, a module off the import allowlist")
     return rule
+
+
+# Attribute names the checker's own allowlist and rules cannot judge where
+# the object is unknown: not a local name, not a module.
+_COMMON_ATTRS = frozenset("data cuda format replace remove load save random seed read write "
+                          "open path stat link walk".split())
+_unresolved = {}
+_unresolved_names = {}
+
+
+def unresolved_attrs(on_a_name=False):
+    """{attribute name: rule} for an attribute of an object the checker
+    cannot name: `[torch][0].x`, `(lambda m: m)(enum).x`, `m.x` in a
+    function called with torch. A red team's third round went through such
+    roots to every dotted rule (`.set_num_threads`, `.library`) and to
+    modules held under other names (enum.bltns is builtins, random._os is
+    os, collections._sys is sys). Two kinds, from the live modules:
+      - the last step of each denied dotted name under an allowed root (the
+        candidate holds torch anyway): set_num_threads, library, backends;
+      - every name under which a loaded module holds a top-level module
+        that is denied or off the import allowlist (bltns, _os, _sys,
+        weakref, json), or a private module (_C, _ops).
+    Names common on the candidate's own objects (.data, .cuda, .format) are
+    left out. on_a_name: for a local name (a parameter, `self`), whose own
+    private attributes (`self._state`) are the candidate's business: of
+    the private names, only those an allowed root module holds itself
+    (torch._C, random._os). Computed once per checker process, whose modules
+    are the candidate's libraries, imported."""
+    # Made again when modules were imported since (torch after the first
+    # check of a process that had not imported it yet).
+    if _unresolved and _unresolved_names.get(" modules") == len(sys.modules):
+        return _unresolved_names if on_a_name else _unresolved
+    _unresolved.clear()
+    _unresolved_names.clear()
+    loaded = len(sys.modules)
+    out = {}
+    for name, rule in DENIED.items():
+        parts = name.split(".")
+        if len(parts) > 1 and parts[0] in ALLOWED_IMPORT_ROOTS and parts[-1] not in _COMMON_ATTRS:
+            out.setdefault(parts[-1], (rule[0], f"can be {name}, which {rule[1]}"))
+    for module in list(sys.modules.values()):
+        try:
+            entries = list(vars(module).items())
+        except TypeError:
+            continue
+        for attr, value in entries:
+            if (attr in out or attr in _COMMON_ATTRS or attr.startswith("__")
+                    or not isinstance(value, types.ModuleType)):
+                continue
+            held = getattr(value, "__name__", None)
+            # A top-level module under any name (bltns, _os, weakref), or a
+            # private one; a denied submodule (torch.distributed.rpc.api)
+            # is reached through its parent's name, which a dotted rule
+            # already holds, and its own last name is often generic.
+            if not isinstance(held, str) or not held or ("." in held and not attr.startswith("_")):
+                continue
+            rule = _denied_as_spelled(held)
+            if rule is None and held.split(".")[0] not in ALLOWED_IMPORT_ROOTS:
+                rule = (INTROSPECTION, "is off the import allowlist")
+            if rule is not None:
+                out[attr] = (rule[0], f"can be module {held}, which {rule[1]}")
+    _unresolved.update(out)
+    # Of the private names, on a local name: those an allowed root holds
+    # itself, for a module a rule names or a top-level one (torch._C,
+    # random._os), not merely a private one (torch._tensor: `self._tensor`).
+    held_by_roots = set()
+    for root in ALLOWED_IMPORT_ROOTS:
+        module = sys.modules.get(root)
+        if module is None:
+            continue
+        for attr, value in vars(module).items():
+            held = getattr(value, "__name__", "") if isinstance(value, types.ModuleType) else ""
+            parts = held.split(".") if isinstance(held, str) and held else []
+            if parts and (len(parts) == 1 or any(".".join(parts[:n]) in DENIED
+                                                 for n in range(1, len(parts) + 1))):
+                held_by_roots.add(attr)
+    _unresolved_names.update({attr: rule for attr, rule in out.items()
+                              if not attr.startswith("_") or attr in held_by_roots})
+    _unresolved_names[" modules"] = loaded  # not an identifier: never an attribute
+    return _unresolved_names if on_a_name else _unresolved
 
 
 def _real_name(qual):

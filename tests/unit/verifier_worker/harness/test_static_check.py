@@ -521,6 +521,43 @@ class StaticCheckTest(unittest.TestCase):
             with self.subTest(marker=marker):
                 self.assertFlagged(candidate(**parts), "HACK_MONKEYPATCH", marker)
 
+    def test_attributes_of_objects_the_checker_cannot_name(self):
+        # Rooted at a call, a subscript or a parameter, a chain is judged by
+        # its names: the last step of a denied dotted name, a module held
+        # under another name (enum.bltns is builtins, random._os is os).
+        cases = [
+            ({"module": "import enum\nb = (lambda m: m.bltns)(enum)"}, "HACK_INTROSPECTION", "bltns"),
+            ({"module": "import random\nq = [random][0]._os"}, "HACK_SUBPROCESS", "_os"),
+            ({"forward": "[torch][0].set_num_threads(2)"}, "HACK_MONKEYPATCH", "set_num_threads"),
+            ({"module": "def widen(m):\n    m.set_num_threads(2)"}, "HACK_MONKEYPATCH",
+             "set_num_threads"),
+            ({"module": "lib = [torch][0].library.Library('aten', 'IMPL')"}, "HACK_MONKEYPATCH",
+             "library"),
+            ({"module": "f = (lambda t: t)(torch).backends"}, "HACK_INTROSPECTION", "backends"),
+            ({"module": "def core(m):\n    return m._C"}, "HACK_INTROSPECTION", "_C"),
+            ({"module": "w = (lambda t: t)(torch).nn.modules.module.weakref"},
+             "HACK_INTROSPECTION", "weakref"),
+            ({"module": "g = getattr([torch][0], 'set_num_threads')"}, "HACK_MONKEYPATCH",
+             "set_num_threads"),
+        ]
+        for parts, flag, marker in cases:
+            with self.subTest(marker=marker):
+                self.assertFlagged(candidate(**parts), flag, marker)
+
+    def test_a_module_off_the_allowlist_held_by_an_allowed_one(self):
+        source = candidate(module="r = torch.utils.hooks.weakref.ref")
+        self.assertFlagged(source, "HACK_INTROSPECTION", "weakref")
+
+    def test_the_candidates_own_attributes_stay_its_business(self):
+        # Private names on self, and names common on values (str.join,
+        # .data, .cuda, .format) are not the checker's.
+        source = candidate(
+            init="self._state = 1\nself._tensor = None",
+            forward="names = ', '.join(['a', 'b']) + '{}'.format(self._state)\n"
+                    "w = self.weight.data if hasattr(self, 'weight') else None")
+        result = static_check.check_source(source, require_triton=True)
+        self.assertTrue(result["ok"], result["findings"])
+
     def test_tensor_subclasses(self):
         cases = [
             ("class Lazy(torch.Tensor):\n    pass", "class Lazy"),
