@@ -16,8 +16,12 @@ judged by who asked for it, read off the stack when it happens:
   - the interpreter's insides: frames (sys._getframe, sys._current_frames),
     generator and traceback frames and code, the garbage collector's object
     lists, ctypes.
-    Refused when the candidate's own frame asks (the standard library may
-    look at frames for its own ends: warnings, namedtuple, enum do).
+    Refused when the candidate's own frame asks, or the standard library
+    asks for it (inspect.currentframe, ctypes.CDLL): judged by the nearest
+    frame past it. The modules that read a frame for their own ends and
+    hand none back (warnings, namedtuple, enum, typing) are theirs.
+  - torch's operator library (torch.library): refused to the candidate
+    (_guard_operator_library).
   - processes: os.system, exec*, spawn*, posix_spawn, fork, subprocess.
     Allowed only from Triton's frames (ptxas, the C compiler of its
     launchers) and the harness's: a library the candidate calls has no
@@ -51,6 +55,10 @@ INSIDES = frozenset(["sys._getframe", "sys._current_frames", "gc.get_objects",
                      "gc.get_referrers", "gc.get_referents", "object.__getattr__", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
                      "ctypes.addressof", "ctypes.call_function", "ctypes.string_at",
                      "ctypes.wstring_at", "ctypes.create_string_buffer"])
+# Of those, what hands the asker a frame, the heap or native code: judged
+# past a standard-library asker too. (An attribute read, object.__getattr__,
+# is the reader's: inspect.signature reads __code__ for dataclasses.)
+HANDED_OVER = INSIDES - {"object.__getattr__"}
 PROCESSES = frozenset(["os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
                        "os.forkpty", "subprocess.Popen", "pty.spawn", "os.startfile"])
 # Attributes whose replacement swaps a function's behaviour in place.
@@ -61,6 +69,11 @@ WATCHED = NEW_CODE | INSIDES | PROCESSES | {"object.__setattr__"}
 # from text a caller chose: their compile and exec are theirs.
 _CODE_GENERATORS = ("dataclasses.py", os.path.join("collections", "__init__.py"))
 _MAX_SEEN = 8
+# Standard-library modules that read a caller's frame for their own ends
+# (its module's name, a warning's location) and hand no frame back.
+_FRAME_READERS = tuple(os.path.join(*parts) for parts in (
+    ("collections", "__init__.py"), ("enum.py",), ("typing.py",), ("warnings.py",),
+    ("abc.py",), ("functools.py",), ("dataclasses.py",)))
 
 
 def _stdlib_dirs():
@@ -84,6 +97,50 @@ class Audit:
 
     def install(self):
         _addaudithook(self._hook)
+        self._guard_operator_library()
+
+    def _guard_operator_library(self):
+        """torch's operator library (torch.library.Library, over
+        torch._C._dispatch_library) replaces an ATen operator's kernel for
+        the whole process, the harness's own calls included, and no audit
+        event says so: a red team registered Tensor.detach as aten::clone's
+        CPU kernel, so every copy the harness made of an input aliased it
+        and the input check compared a tensor with itself (3.9x over eager
+        for a plain ReLU). The library's entry is replaced here, before the
+        candidate loads, by one that refuses it when the nearest frame
+        outside the standard library and the libraries is the candidate's;
+        torch registering its own (on a lazy import) goes through."""
+        try:
+            import torch
+        except ImportError:
+            return
+        original = getattr(torch._C, "_dispatch_library", None)
+        if original is None:
+            return
+        refuse = self._refuse_registration
+
+        def _dispatch_library(*args, **kwargs):
+            refuse(_getframe(1))
+            return original(*args, **kwargs)
+
+        torch._C._dispatch_library = _dispatch_library
+
+    def _refuse_registration(self, frame):
+        if self.candidate_file is None:
+            return
+        while frame is not None:
+            kind = self._kind(frame.f_code.co_filename)
+            if kind not in ("stdlib", "generated", "library"):
+                break
+            frame = frame.f_back
+        if frame is None or kind != "candidate":
+            return
+        message = (f"torch.library registers kernels for torch's operators, the harness's "
+                   f"own included (at {os.path.basename(self.candidate_file)}:"
+                   f"{frame.f_lineno})")
+        if len(self.seen) < _MAX_SEEN:
+            self.seen.append(("HACK_MONKEYPATCH", message))
+        raise RuntimeError(f"kforge sandbox: {message}")
 
     def set_candidate(self, path):
         """From now on events are judged (the candidate's module loads next)."""
@@ -144,7 +201,17 @@ class Audit:
                         "static check's sight")
             return None
         if event in INSIDES:
-            if frame is not None and self._kind(frame.f_code.co_filename) == "candidate":
+            if frame is None:
+                return None
+            kind = self._kind(frame.f_code.co_filename)
+            if (kind == "stdlib" and event in HANDED_OVER
+                    and not frame.f_code.co_filename.endswith(_FRAME_READERS)):
+                # The standard library asked on someone's behalf: ctypes
+                # loading a library, inspect.currentframe handing a frame
+                # back. Whose is the nearest frame past it (a red team got
+                # the harness's frames through inspect.currentframe).
+                kind = self._nearest(frame)
+            if kind == "candidate":
                 return ("HACK_INTROSPECTION", "reaches into the interpreter's frames, objects "
                         "or native calls")
             return None

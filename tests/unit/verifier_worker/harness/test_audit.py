@@ -99,6 +99,20 @@ CANDIDATE = textwrap.dedent('''
     def probe_a_shell_through_a_library():
         import torch.utils.collect_env as env
         env.run("true")
+
+
+    def probe_a_frame_handed_back_by_the_standard_library():
+        import inspect
+        inspect.currentframe()
+
+
+    def probe_native_code_through_ctypes():
+        import ctypes
+        ctypes.CDLL(None)
+
+
+    def probe_an_operator_kernel_registered():
+        torch.library.Library("aten", "IMPL").impl("clone", torch.Tensor.detach, "CPU")
 ''')
 
 
@@ -116,13 +130,17 @@ class AuditTest(unittest.TestCase):
                          report)
         for refused in ("probe_code_compiled_by_typing", "probe_a_function_made_of_a_code_object",
                         "probe_a_functions_code_replaced", "probe_sys_reached_as_a_value",
-                        "probe_a_shell_through_a_library"):
+                        "probe_a_shell_through_a_library",
+                        "probe_a_frame_handed_back_by_the_standard_library",
+                        "probe_native_code_through_ctypes",
+                        "probe_an_operator_kernel_registered"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
                                 results[refused])
         flags = [flag for flag, _ in report["seen"]]
         self.assertIn("HACK_SUBPROCESS", flags)
         self.assertIn("HACK_INTROSPECTION", flags)
+        self.assertIn("HACK_MONKEYPATCH", flags)
         self.assertTrue(all("candidate.py:" in message for _, message in report["seen"]),
                         report["seen"])
 
