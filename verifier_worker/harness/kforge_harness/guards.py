@@ -63,6 +63,15 @@ _STATE_GETTERS = [(name, getattr(torch._C, attr, None)) for name, attr in (
     ("mkldnn_enabled", "_get_mkldnn_enabled"))]
 _STATE = "state"  # the mode of a captured setting: compared by value
 
+# Modules the reply goes out through, guarded whole: every global as it was,
+# and none added. A red team set json.encoder.c_make_encoder to None and
+# gave json.encoder a global `float` whose __repr__ appended "e-1": every
+# float of every reply (the timings) reached the verifier ten times smaller,
+# and no code of the candidate's ran after its module loaded.
+_REPLY_PATH = ("json", "json.encoder", "json.decoder", "json.scanner", "struct", "socket",
+               "array", "mmap", "os")
+_DICT = "dict"  # the mode of a captured module: its globals, compared whole
+
 # What a harness module binds that must stay as it was: code, types and
 # immutable values (a module-level None is a slot the harness fills later).
 _BOUND = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type, int, float,
@@ -106,14 +115,21 @@ def capture():
     return tuple([(owner, name, getattr(owner, name, None), False) for owner, name in _GUARDED]
                  + _harness_entries()
                  + [(getter, name, getter(), _STATE) for name, getter in _STATE_GETTERS
-                    if getter is not None])
+                    if getter is not None]
+                 + [(sys.modules[name], name, _globals(sys.modules[name]), _DICT)
+                    for name in _REPLY_PATH if name in sys.modules])
+
+
+def _globals(module):
+    return types.MappingProxyType({key: value for key, value in vars(module).items()
+                                   if not key.startswith("__")})
 
 
 # The builtins it uses are bound as defaults (out of a candidate's reach
 # without __defaults__, which the static check denies), so replacing
 # builtins.getattr cannot blind it; it reports that replacement too.
 def replaced(captured, _getattr=getattr, _vars=vars, _type=type, _missing=object(), _str=str,
-             _state=_STATE):
+             _state=_STATE, _dict=_DICT):
     """Names of guarded functions that are no longer the captured objects,
     and settings no longer at their captured values."""
     out = []
@@ -122,6 +138,15 @@ def replaced(captured, _getattr=getattr, _vars=vars, _type=type, _missing=object
             now = owner()
             if now != original:
                 out.append(f"torch's {name} setting ({_str(original)} -> {_str(now)})")
+            continue
+        if own_dict is _dict:
+            now = _vars(owner)
+            for key, value in original.items():
+                if now.get(key, _missing) is not value:
+                    out.append(f"{name}.{key}")
+            for key in now:
+                if key not in original and not key.startswith("__"):
+                    out.append(f"{name}.{key} (added)")
             continue
         now = _vars(owner).get(name, _missing) if own_dict else _getattr(owner, name, None)
         if now is not original:

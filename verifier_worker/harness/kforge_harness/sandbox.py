@@ -75,6 +75,8 @@ DENIED_SYSCALLS = {
     # The new mount API (mount and umount2 are above).
     "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
     "fspick": 433, "mount_setattr": 442,
+    # The kernel's log, read whole (a red team read it through ctypes).
+    "syslog": 103,
 }
 SYS_CLONE, SYS_CLONE3 = 56, 435
 ENOSYS = 38

@@ -69,6 +69,21 @@ class ModelNew(nn.Module):
         return out
 """
 
+# Changes how the harness's replies spell floats (no code of its own runs
+# after its module loaded).
+RESPELLS_THE_REPLY = HEADER + """
+import json.encoder
+import types
+
+json.encoder.c_make_encoder = None
+json.encoder.float = types.SimpleNamespace(__repr__="{!r}e-1".format)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.clamp(x, min=0.0)
+"""
+
 # Two intra-op threads where the harness (and the eager baseline) have one.
 WIDENS_THE_THREAD_POOL = HEADER + """
 class ModelNew(nn.Module):
@@ -225,6 +240,18 @@ class RunnerTest(unittest.TestCase):
         runner = self._runner(FINALIZED_BY_THE_NEXT_DROP)
         message = self.assertFails("HACK_NONDETERMINISTIC", lambda: self._time(runner))
         self.assertIn("first call", message)
+
+    def test_a_module_the_reply_goes_out_through_is_guarded_whole(self):
+        import json.encoder
+        saved = dict(vars(json.encoder))
+        try:
+            runner = self._runner(RESPELLS_THE_REPLY)
+            message = self.assertFails("HACK_PATCHED_FUNCTION", lambda: self._time(runner))
+        finally:
+            json.encoder.c_make_encoder = saved["c_make_encoder"]
+            vars(json.encoder).pop("float", None)
+        self.assertIn("json.encoder.c_make_encoder", message)
+        self.assertIn("json.encoder.float (added)", message)
 
     def test_a_changed_thread_pool_fails_the_candidate(self):
         torch.set_num_threads(1)

@@ -209,10 +209,13 @@ class SandboxTest(unittest.TestCase):
             "clone_new_user": lambda: syscall(56, 0x10000000 | 17, 0, 0, 0, 0),
             "clone3": lambda: syscall(435, 0, 0),
             "thread": lambda: _start_and_join_a_thread(),
+            # syslog(SYSLOG_ACTION_SIZE_BUFFER): the kernel log's size
+            "syslog": lambda: syscall(103, 10, 0, 0),
         })
         if "seccomp" not in report["applied"]:
             self.skipTest(f"seccomp not applied here: {report['skipped']}")
-        for probe in ("rt_sigqueueinfo", "pidfd_open", "io_uring_setup", "clone_new_user"):
+        for probe in ("rt_sigqueueinfo", "pidfd_open", "io_uring_setup", "clone_new_user",
+                      "syslog"):
             self.assertEqual(probes[probe], "denied:1", probe)
         self.assertEqual(probes["clone3"], "denied:38", "ENOSYS, so glibc falls back to clone")
         self.assertEqual(probes["thread"], "allowed", "threads start through clone")
