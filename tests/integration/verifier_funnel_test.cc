@@ -442,6 +442,9 @@ const std::vector<StaticAttack>& StaticAttacks() {
       {"module_attribute_sys.py", {v1::HACK_INTROSPECTION}, "is sys.modules"},
       {"getattr_alias.py", {v1::HACK_INTROSPECTION}, "getattr used as a value"},
       {"annotation_eval.py", {v1::HACK_INTROSPECTION}, "annotation string"},
+      // Rooted where no import names the object: judged by the names.
+      {"unnamed_root_builtins.py", {v1::HACK_INTROSPECTION}, "can be module builtins"},
+      {"unnamed_root_thread_pool.py", {v1::HACK_MONKEYPATCH}, "torch.set_num_threads"},
       {"no_code.txt", {}, "no code"},
       {"syntax_error.py", {}, "line 9"},
   };
