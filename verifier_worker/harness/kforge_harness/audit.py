@@ -69,6 +69,8 @@ WATCHED = NEW_CODE | INSIDES | PROCESSES | {"object.__setattr__"}
 # from text a caller chose: their compile and exec are theirs.
 _CODE_GENERATORS = ("dataclasses.py", os.path.join("collections", "__init__.py"))
 _MAX_SEEN = 8
+# Kinds of frame that act for whoever called them.
+_ON_BEHALF = ("stdlib", "generated", "library")
 # Standard-library modules that read a caller's frame for their own ends
 # (its module's name, a warning's location) and hand no frame back.
 _FRAME_READERS = tuple(os.path.join(*parts) for parts in (
@@ -159,8 +161,10 @@ class Audit:
             kind = "candidate"
         elif filename.startswith("<frozen"):
             kind = "import" if "importlib" in filename else "stdlib"
-        elif filename.startswith("<"):
-            kind = "generated"  # code made at run time; its maker was judged
+        elif filename.startswith("<") or not filename or not os.path.isfile(filename):
+            # Code made at run time ("<eval_with_key>.3" from torch.fx, ""
+            # from torch.jit's type-comment parser): its maker was judged.
+            kind = "generated"
         else:
             real = os.path.realpath(filename)
             if real.startswith(self.harness_dir):
@@ -175,14 +179,14 @@ class Audit:
         self._kinds[filename] = kind
         return kind
 
-    def _nearest(self, frame):
-        """The kind of the nearest frame outside the standard library and
-        generated code. A module's own code run by an import (the import
-        system's frames come first on the way out) is "import": the
-        module's, not its importer's, whoever imported it."""
+    def _nearest(self, frame, past=("stdlib", "generated")):
+        """The kind of the nearest frame whose kind is not in `past` (the
+        standard library and generated code). A module's own code run by an
+        import (the import system's frames come first on the way out) is
+        "import": the module's, not its importer's, whoever imported it."""
         while frame is not None:
             kind = self._kind(frame.f_code.co_filename)
-            if kind not in ("stdlib", "generated"):
+            if kind not in past:
                 return kind
             frame = frame.f_back
         return "stdlib"
@@ -191,7 +195,11 @@ class Audit:
         """(flag, why) when refused, else None."""
         if event in NEW_CODE or (event == "object.__setattr__" and len(args) >= 2
                                  and args[1] in FUNCTION_STATE):
-            nearest = self._nearest(frame)
+            # Past libraries too: torch.fx's GraphModule and torch.jit's
+            # type-comment parser compiled text a red team chose (attribute
+            # names as strings, a lambda in a type line) and ran it as
+            # torch's, then reached gc from the code they made.
+            nearest = self._nearest(frame, _ON_BEHALF)
             if nearest == "import":
                 return None  # a module's code, loaded by the import system
             if frame is not None and frame.f_code.co_filename.endswith(_CODE_GENERATORS):
@@ -204,13 +212,14 @@ class Audit:
             if frame is None:
                 return None
             kind = self._kind(frame.f_code.co_filename)
-            if (kind == "stdlib" and event in HANDED_OVER
+            if (kind in _ON_BEHALF and event in HANDED_OVER
                     and not frame.f_code.co_filename.endswith(_FRAME_READERS)):
-                # The standard library asked on someone's behalf: ctypes
-                # loading a library, inspect.currentframe handing a frame
-                # back. Whose is the nearest frame past it (a red team got
-                # the harness's frames through inspect.currentframe).
-                kind = self._nearest(frame)
+                # Asked on someone's behalf: ctypes loading a library,
+                # inspect.currentframe handing a frame back, code a library
+                # generated. Whose is the nearest frame past them (red teams
+                # got the harness's frames through inspect.currentframe, and
+                # the heap through code torch.fx generated).
+                kind = self._nearest(frame, _ON_BEHALF)
             if kind == "candidate":
                 return ("HACK_INTROSPECTION", "reaches into the interpreter's frames, objects "
                         "or native calls")

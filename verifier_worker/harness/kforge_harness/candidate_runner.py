@@ -582,6 +582,25 @@ class Runner:
         # through the real send (guards.py).
         check, captured, send = guards.replaced, self.guarded, protocol.send_frame
         refused = self.audit.offenders
+        # The harness's own watchers, by the objects and values they must
+        # keep: a red team (through gc, from code torch.fx generated) set
+        # the audit's and the call window's candidate file to None, so
+        # neither judged anything, and gave the runner an instance
+        # attribute `_pack` that shadowed the method packing every reply.
+        watchers, candidate_file = (self.audit, self.window, self.watch), os.path.abspath(
+            "candidate.py")
+        methods = frozenset(name for name, member in vars(Runner).items() if callable(member))
+        compiled = False
+
+        def harness_changed(_getattr=getattr, _vars=vars, _sorted=sorted):
+            changed = _sorted(methods.intersection(_vars(self)))
+            if (self.audit, self.window, self.watch) != watchers:
+                changed.append("the runner's watchers")
+            elif compiled:
+                changed += [f"{_getattr(_getattr(w, '__class__', None), '__name__', '?')}"
+                            f".candidate_file" for w in watchers
+                            if _getattr(w, "candidate_file", None) != candidate_file]
+            return changed
         handlers = {"compile": self.compile, "warm": self.warm, "run": self.run,
                     "time": self.time,
                     "probe": self.probe, "attribute": self.attribute,
@@ -591,6 +610,7 @@ class Runner:
             self.request = request
             if request.get("type") == "exit":
                 return
+            compiled = compiled or request.get("type") == "compile"
             handler = handlers.get(request.get("type"))
             try:
                 if handler is None:
@@ -614,7 +634,7 @@ class Runner:
                     except OSError:
                         pass  # the candidate closed it; its reply says what it broke
                 self.fds = []
-            patched, asked = check(captured), refused()
+            patched, asked = check(captured) + harness_changed(), refused()
             if patched:
                 header, out = {"type": "failed", "flag": "HACK_PATCHED_FUNCTION",
                                "message": "replaced harness functions: " + ", ".join(patched)}, b""

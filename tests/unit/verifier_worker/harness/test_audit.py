@@ -113,6 +113,17 @@ CANDIDATE = textwrap.dedent('''
 
     def probe_an_operator_kernel_registered():
         torch.library.Library("aten", "IMPL").impl("clone", torch.Tensor.detach, "CPU")
+
+
+    def probe_code_a_library_compiles_for_the_candidate():
+        import torch.fx as fx
+        graph = fx.Graph()
+        graph.output(graph.placeholder("x"))
+        fx.GraphModule(torch.nn.Module(), graph)
+
+
+    def probe_the_operator_library_opened_directly():
+        torch._C._dispatch_library("IMPL", "aten", "", "candidate.py", 1)
 ''')
 
 
@@ -133,14 +144,16 @@ class AuditTest(unittest.TestCase):
                         "probe_a_shell_through_a_library",
                         "probe_a_frame_handed_back_by_the_standard_library",
                         "probe_native_code_through_ctypes",
-                        "probe_an_operator_kernel_registered"):
+                        "probe_an_operator_kernel_registered",
+                        "probe_the_operator_library_opened_directly",
+                        "probe_code_a_library_compiles_for_the_candidate"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
                                 results[refused])
+        self.assertIn("torch.library", results["probe_the_operator_library_opened_directly"])
         flags = [flag for flag, _ in report["seen"]]
         self.assertIn("HACK_SUBPROCESS", flags)
         self.assertIn("HACK_INTROSPECTION", flags)
-        self.assertIn("HACK_MONKEYPATCH", flags)
         self.assertTrue(all("candidate.py:" in message for _, message in report["seen"]),
                         report["seen"])
 

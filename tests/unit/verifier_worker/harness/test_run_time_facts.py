@@ -253,6 +253,26 @@ class RunnerTest(unittest.TestCase):
         self.assertIn("json.encoder.c_make_encoder", message)
         self.assertIn("json.encoder.float (added)", message)
 
+    def test_the_reply_reports_a_method_shadowed_on_the_runner(self):
+        # serve()'s last look: an instance attribute that shadows one of the
+        # runner's methods (a red team's `_pack` divided every timing by 5).
+        ours, theirs = socket.socketpair()
+        runner = candidate_runner.Runner(theirs, {"device": "cpu"})
+        runner.guarded = guards.capture()
+        runner._pack = lambda header, named: (header, b"")
+        serving = threading.Thread(target=runner.serve, name="kf-test-serve")
+        serving.start()
+        try:
+            protocol.send_frame(ours, {"type": "ping"})
+            reply, _ = protocol.recv_frame(ours)
+            protocol.send_frame(ours, {"type": "exit"})
+        finally:
+            serving.join(timeout=10)
+            ours.close()
+            theirs.close()
+        self.assertEqual(reply.get("flag"), "HACK_PATCHED_FUNCTION", reply)
+        self.assertIn("_pack", reply.get("message", ""))
+
     def test_a_changed_thread_pool_fails_the_candidate(self):
         torch.set_num_threads(1)
         runner = self._runner(WIDENS_THE_THREAD_POOL)
