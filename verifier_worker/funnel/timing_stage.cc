@@ -8,6 +8,7 @@
 // checked against the reference, the launches attributed, the flags. Every
 // timed call gets fresh clones of its inputs and runs after an L2 flush.
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "absl/random/random.h"
@@ -32,7 +33,38 @@ void AppendTimes(const Frame& reply, bool cuda, std::vector<double>& device,
   if (!cuda) device = host;  // no events on the CPU: the host clock is the measure
 }
 
+// What in a timing reply no clock gives: a time that is not a finite number
+// of milliseconds, or is below zero. The harness reads its clocks in the
+// candidate's process; a red team that reached the method packing the
+// reply sent negative times, which passed the timing stage. Empty if none.
+std::string ImpossibleTime(const Frame& reply) {
+  for (const char* key : {"event_ms", "host_ms", "seen_ms"}) {
+    const google::protobuf::Value* list = reply.Get(key);
+    if (list == nullptr) continue;
+    for (const auto& v : list->list_value().values()) {
+      const bool number = v.kind_case() == google::protobuf::Value::kNumberValue;
+      if (!number || !std::isfinite(v.number_value()) || v.number_value() < 0) {
+        return absl::StrCat(key, " holds ",
+                            number ? absl::StrFormat("%g ms", v.number_value()) : "a non-number",
+                            ", a time no clock gives");
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+bool Funnel::Run::EndWithImpossibleTime(v1::StageResult* stage, const Frame& reply,
+                                        const std::string& context) {
+  const std::string impossible = ImpossibleTime(reply);
+  if (impossible.empty()) return false;
+  const std::string message = absl::StrCat(context, impossible);
+  Flag(v1::HACK_RESULT_FORGERY, message);
+  verdict_.set_correct(false);
+  End(stage, v1::OUTCOME_FAILED, message);
+  return true;
+}
 
 Frame Funnel::Run::BudgetFrame(const std::string& type, int min_trials, double min_ms,
                                double max_ms, bool warm_up) const {
@@ -242,6 +274,7 @@ bool Funnel::Run::RequestTimedRuns(v1::StageResult* stage) {
       sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "timed run: ");
+  if (EndWithImpossibleTime(stage, *reply, "timed run: ")) return false;
   measured_.timed = *std::move(reply);
   return true;
 }
@@ -326,6 +359,7 @@ bool Funnel::Run::RequestProbe(v1::StageResult* stage) {
       sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "fresh inputs: ");
+  if (EndWithImpossibleTime(stage, *reply, "fresh inputs: ")) return false;
   measured_.probe = *std::move(reply);
   return true;
 }

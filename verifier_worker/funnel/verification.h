@@ -59,6 +59,9 @@ class Funnel::Run {
   bool EndWithSessionError(v1::StageResult* stage, const absl::Status& status);
   // A reply of type "failed" (the candidate raised, or a harness check).
   bool EndWithFailedReply(v1::StageResult* stage, const Frame& reply, const std::string& context);
+  // Ends the stage (true) where a timing reply holds a time no clock gives.
+  bool EndWithImpossibleTime(v1::StageResult* stage, const Frame& reply,
+                             const std::string& context);
   bool cuda() const;
   // Adds `d` to the part `part` of `stage` (StageResult.part_seconds).
   static void AddPart(v1::StageResult* stage, const char* part, absl::Duration d);

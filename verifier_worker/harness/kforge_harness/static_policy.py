@@ -62,6 +62,10 @@ DENIED = {
     "torch._C": (INTROSPECTION, "is torch's C core, below every guard"),
     "torch._dynamo": (INTROSPECTION, "is torch's compiler internals"),
     "torch.utils.cpp_extension": (INTROSPECTION, "compiles native code outside Triton"),
+    # Code made from strings the candidate chooses (graph method names, type
+    # comments), run as torch's (the audit hook judges it the candidate's).
+    **_rules("torch.fx torch.jit.annotations torch.jit.frontend",
+             (INTROSPECTION, "generates and runs code from strings it is given")),
     # Triton's own builder of host modules: arbitrary C, compiled and loaded.
     "triton.runtime.build": _NATIVE,
     **_rules("torch.cuda.cudart torch.cuda.profiler",
