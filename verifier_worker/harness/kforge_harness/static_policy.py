@@ -75,6 +75,9 @@ DENIED = {
                                       "call the harness times"),
     "torch.distributed": (NETWORK, "opens stores and process groups over the network"),
     "torch.utils.benchmark": _TIME,
+    # Its Stat events carry timestamps: a clock that told a red team's cache
+    # when the fresh-input probes came (after a longer pause than trials).
+    "torch.monitor": _TIME,
     "torch.backends": (INTROSPECTION, "flips backend flags (TF32, cuDNN) the baseline shares"),
     "triton.testing": (INTROSPECTION, "is benchmarking code, and timing is the harness's"),
     **_rules("torch.profiler torch.autograd.profiler torch.autograd.profiler_util",
