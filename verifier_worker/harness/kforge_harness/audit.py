@@ -11,7 +11,7 @@ judged by who asked for it, read off the stack when it happens:
     them, a function's __code__ or defaults replaced. Refused when the
     nearest frame outside the standard library is the candidate's (the
     candidate called typing, which compiled its string). Imports, and the
-    code generators of dataclasses and namedtuple, are left alone; Triton
+    code generator of namedtuple, are left alone; Triton
     and torch making code of their own are theirs.
   - the interpreter's insides: frames (sys._getframe, sys._current_frames),
     generator and traceback frames and code, the garbage collector's object
@@ -66,8 +66,13 @@ FUNCTION_STATE = frozenset(["__code__", "__defaults__", "__kwdefaults__", "__glo
 WATCHED = NEW_CODE | INSIDES | PROCESSES | {"object.__setattr__"}
 
 # Standard-library modules that make code from checked identifiers, never
-# from text a caller chose: their compile and exec are theirs.
-_CODE_GENERATORS = ("dataclasses.py", os.path.join("collections", "__init__.py"))
+# from text a caller chose: their compile and exec are theirs. namedtuple
+# checks every name it pastes. Not dataclasses: @dataclass pastes each
+# annotation's name into the text it compiles unchecked, and a red team's
+# field name closed the generated signature and defined functions of its
+# own (the timer's samples divided by 5, a root shell), run as generated
+# code under the harness; a candidate's @dataclass is refused.
+_CODE_GENERATORS = (os.path.join("collections", "__init__.py"),)
 _MAX_SEEN = 8
 # Kinds of frame that act for whoever called them.
 _ON_BEHALF = ("stdlib", "generated", "library")
@@ -75,7 +80,7 @@ _ON_BEHALF = ("stdlib", "generated", "library")
 # (its module's name, a warning's location) and hand no frame back.
 _FRAME_READERS = tuple(os.path.join(*parts) for parts in (
     ("collections", "__init__.py"), ("enum.py",), ("typing.py",), ("warnings.py",),
-    ("abc.py",), ("functools.py",), ("dataclasses.py",)))
+    ("abc.py",), ("functools.py",)))
 
 
 def _stdlib_dirs():

@@ -51,23 +51,23 @@ CANDIDATE = textwrap.dedent('''
     import torch
 
 
-    @dataclasses.dataclass
-    class Sizes:
-        rows: int
-        cols: int = 4
-
-
     Pair = collections.namedtuple("Pair", "a b")
     Color = enum.Enum("Color", "RED GREEN")
     T = typing.TypeVar("T")
 
 
     def probe_libraries_that_make_code_or_look_at_frames():
-        Sizes(3)
         Pair(1, 2)
         warnings.warn("a candidate may warn")
         functools.lru_cache(maxsize=4)(lambda n: n)(1)
         torch.zeros(2).add_(1)
+
+
+    def probe_a_dataclass_whose_field_name_is_code():
+        # @dataclass pastes annotation names into the text it compiles.
+        name = "x=0,**k):pass\\ndef __create_fn__(**k):#"
+        dataclasses.dataclass(type("K", (), {"__annotations__": {name: int},
+                                             name: dataclasses.field(init=False)}))
 
 
     def probe_code_compiled_by_typing():
@@ -146,7 +146,8 @@ class AuditTest(unittest.TestCase):
                         "probe_native_code_through_ctypes",
                         "probe_an_operator_kernel_registered",
                         "probe_the_operator_library_opened_directly",
-                        "probe_code_a_library_compiles_for_the_candidate"):
+                        "probe_code_a_library_compiles_for_the_candidate",
+                        "probe_a_dataclass_whose_field_name_is_code"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
                                 results[refused])
