@@ -210,9 +210,11 @@ TEST_F(MeshFaultTest, AVerifierKilledMidJobHasItsSamplesReverifiedElsewhereAndNo
   // Steps enough that, however late under load the stop below comes, later
   // steps still sample tasks whose verifier (task affinity) is A: with the
   // shared six it failed now and then under CI's load, no sample waiting at A,
-  // and with twelve once more (a CI run of 1023 tests). Steps after the stop
-  // cost little: A's samples wait for the kill, B answers the rest at once.
-  spec.set_total_steps(24);
+  // with twelve once more (a CI run of 1023 tests), and with 24 once (a CI
+  // run of 1037: the job can end before a task of A's comes up). Steps
+  // after the stop cost little: A's samples wait for the kill, B answers
+  // the rest at once.
+  spec.set_total_steps(48);
   auto job = Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
   const int rollout_metrics = rollout->ports.metrics_port();
