@@ -29,14 +29,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The state letter of /proc/<pid>/stat: 'T' stopped, 'S' sleeping, ...
-char ProcessState(int pid) {
+// The fields of /proc/<pid>/stat after the name: state, parent pid, ...
+// (empty if the process is gone).
+std::vector<std::string> StatFields(int pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
   std::stringstream text;
   text << in.rdbuf();
   const std::string stat = text.str();
   const size_t paren = stat.rfind(')');  // the name may hold spaces
-  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return {};
+  return absl::StrSplit(stat.substr(paren + 2), ' ');
+}
+
+// The state letter: 'T' stopped, 'S' sleeping, ...
+char ProcessState(int pid) {
+  const std::vector<std::string> fields = StatFields(pid);
+  return fields.empty() || fields[0].empty() ? '?' : fields[0][0];
 }
 
 class CandidateSessionTest : public ::testing::Test {
@@ -197,18 +205,10 @@ std::map<int, std::string> Descriptors(int pid) {
   return out;
 }
 
-// The parent pid of /proc/<pid>/stat (the field after the state letter).
 int ParentPid(int pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string stat = text.str();
-  const size_t paren = stat.rfind(')');
+  const std::vector<std::string> fields = StatFields(pid);
   int parent = -1;
-  if (paren != std::string::npos) {
-    std::vector<std::string> fields = absl::StrSplit(stat.substr(paren + 2), ' ');
-    if (fields.size() > 1) (void)absl::SimpleAtoi(fields[1], &parent);
-  }
+  if (fields.size() > 1) (void)absl::SimpleAtoi(fields[1], &parent);
   return parent;
 }
 

@@ -133,21 +133,20 @@ class Audit:
         torch._C._dispatch_library = _dispatch_library
 
     def _refuse_registration(self, frame):
-        if self.candidate_file is None:
+        if self.candidate_file is None or self._nearest(frame, _ON_BEHALF) != "candidate":
             return
-        while frame is not None:
-            kind = self._kind(frame.f_code.co_filename)
-            if kind not in ("stdlib", "generated", "library"):
-                break
-            frame = frame.f_back
-        if frame is None or kind != "candidate":
-            return
-        message = (f"torch.library registers kernels for torch's operators, the harness's "
-                   f"own included (at {os.path.basename(self.candidate_file)}:"
-                   f"{frame.f_lineno})")
+        raise RuntimeError("kforge sandbox: " + self._keep(
+            "HACK_MONKEYPATCH", "torch.library registers kernels for torch's operators, the "
+            "harness's own included", frame))
+
+    def _keep(self, flag, what, frame):
+        """Keeps a refusal (the first few) for the runner; its message,
+        with the candidate's line on the stack."""
+        line = thread_watch.candidate_line(frame, self.candidate_file)
+        message = what + (f" (at {os.path.basename(self.candidate_file)}:{line})" if line else "")
         if len(self.seen) < _MAX_SEEN:
-            self.seen.append(("HACK_MONKEYPATCH", message))
-        raise RuntimeError(f"kforge sandbox: {message}")
+            self.seen.append((flag, message))
+        return message
 
     def set_candidate(self, path):
         """From now on events are judged (the candidate's module loads next)."""
@@ -250,11 +249,7 @@ class Audit:
             if verdict is None:
                 return
             flag, why = verdict
-            line = thread_watch.candidate_line(frame, self.candidate_file)
-            where = f" (at {os.path.basename(self.candidate_file)}:{line})" if line else ""
-            message = f"{event} {why}{where}"
-            if len(self.seen) < _MAX_SEEN:
-                self.seen.append((flag, message))
+            message = self._keep(flag, f"{event} {why}", frame)
         finally:
             self._inside = False
         raise RuntimeError(f"kforge sandbox: {message}")

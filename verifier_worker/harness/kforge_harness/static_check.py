@@ -345,9 +345,10 @@ def _check_dynamic_attr(node, name, aliases, out):
     if attr.value in DENIED_ATTRS:
         out.deny(node, f"{name}(..., {attr.value!r})", DENIED_ATTRS[attr.value])
     qual = _resolve(target, aliases)
-    unresolved = unresolved_attrs(on_a_name=isinstance(target, ast.Name))
-    if qual is None and attr.value in unresolved:
-        out.deny(node, f"{name}(..., {attr.value!r})", unresolved[attr.value])
+    if qual is None:
+        unresolved = unresolved_attrs(on_a_name=isinstance(target, ast.Name))
+        if attr.value in unresolved:
+            out.deny(node, f"{name}(..., {attr.value!r})", unresolved[attr.value])
     rule = _denied(f"{qual}.{attr.value}") if qual else None
     if rule is not None:
         out.deny(node, f"{name}({qual}, {attr.value!r})", rule)

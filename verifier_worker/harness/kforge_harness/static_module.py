@@ -95,8 +95,10 @@ def _denied(qual):
 # the object is unknown: not a local name, not a module.
 _COMMON_ATTRS = frozenset("data cuda format replace remove load save random seed read write "
                           "open path stat link walk".split())
+# len(sys.modules) -> (for any object, for a local name): made again when
+# modules were imported since (torch after the first check of a process
+# that had not imported it yet).
 _unresolved = {}
-_unresolved_names = {}
 
 
 def unresolved_attrs(on_a_name=False):
@@ -115,15 +117,18 @@ def unresolved_attrs(on_a_name=False):
     left out. on_a_name: for a local name (a parameter, `self`), whose own
     private attributes (`self._state`) are the candidate's business: of
     the private names, only those an allowed root module holds itself
-    (torch._C, random._os). Computed once per checker process, whose modules
-    are the candidate's libraries, imported."""
-    # Made again when modules were imported since (torch after the first
-    # check of a process that had not imported it yet).
-    if _unresolved and _unresolved_names.get(" modules") == len(sys.modules):
-        return _unresolved_names if on_a_name else _unresolved
-    _unresolved.clear()
-    _unresolved_names.clear()
+    (torch._C, random._os). Made from the checker process's modules (the
+    candidate's libraries, imported), and again once more were imported."""
     loaded = len(sys.modules)
+    if loaded not in _unresolved:
+        _unresolved.clear()
+        _unresolved[loaded] = _make_unresolved()
+    on_values, on_names = _unresolved[loaded]
+    return on_names if on_a_name else on_values
+
+
+def _make_unresolved():
+    """(names judged on any object, names judged on a local name)."""
     out = {}
     for name, rule in DENIED.items():
         parts = name.split(".")
@@ -150,7 +155,6 @@ def unresolved_attrs(on_a_name=False):
                 rule = (INTROSPECTION, "is off the import allowlist")
             if rule is not None:
                 out[attr] = (rule[0], f"can be module {held}, which {rule[1]}")
-    _unresolved.update(out)
     # Of the private names, on a local name: those an allowed root holds
     # itself, for a module a rule names or a top-level one (torch._C,
     # random._os), not merely a private one (torch._tensor: `self._tensor`).
@@ -165,10 +169,8 @@ def unresolved_attrs(on_a_name=False):
             if parts and (len(parts) == 1 or any(".".join(parts[:n]) in DENIED
                                                  for n in range(1, len(parts) + 1))):
                 held_by_roots.add(attr)
-    _unresolved_names.update({attr: rule for attr, rule in out.items()
-                              if not attr.startswith("_") or attr in held_by_roots})
-    _unresolved_names[" modules"] = loaded  # not an identifier: never an attribute
-    return _unresolved_names if on_a_name else _unresolved
+    return out, {attr: rule for attr, rule in out.items()
+                 if not attr.startswith("_") or attr in held_by_roots}
 
 
 def _real_name(qual):

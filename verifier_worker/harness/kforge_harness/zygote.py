@@ -65,6 +65,10 @@ class ZygoteChannels:
     def __init__(self, control):
         self.control = control
         self.wake_read, self.wake_write = os.pipe()
+        os.set_blocking(self.wake_write, False)
+        signal.set_wakeup_fd(self.wake_write)
+        # A handler must exist for the wakeup fd to see SIGCHLD.
+        signal.signal(signal.SIGCHLD, lambda *_: None)
 
     def leave(self):
         """In a child just forked: drops the channels and the signal setup."""
@@ -150,10 +154,6 @@ def _reap(control):
 
 def serve(control):
     channels = ZygoteChannels(control)
-    os.set_blocking(channels.wake_write, False)
-    signal.set_wakeup_fd(channels.wake_write)
-    # A handler must exist for the wakeup fd to see SIGCHLD.
-    signal.signal(signal.SIGCHLD, lambda *_: None)
     while True:
         ready, _, _ = select.select([control, channels.wake_read], [], [])
         if channels.wake_read in ready:
