@@ -135,10 +135,14 @@ class Funnel::Run {
   // and the judging half's checks of them; each false when it ended the
   // stage.
   bool RequestTimedRuns(v1::StageResult* stage);
-  bool RequestProbe(v1::StageResult* stage);
   bool RequestAttributeAfterTiming(v1::StageResult* stage);
   bool JudgeTimedRuns(v1::StageResult* stage);
-  bool JudgeProbe(v1::StageResult* stage, std::vector<std::string>& problems);
+  // The fresh-input calls among the timed ones: each output checked, the
+  // fastest's time kept in measured_.fresh_fastest_ms.
+  bool JudgeFreshCalls(v1::StageResult* stage, std::vector<std::string>& problems);
+  // The process's CPU time over the timed runs against their wall time
+  // (the CPU only).
+  void JudgeCpuTime(std::vector<std::string>& problems);
   // The fresh-input probes' sets of the epoch.
   std::vector<std::string> FreshSets() const;
   std::string BaselineKey() const;
@@ -164,7 +168,11 @@ class Funnel::Run {
   // and the eager baseline's drift re-check (timed just before, under the
   // same hold of the GPU) where one ran.
   struct MeasuredTiming {
-    std::optional<Frame> timed, probe, attributed;
+    std::optional<Frame> timed, attributed;
+    // The fresh-input sets sent with the timed runs, and the fastest call
+    // on them (0: none).
+    std::vector<std::string> fresh_sent;
+    double fresh_fastest_ms = 0;
     std::optional<v1::Timing> eager_now;
     // The re-check showed the host busier than when the baseline was cached
     // (ReferenceBusierNow): a clocks-only verdict of this moment is not kept.

@@ -21,12 +21,12 @@ at a time:
            set; then more when asked) and returns the outputs, the launches
            and, when asked, the inputs as they are afterwards (the verifier
            checks they are unchanged)
-  time     {sets, budget}: timed trials over input sets already sent, by
-           budget (timing.Budget); returns per-trial times and the last
-           output for a re-check
-  probe    {sets, warm_sets} + inputs of sets the candidate has never seen:
-           a warm-up on the seen warm_sets, then one timed call on each
-           fresh set, outputs returned for a check
+  time     {sets, budget, fresh_calls} + inputs of sets the candidate has
+           never seen: timed trials over input sets already sent, by
+           budget (timing.Budget), with each fresh set timed at a secret
+           call among them; returns per-trial times, the fresh calls'
+           times and outputs, the last output for a re-check, and the
+           process's CPU and wall time over the whole
   attribute {set}: one recorded call on a set already sent (after timing)
   ping     -> pong: a spare process, kept ready before its candidate
            arrives, is checked alive before it is used
@@ -490,12 +490,30 @@ class Runner:
             else:
                 self._check_agrees(outputs, first, tolerances, request["sets"][index])
 
+        # Sets the candidate has never seen, timed at calls the verifier
+        # chose in secret among the trials, in a trial's place and exactly
+        # as one (TimingProtocol.fresh_input_probes): a cache keyed on
+        # pointers or values misses there, and its real work shows.
+        fresh_calls, fresh_names, fresh_outputs = {}, {}, {}
+        for entry in request.get("fresh_calls", []):
+            call = int(entry["call"])
+            fresh_calls[call] = self._inputs(request, payload, entry["set"])
+            fresh_names[call] = entry["set"]
+
+        def fresh_check(result, call):
+            # Copied inside the timer's call, right after its clocks: a later
+            # call, or a finalizer run as this call's output is dropped,
+            # could otherwise finish (in place) what this one left undone.
+            fresh_outputs[call] = self._copied(self._checked_outputs(result))
+
         import torch
+        cpu_ns, wall_ns = timing.cpu_and_wall_ns()
         with torch.no_grad():
             timer.warm_up(self.forward, pool, budget, check=check, clone=budget.clone_inputs)
-            event_ms, host_ms, result, index = timer.run(
+            event_ms, host_ms, result, index, fresh_times = timer.run(
                 self.forward, pool, budget, request.get("start", 0), check=check,
-                aside=(secret, record_call))
+                aside=(secret, record_call), fresh=(fresh_calls, fresh_check))
+        cpu_end, wall_end = timing.cpu_and_wall_ns()
         # The inputs the last timed call was given (its own clones when
         # budget.clone_inputs), as it left them: no call knows in advance
         # whether it is the last or a secret one, so a candidate that writes
@@ -510,62 +528,22 @@ class Runner:
         for n, (pool_index, rec_outputs, record) in enumerate(recorded):
             named += [(f"rec{n}/out{i}", out) for i, out in enumerate(rec_outputs)]
             records.append({"set": request["sets"][pool_index], "launches": record["launches"]})
+        fresh_sets, fresh_ms = [], []
+        for call in sorted(fresh_times):
+            ev, host = fresh_times[call]
+            fresh_sets.append(fresh_names[call])
+            fresh_ms.append(ev if ev is not None else host)
+            named += [(f"{fresh_names[call]}/out{i}", out)
+                      for i, out in enumerate(fresh_outputs[call])]
+        # The process's CPU time, every thread's, over the warm-up and the
+        # trials, beside their wall time: work a candidate spreads over
+        # threads no Python frame shows (TorchScript's fork on torch's
+        # inter-op pool) costs CPU time all the same.
         return self._pack({"type": "timed", "event_ms": event_ms, "host_ms": host_ms,
-                           "last_set": request["sets"][index], "recorded": records}, named)
-
-    def probe(self, request, payload):
-        """One timed call on each of `sets`, whose inputs arrive now: the
-        candidate has never seen them."""
-        import torch
-        self._after_warm()
-        timer = timing.Timer(self.device)
-        named = []
-        event_ms, host_ms = [], []
-        warm_pool = [self.pool[name] for name in request.get("warm_sets", []) if name in self.pool]
-        with torch.no_grad():
-            if warm_pool:
-                # The trials' conditions (a GPU busy for warmup_ms), on sets
-                # already seen: see TimingProtocol.fresh_input_probes.
-                timer.warm_up(self.forward, warm_pool,
-                              timing.Budget({"warmup_ms": request.get("warmup_ms", 0.0)}),
-                              check=lambda result, _: self._checked_outputs(result),
-                              clone=bool(request.get("clone_inputs", False)))
-            # Probes alternate between two covers, a step apart (see
-            # TimingProtocol.probe_cover_step_ms); two values, so more probes
-            # never lengthen the sleep that work on another stream could
-            # run beside unseen.
-            cover = float(request.get("launch_cover_ms", 0.0))
-            step = float(request.get("launch_cover_step_ms", 0.0))
-            # paired_sets (the CPU's): each fresh call right after a timed
-            # call on a set already seen, in the same conditions, so the two
-            # can be compared call for call (seen_ms).
-            paired = [self.pool[n] for n in request.get("paired_sets", []) if n in self.pool]
-            seen_ms = []
-            clone = bool(request.get("clone_inputs", False))
-            for i, name in enumerate(request["sets"]):
-                inputs = self._inputs(request, payload, name)
-                if paired:
-                    ev, host, _ = timer.one(self.forward, paired[i % len(paired)],
-                                            request.get("flush_l2", False), clone,
-                                            check=lambda result, _: self._checked_outputs(result))
-                    seen_ms.append(ev if ev is not None else host)
-                # Copied inside the timer's call, right after its clocks: a
-                # later call, or a finalizer run as the last call's output
-                # is dropped, could otherwise finish (in place) what this
-                # one left undone, before the outputs are read.
-                kept = []
-                ev, host, _ = timer.one(
-                    self.forward, inputs, request.get("flush_l2", False), clone,
-                    cover + (i % 2) * step,
-                    check=lambda result, _: kept.append(self._copied(self._checked_outputs(result))))
-                event_ms.append(ev if ev is not None else host)
-                host_ms.append(host)
-                named += [(f"{name}/out{i}", out) for i, out in enumerate(kept[0])]
-        self._check_guards()
-        header = {"type": "probed", "event_ms": event_ms, "host_ms": host_ms}
-        if paired:
-            header["seen_ms"] = seen_ms
-        return self._pack(header, named)
+                           "last_set": request["sets"][index], "recorded": records,
+                           "fresh_sets": fresh_sets, "fresh_ms": fresh_ms,
+                           "cpu_ms": (cpu_end - cpu_ns) / 1e6,
+                           "wall_ms": (wall_end - wall_ns) / 1e6}, named)
 
     def attribute(self, request, payload):
         """One recorded call on a set already sent: what forward launches
@@ -602,8 +580,7 @@ class Runner:
                             if _getattr(w, "candidate_file", None) != candidate_file]
             return changed
         handlers = {"compile": self.compile, "warm": self.warm, "run": self.run,
-                    "time": self.time,
-                    "probe": self.probe, "attribute": self.attribute,
+                    "time": self.time, "attribute": self.attribute,
                     "ping": lambda request, payload: ({"type": "pong"}, b"")}
         while True:
             request, payload, self.fds = protocol.recv_frame(self.sock, want_fds=True)

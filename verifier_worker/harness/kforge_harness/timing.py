@@ -40,6 +40,7 @@ import time
 import torch
 
 _perf_counter_ns = time.perf_counter_ns
+_process_time_ns = time.process_time_ns
 _gc_disable, _gc_enable, _gc_isenabled = gc.disable, gc.enable, gc.isenabled
 _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
@@ -64,6 +65,13 @@ _sorted = sorted
 
 # Twice the 50-60 MB L2 of an H100/H200.
 L2_FLUSH_BYTES = 256 << 20
+
+
+def cpu_and_wall_ns():
+    """(CPU time of this process, every thread's, exited ones included;
+    the wall clock), both in ns, read through the functions bound at
+    import."""
+    return _process_time_ns(), _perf_counter_ns()
 
 
 class Budget:
@@ -246,30 +254,46 @@ class Timer:
             if budget.warmup_calls == 0 and budget.warmup_ms <= 0:
                 break
 
-    def run(self, fn, pool, budget, start_index=0, check=None, aside=None):
+    def run(self, fn, pool, budget, start_index=0, check=None, aside=None, fresh=None):
         """Trials by budget over pool[(start_index + i) % len(pool)], i
         counting every call. check(output, pool index), if given, runs on
         every trial's output outside the timed interval. aside = (indices,
         callback): the calls at those indices are not timed; callback(fresh
         args, pool index) makes them instead (the candidate runner records
-        them), and they do not count towards the budget. Returns (event_ms or None,
-        host_ms, last timed output, its pool index)."""
+        them). fresh = (calls, check): calls maps a call index to the inputs
+        of a set the candidate has never seen, timed there in place of the
+        pool's set exactly as a trial is (the same clone, flush, cover and
+        clocks: nothing before or in the call tells it apart), and
+        check(output, call index) runs on its output in place of `check`.
+        Neither counts towards the budget. Returns (event_ms or None,
+        host_ms, last timed output, its pool index, {call index: (event_ms
+        or None, host_ms)} of the fresh calls)."""
         event_ms = [] if self.cuda else None
         host_ms = []
         out, index = None, start_index
         n, spent, mean, m2 = 0, 0.0, 0.0, 0.0
         calls = 0
         set_aside, callback = aside if aside is not None else (frozenset(), None)
+        fresh_calls, fresh_check = fresh if fresh is not None else ({}, None)
+        fresh_times = {}
+        trial_args = None  # the last trial's inputs (last_args), fresh calls aside
         samples = event_ms if event_ms is not None else host_ms  # what is judged
-        while not budget.done(n, spent, mean, m2, samples):
+        while not budget.done(n, spent, mean, m2, samples) or len(fresh_times) < len(fresh_calls):
             index = (start_index + calls) % len(pool)
             calls += 1
             if calls - 1 in set_aside:
                 callback(self._fresh(pool[index], budget.clone_inputs), index)
                 continue
+            if calls - 1 in fresh_calls:
+                ev, host, _ = self.one(fn, fresh_calls[calls - 1], budget.flush_l2,
+                                       budget.clone_inputs, budget.launch_cover_ms, fresh_check,
+                                       calls - 1)
+                fresh_times[calls - 1] = (ev, host)
+                continue
             began = _perf_counter_ns()
             ev, host, out = self.one(fn, pool[index], budget.flush_l2, budget.clone_inputs,
                                      budget.launch_cover_ms, check, index)
+            trial_args = self.last_args
             if event_ms is not None:
                 event_ms.append(ev)
             host_ms.append(host)
@@ -279,9 +303,10 @@ class Timer:
             mean += delta / n
             m2 += delta * (sample - mean)
             spent += (_perf_counter_ns() - began) / 1e6
-        return event_ms, host_ms, out, index
+        self.last_args = trial_args
+        return event_ms, host_ms, out, index, fresh_times
 
     def trials(self, fn, pool, count, flush_l2, start_index=0, check=None):
         """Exactly `count` trials (no budget): (event_ms, host_ms, out, index)."""
         budget = Budget({"min_trials": count, "max_trials": count, "flush_l2": flush_l2})
-        return self.run(fn, pool, budget, start_index, check)
+        return self.run(fn, pool, budget, start_index, check)[:4]

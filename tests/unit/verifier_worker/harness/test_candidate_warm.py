@@ -3,8 +3,8 @@
 signature, in its own thread, on inputs of those shapes and dtypes made by
 the harness; the compile reply is what the recorded call returned, whatever
 a warm-up call does afterwards; a warm-up that raises is left for the set's
-own run to report. The fresh-input probe's: calls on sets already seen come
-before the first call on a fresh set."""
+own run to report. The timed runs' fresh-input calls: each fresh set once,
+at its secret call among the trials and timed as one."""
 import os
 import sys
 import threading
@@ -214,53 +214,88 @@ class BackgroundWarmUpTest(unittest.TestCase):
         self.assertIsNone(runner.warming)
 
 
-def _probe(fresh_shapes, **fields):
-    """A runner whose candidate has seen task_inputs (4x4), and a probe
-    request for fresh sets fresh_1, fresh_2, ... of `fresh_shapes`."""
+def _timed(fresh, trials=6, **fields):
+    """A runner whose candidate has seen task_inputs (4x4, ones), and a
+    time request of `trials` trials with fresh sets fresh_1, fresh_2, ...
+    (twos) of the shapes in `fresh`, {call index: shape}."""
     runner = _runner()
     runner.module = type(sys)("candidate")
     exec(CANDIDATE, runner.module.__dict__)
     runner._build([2])
     runner.pool["task_inputs"] = [torch.ones(4, 4), 3]
     packer = protocol.TensorPacker()
-    names = [f"fresh_{i + 1}" for i in range(len(fresh_shapes))]
-    for name, shape in zip(names, fresh_shapes):
-        packer.add(f"{name}/in0", torch.ones(*shape))
+    calls = []
+    for i, (call, shape) in enumerate(sorted(fresh.items())):
+        name = f"fresh_{i + 1}"
+        packer.add(f"{name}/in0", torch.full(shape, 2.0))
+        calls.append({"call": call, "set": name})
     payload = b"".join(bytes(p) for p in packer.payload())
-    request = {"type": "probe", "sets": names, "tensors": packer.entries,
-               "scalars": {name: [[1, 3, "int"]] for name in names}, **fields}
+    names = [c["set"] for c in calls]
+    request = {"type": "time", "sets": ["task_inputs"], "init_inputs": [2], "dtype": "",
+               "min_trials": trials, "max_trials": trials, "fresh_calls": calls,
+               "tensors": packer.entries, "scalars": {name: [[1, 3, "int"]] for name in names},
+               **fields}
     runner.request = request
     return runner, request, payload
 
 
-class ProbeWarmUpTest(unittest.TestCase):
-    def test_seen_sets_warm_the_device_before_the_first_fresh_call(self):
-        runner, request, payload = _probe([(6, 4)], warm_sets=["task_inputs"], warmup_ms=5)
-        header, _ = runner.probe(request, payload)
-        self.assertEqual(header["type"], "probed")
-        shapes = [c[1] for c in runner.module.CALLS]
-        self.assertGreaterEqual(len(shapes), 2)
-        self.assertEqual(shapes[-1], (6, 4), "the fresh set is called last, once")
-        self.assertEqual(set(shapes[:-1]), {(4, 4)}, "only seen inputs before it")
+class FreshCallsTest(unittest.TestCase):
+    def _time(self, runner, request, payload):
+        header, parts = runner.time(request, payload)
+        self.assertEqual(header["type"], "timed", header)
+        return header, protocol.unpack_tensors(header["tensors"],
+                                               b"".join(bytes(p) for p in parts))
 
-    def test_fresh_calls_alternate_between_two_launch_covers_a_step_apart(self):
-        runner, request, payload = _probe([(6, 4), (7, 4), (8, 4)], launch_cover_ms=1.0,
-                                          launch_cover_step_ms=1.5)
-        covers = []
+    def test_each_fresh_set_is_timed_once_at_its_secret_call_among_the_trials(self):
+        runner, request, payload = _timed({1: (6, 4), 4: (7, 4)})
+        header, out = self._time(runner, request, payload)
+        shapes = [c[1] for c in runner.module.CALLS]
+        self.assertEqual(shapes, [(4, 4), (6, 4), (4, 4), (4, 4), (7, 4), (4, 4), (4, 4),
+                                  (4, 4)])
+        self.assertEqual(header["fresh_sets"], ["fresh_1", "fresh_2"])
+        self.assertEqual(len(header["fresh_ms"]), 2)
+        self.assertEqual(len(header["host_ms"]), 6, "a fresh call counted as a trial")
+        self.assertTrue(torch.equal(out["fresh_1/out0"], torch.full((6, 4), 6.0)))
+        self.assertTrue(torch.equal(out["fresh_2/out0"], torch.full((7, 4), 6.0)))
+        self.assertTrue(torch.equal(out["last/out0"], torch.full((4, 4), 3.0)))
+
+    def test_a_fresh_call_is_timed_exactly_as_a_trial(self):
+        runner, request, payload = _timed({2: (6, 4)}, clone_inputs=True, flush_l2=True,
+                                          launch_cover_ms=0.5)
+        seen = []
         one = timing.Timer.one
 
-        def recording(timer, fn, args, flush_l2, clone=False, launch_cover_ms=0.0, **checked):
-            covers.append((tuple(args[0].shape), launch_cover_ms))
-            return one(timer, fn, args, flush_l2, clone, launch_cover_ms, **checked)
+        def recording(timer, fn, args, flush_l2, clone=False, launch_cover_ms=0.0, *rest, **kw):
+            seen.append((tuple(args[0].shape), flush_l2, clone, launch_cover_ms))
+            return one(timer, fn, args, flush_l2, clone, launch_cover_ms, *rest, **kw)
 
         timing.Timer.one = recording
         runner.guarded = guards.capture()  # the test's wrapper, not a candidate's
         try:
-            header, _ = runner.probe(request, payload)
+            self._time(runner, request, payload)
         finally:
             timing.Timer.one = one
-        self.assertEqual(header["type"], "probed")
-        self.assertEqual(covers, [((6, 4), 1.0), ((7, 4), 2.5), ((8, 4), 1.0)])
+        self.assertEqual(seen[2], ((6, 4), True, True, 0.5))
+        self.assertEqual({s[1:] for s in seen}, {(True, True, 0.5)})
+
+    def test_fresh_calls_past_the_budget_are_still_made_and_the_last_trial_is_checked(self):
+        # max_ms ends the trials at once; the fresh call at 5 still comes,
+        # and the last trial's inputs (not the fresh set's) are what the
+        # check of the last timed call compares with its set.
+        runner, request, payload = _timed({5: (6, 4)}, max_ms=1e-6, clone_inputs=True)
+        header, out = self._time(runner, request, payload)
+        self.assertEqual(header["fresh_sets"], ["fresh_1"])
+        self.assertEqual(runner.module.CALLS[-1][1], (6, 4))
+        self.assertTrue(torch.equal(out["fresh_1/out0"], torch.full((6, 4), 6.0)))
+
+    def test_the_reply_holds_the_processs_cpu_and_wall_time_over_the_trials(self):
+        runner, request, payload = _timed({1: (6, 4)}, trials=20)
+        header, _ = self._time(runner, request, payload)
+        self.assertGreater(header["wall_ms"], 0)
+        self.assertGreater(header["cpu_ms"], 0)
+        # One thread (this one) ran them: it cannot use more CPU time than
+        # the wall time it took.
+        self.assertLessEqual(header["cpu_ms"], header["wall_ms"] * 1.05 + 0.5)
 
 
 if __name__ == "__main__":

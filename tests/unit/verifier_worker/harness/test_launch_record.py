@@ -89,7 +89,7 @@ class BudgetTest(unittest.TestCase):
 
         pool = [[torch.zeros(4)]]
         budget = timing.Budget({"min_trials": 4, "max_trials": 4, "clone_inputs": True})
-        _, host_ms, out, _ = timing.Timer("cpu").run(fn, pool, budget)
+        _, host_ms, out, _, _ = timing.Timer("cpu").run(fn, pool, budget)
         self.assertEqual(len(host_ms), 4)
         self.assertTrue(torch.equal(out, torch.ones(4)))
         self.assertTrue(torch.equal(pool[0][0], torch.zeros(4)))
