@@ -332,17 +332,19 @@ class Runner:
                                  "the call the harness made (and timed): " + "; ".join(deferred),
                                  "HACK_CONCURRENCY")
 
-    def _inputs(self, header, payload, name):
+    def _inputs(self, header, payload, name, device=None, keep=True):
         """The set's inputs in order: tensors from the payload, plain numbers
-        (a scale factor) from the header's "scalars"."""
-        tensors = protocol.unpack_tensors(header.get("tensors", []), payload, self.device)
-        tensors.update(protocol.unpack_shared(header.get("shared_tensors", []), self.fds,
-                                              self.device))
+        (a scale factor) from the header's "scalars"; on `device` (the
+        runner's by default), and kept in the pool unless `keep` is off."""
+        device = device or self.device
+        tensors = protocol.unpack_tensors(header.get("tensors", []), payload, device)
+        tensors.update(protocol.unpack_shared(header.get("shared_tensors", []), self.fds, device))
         scalars = {int(s[0]): task_inputs.decode_scalar(s[1:])
                    for s in header.get("scalars", {}).get(name, [])}
         count = len(scalars) + sum(1 for e in tensors if e.startswith(name + "/in"))
         inputs = [scalars[i] if i in scalars else tensors[f"{name}/in{i}"] for i in range(count)]
-        self.pool[name] = inputs
+        if keep:
+            self.pool[name] = inputs
         return inputs
 
     def _pack(self, header, named):
@@ -494,10 +496,16 @@ class Runner:
         # chose in secret among the trials, in a trial's place and exactly
         # as one (TimingProtocol.fresh_input_probes): a cache keyed on
         # pointers or values misses there, and its real work shows.
+        # They stay in host memory, out of the pool, until their call: a
+        # Triton kernel reads any device address (and a red team read the
+        # process's memory through NumPy, now denied, to compute them all
+        # in the first warm-up call); on a GPU the harness copies each to
+        # the device right before its call, outside the timed interval.
         fresh_calls, fresh_names, fresh_outputs = {}, {}, {}
         for entry in request.get("fresh_calls", []):
             call = int(entry["call"])
-            fresh_calls[call] = self._inputs(request, payload, entry["set"])
+            fresh_calls[call] = self._inputs(request, payload, entry["set"], device="cpu",
+                                             keep=False)
             fresh_names[call] = entry["set"]
 
         def fresh_check(result, call):

@@ -47,7 +47,7 @@ from .static_policy import (
     FALLBACK_ANYWHERE,
     INTROSPECTION,
     MONKEYPATCH,
-    NUMPY_ALLOWED,
+    RAW_MEMORY_PROTOCOLS,
     REFERENCE,
     REFERENCE_MODULES,
     RESULT_FORGERY,
@@ -141,10 +141,7 @@ def _fallback_node(node, where, owner_methods, aliases, out):
     if not isinstance(node, (ast.Attribute, ast.Name)) or not isinstance(node.ctx, ast.Load):
         return
     qual = _resolve(node, aliases)
-    if qual is not None and qual.split(".")[0] == "numpy" and qual not in NUMPY_ALLOWED:
-        out.add(node.lineno, TORCH_FALLBACK, f"{_shown(node, qual)} in {where} computes on "
-                "the host with NumPy instead of in a kernel")
-    elif qual is not None:
+    if qual is not None:
         # Denied names are reported by the general pass under their own flag.
         if (qual.split(".")[0] == "torch" and not _torch_allowed(qual)
                 and _denied(qual) is None and qual not in FALLBACK_ANYWHERE):
@@ -181,10 +178,13 @@ def _check_everywhere(tree, aliases, out):
         elif isinstance(node, _FUNC_NODES) and node.name in ("__torch_function__",
                                                                "__torch_dispatch__"):
             out.deny(node, f"def {node.name}", _SUBCLASS)
+        elif isinstance(node, _FUNC_NODES) and node.name in RAW_MEMORY_PROTOCOLS:
+            out.deny(node, f"def {node.name}", RAW_MEMORY_PROTOCOLS[node.name])
         elif isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in inner:
             _check_name(node, aliases, out)
         elif isinstance(node, ast.Call):
             _check_call(node, aliases, out)
+        _check_raw_memory_names(node, out)
         _check_targets(node, aliases, out)
 
 
@@ -199,7 +199,7 @@ def _inert(expr, aliases):
         if _chain(expr) is None:
             return False
         qual = _resolve(expr, aliases) or ""
-        return qual.split(".")[0] not in ("torch", "numpy")
+        return qual.split(".")[0] != "torch"
     if isinstance(expr, (ast.Tuple, ast.List)):
         return all(_inert(e, aliases) for e in expr.elts)
     return False
@@ -253,6 +253,21 @@ def _check_import(node, out):
             out.add(node.lineno, "", f"{what}: {root} is not on the import allowlist")
         if "Model" in (alias.name, alias.asname):
             out.add(node.lineno, REFERENCE, f"{what} binds Model, the task's reference model")
+
+
+def _check_raw_memory_names(node, out):
+    """A raw-memory protocol's name bound or spelled anywhere: a name
+    assigned (in a class body), a keyword, a string (a dict key)."""
+    name = None
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        name = node.id
+    elif isinstance(node, ast.keyword):
+        name = node.arg
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        name = node.value
+    if name in RAW_MEMORY_PROTOCOLS:
+        out.deny(node, repr(name) if isinstance(node, ast.Constant) else name,
+                 RAW_MEMORY_PROTOCOLS[name])
 
 
 def _check_class(node, aliases, out):

@@ -28,7 +28,7 @@ def _rules(names, rule, prefix=""):
 # Top-level modules a candidate may import. Anything else is a plain failure,
 # so an unknown module cannot smuggle in what DENIED would catch by name.
 ALLOWED_IMPORT_ROOTS = frozenset("""
-    torch triton math numpy typing typing_extensions functools itertools dataclasses
+    torch triton math typing typing_extensions functools itertools dataclasses
     collections types operator enum abc numbers contextlib __future__ random copy string re
     warnings""".split())
 
@@ -50,6 +50,13 @@ _TIME = (INTROSPECTION, "time functions are the harness's")
 _MODEL = (REFERENCE, "refers to the task's reference model")
 _BY_STRING = (INTROSPECTION, "reaches attributes named by strings, out of the checker's view")
 _EVAL_HINTS = (INTROSPECTION, "evaluates annotation strings as code")
+# NumPy turns any object that claims an array interface into an array over
+# the address it names, and its strided views reach past their buffer: a
+# red team read and wrote the candidate process's memory that way (the
+# harness's objects, the inputs of calls still to come), with no audit
+# event. Its values (an array, a scalar, a dtype class) convert such
+# objects too, so no part of it is a candidate's.
+_RAW_MEMORY = (INTROSPECTION, "reads and writes raw memory at addresses it is handed")
 
 # Dotted names (modules or attributes) denied wherever they are imported or used.
 # The longest matching prefix wins, so "os._exit" beats "os".
@@ -57,6 +64,7 @@ DENIED = {
     **_rules("sys gc inspect ctypes cffi importlib builtins marshal pickle dill cloudpickle "
              "code codeop traceback dis cupy pycuda cuda numba __main__ kforge_harness kforge",
              _INTRO),
+    "numpy": _RAW_MEMORY,
     "sys.modules": (INTROSPECTION, "holds every loaded module, the harness's included"),
     "sys._getframe": (INTROSPECTION, "walks up the caller's frames into the harness"),
     "torch._C": (INTROSPECTION, "is torch's C core, below every guard"),
@@ -132,6 +140,15 @@ DENIED = {
 MODULE_ATTRS = {name: rule for name, rule in DENIED.items()
                 if "." not in name and name != "cuda"}
 
+# The protocols that hand an array library an address (NumPy's, DLPack,
+# CUDA's array interface). Denied as attributes, and as a def, an assigned
+# name, a keyword or a string (a dict key handed to a class) in a
+# candidate's source: defining one is how an object claims to be an array.
+RAW_MEMORY_PROTOCOLS = _rules(
+    "__array__ __array_interface__ __array_struct__ __cuda_array_interface__ __dlpack__ "
+    "__dlpack_device__ from_dlpack to_dlpack __array_ufunc__ __array_function__ __array_wrap__ "
+    "__array_finalize__ __array_prepare__ __array_priority__", _RAW_MEMORY)
+
 # Attribute names denied on any object (its type is unknown statically).
 DENIED_ATTRS = {
     **MODULE_ATTRS,
@@ -154,6 +171,7 @@ DENIED_ATTRS = {
     # torch.ops.load_library / torch.classes.load_library (dlopen), and the
     # compile-and-load helper of Triton's backends.
     **_rules("load_library compile_module_from_src", _NATIVE),
+    **RAW_MEMORY_PROTOCOLS,
     "Model": _MODEL,
 }
 
@@ -193,12 +211,6 @@ TORCH_ALLOWED = frozenset(_rules("""
     uint8 uint16 uint32 uint64 bool complex64 complex128 cfloat cdouble float8_e4m3fn
     float8_e5m2 float8_e4m3fnuz float8_e5m2fnuz""", None, "torch.")) | {"torch"}
 TORCH_ALLOWED_PREFIXES = ("torch.nn.init.",)
-
-# NumPy names ModelNew may use (types and constants); any other NumPy call
-# in ModelNew computes on the host, out of the GPU profiler's sight.
-NUMPY_ALLOWED = frozenset(_rules("""
-    float16 float32 float64 int8 int16 int32 int64 uint8 bool_ dtype pi e inf nan""",
-                                 None, "numpy.")) | {"numpy"}
 
 # Used anywhere in the module, these hand the model to PyTorch's compilers.
 FALLBACK_ANYWHERE = frozenset({"torch.compile", "torch.jit.script", "torch.jit.trace"})

@@ -261,9 +261,9 @@ class Timer:
         callback): the calls at those indices are not timed; callback(fresh
         args, pool index) makes them instead (the candidate runner records
         them). fresh = (calls, check): calls maps a call index to the inputs
-        of a set the candidate has never seen, timed there in place of the
-        pool's set exactly as a trial is (the same clone, flush, cover and
-        clocks: nothing before or in the call tells it apart), and
+        of a set the candidate has never seen (moved to the device here,
+        before the call), timed there in place of the pool's set exactly as
+        a trial is (the same clone, flush, cover and clocks), and
         check(output, call index) runs on its output in place of `check`.
         Neither counts towards the budget. Returns (event_ms or None,
         host_ms, last timed output, its pool index, {call index: (event_ms
@@ -285,7 +285,9 @@ class Timer:
                 callback(self._fresh(pool[index], budget.clone_inputs), index)
                 continue
             if calls - 1 in fresh_calls:
-                ev, host, _ = self.one(fn, fresh_calls[calls - 1], budget.flush_l2,
+                args = [a.to(self.device) if isinstance(a, _Tensor) else a
+                        for a in fresh_calls[calls - 1]]
+                ev, host, _ = self.one(fn, args, budget.flush_l2,
                                        budget.clone_inputs, budget.launch_cover_ms, fresh_check,
                                        calls - 1)
                 fresh_times[calls - 1] = (ev, host)

@@ -258,6 +258,8 @@ class FreshCallsTest(unittest.TestCase):
         self.assertTrue(torch.equal(out["fresh_1/out0"], torch.full((6, 4), 6.0)))
         self.assertTrue(torch.equal(out["fresh_2/out0"], torch.full((7, 4), 6.0)))
         self.assertTrue(torch.equal(out["last/out0"], torch.full((4, 4), 3.0)))
+        # Never in the pool, where the candidate's first call could find them.
+        self.assertEqual(set(runner.pool), {"task_inputs"})
 
     def test_a_fresh_call_is_timed_exactly_as_a_trial(self):
         runner, request, payload = _timed({2: (6, 4)}, clone_inputs=True, flush_l2=True,
