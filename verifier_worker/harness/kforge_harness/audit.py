@@ -20,8 +20,13 @@ judged by who asked for it, read off the stack when it happens:
     asks for it (inspect.currentframe, ctypes.CDLL): judged by the nearest
     frame past it. The modules that read a frame for their own ends and
     hand none back (warnings, namedtuple, enum, typing) are theirs.
-  - torch's operator library (torch.library): refused to the candidate
-    (_guard_operator_library).
+  - files: the candidate's own code opening one (its own source aside),
+    or anyone past the libraries opening a process's memory (/proc/*/mem).
+  - what no event reports, refused by wrappers installed before the
+    candidate loads (_guard): torch's operator library (torch.library),
+    trace and profile functions (sys.settrace, which hands over every
+    frame), and torch storages over raw addresses (_new_with_weak_ptr,
+    _set_cdata, resize_ under a live view).
   - processes: os.system, exec*, spawn*, posix_spawn, fork, subprocess.
     Allowed only from Triton's frames (ptxas, the C compiler of its
     launchers) and the harness's: a library the candidate calls has no
@@ -38,6 +43,7 @@ at its next look, whatever the candidate did with the exception.
 """
 
 import os
+import re
 import sys
 import sysconfig
 
@@ -63,7 +69,10 @@ PROCESSES = frozenset(["os.system", "os.exec", "os.spawn", "os.posix_spawn", "os
                        "os.forkpty", "subprocess.Popen", "pty.spawn", "os.startfile"])
 # Attributes whose replacement swaps a function's behaviour in place.
 FUNCTION_STATE = frozenset(["__code__", "__defaults__", "__kwdefaults__", "__globals__"])
-WATCHED = NEW_CODE | INSIDES | PROCESSES | {"object.__setattr__"}
+WATCHED = NEW_CODE | INSIDES | PROCESSES | {"object.__setattr__", "open"}
+# A process's memory as a file: a red team read (and opened for writing)
+# its own through builtins.open, reached by len.__self__.
+_PROCESS_MEMORY = re.compile(r"^/(proc/.+/mem|dev/k?mem)$")
 
 # Standard-library modules that make code from checked identifiers, never
 # from text a caller chose: their compile and exec are theirs. namedtuple
@@ -105,6 +114,35 @@ class Audit:
     def install(self):
         _addaudithook(self._hook)
         self._guard_operator_library()
+        self._guard_tracing()
+        self._guard_raw_storages()
+
+    def _guard(self, owner, name, flag, why):
+        """Replaces owner.name by a wrapper that refuses it (raises, and
+        keeps the refusal) when the nearest frame outside the standard
+        library, generated code and the libraries is the candidate's: for
+        what no audit event reports. Nothing when owner has no such name."""
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+        audit = self
+
+        def guarded(*args, **kwargs):
+            frame = _getframe(1)
+            if audit.candidate_file is not None and audit._nearest(frame, _ON_BEHALF) == "candidate":
+                raise RuntimeError("kforge sandbox: " + audit._keep(flag, why, frame))
+            return original(*args, **kwargs)
+
+        guarded.__name__ = getattr(original, "__name__", name)
+        # On a class, a method of the class (original is bound to it) stays
+        # one whether reached through the class or an instance; an
+        # instance's method binds its instance as before.
+        raw = next((vars(k)[name] for k in getattr(owner, "__mro__", ()) if name in vars(k)),
+                   None)
+        if raw is not None and (isinstance(raw, (classmethod, staticmethod))
+                                or type(raw).__name__ == "classmethod_descriptor"):
+            guarded = staticmethod(guarded)
+        setattr(owner, name, guarded)
 
     def _guard_operator_library(self):
         """torch's operator library (torch.library.Library, over
@@ -113,31 +151,51 @@ class Audit:
         event says so: a red team registered Tensor.detach as aten::clone's
         CPU kernel, so every copy the harness made of an input aliased it
         and the input check compared a tensor with itself (3.9x over eager
-        for a plain ReLU). The library's entry is replaced here, before the
-        candidate loads, by one that refuses it when the nearest frame
-        outside the standard library and the libraries is the candidate's;
-        torch registering its own (on a lazy import) goes through."""
+        for a plain ReLU). Refused to the candidate; torch registering its
+        own (on a lazy import) goes through."""
         try:
             import torch
         except ImportError:
             return
-        original = getattr(torch._C, "_dispatch_library", None)
-        if original is None:
+        self._guard(torch._C, "_dispatch_library", "HACK_MONKEYPATCH",
+                    "torch.library registers kernels for torch's operators, the harness's own "
+                    "included")
+
+    def _guard_tracing(self):
+        """A trace or profile function is handed every frame that runs, the
+        harness's callers included, with no audit event (the call window
+        sets its own hook twice a call through the function it bound at
+        import). A red team set one inside forward (sys reached through
+        len.__self__) and walked from its own frame up to the timer's and
+        the runner's locals."""
+        import threading
+        for owner in (sys, threading):
+            for name in ("settrace", "setprofile", "settrace_all_threads",
+                         "setprofile_all_threads"):
+                self._guard(owner, name, "HACK_INTROSPECTION",
+                            f"{owner.__name__}.{name} hands a function every frame that runs, "
+                            "the harness's included")
+
+    def _guard_raw_storages(self):
+        """torch's storages reach raw memory by methods no audit event
+        reports: a storage made from any address (_new_with_weak_ptr, of a
+        StorageImpl a red team forged in a bytes object: the whole address
+        space as one tensor), one repointed (_set_cdata), and a storage
+        shrunk under the tensors that view it (resize_: a clone of such a
+        tensor read 32 KiB past the end of its block). The static check
+        denies the names; these refuse them at run time, however spelled,
+        on the storage classes candidates reach."""
+        try:
+            import torch
+        except ImportError:
             return
-        refuse = self._refuse_registration
-
-        def _dispatch_library(*args, **kwargs):
-            refuse(_getframe(1))
-            return original(*args, **kwargs)
-
-        torch._C._dispatch_library = _dispatch_library
-
-    def _refuse_registration(self, frame):
-        if self.candidate_file is None or self._nearest(frame, _ON_BEHALF) != "candidate":
-            return
-        raise RuntimeError("kforge sandbox: " + self._keep(
-            "HACK_MONKEYPATCH", "torch.library registers kernels for torch's operators, the "
-            "harness's own included", frame))
+        for owner in (getattr(torch, "UntypedStorage", None), getattr(torch, "TypedStorage", None)):
+            if owner is None:
+                continue
+            for name in ("_new_with_weak_ptr", "_set_cdata", "_free_weak_ref", "_expired",
+                         "_weak_ref", "_shared_decref", "_shared_incref", "resize_"):
+                self._guard(owner, name, "HACK_INTROSPECTION",
+                            f"{owner.__name__}.{name} reaches memory outside the storage's own")
 
     def _keep(self, flag, what, frame):
         """Keeps a refusal (the first few) for the runner; its message,
@@ -228,9 +286,30 @@ class Audit:
                 return ("HACK_INTROSPECTION", "reaches into the interpreter's frames, objects "
                         "or native calls")
             return None
+        if event == "open":
+            return self._judge_open(args, frame)
         if event in PROCESSES:
             if self._nearest(frame) not in ("harness", "triton", "import"):
                 return ("HACK_SUBPROCESS", "starts a program: only Triton's compilers may")
+        return None
+
+    def _judge_open(self, args, frame):
+        """A file the candidate's own code opens, directly or through the
+        standard library (its own source excepted: linecache reads it for a
+        warning's line); a process's memory, whoever opens it past the
+        libraries."""
+        path = args[0] if args else None
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str):
+            return None  # a descriptor already open
+        if _PROCESS_MEMORY.match(path) or _PROCESS_MEMORY.match(os.path.realpath(path)):
+            if self._nearest(frame, _ON_BEHALF) == "candidate":
+                return ("HACK_INTROSPECTION", f"opens {path}, the memory of a process")
+            return None
+        if (self._nearest(frame) == "candidate"
+                and os.path.abspath(path) != self.candidate_file):
+            return ("HACK_FILE_ACCESS", f"opens {path}: a candidate reads and writes no file")
         return None
 
     def _hook(self, event, args, _watched=WATCHED):

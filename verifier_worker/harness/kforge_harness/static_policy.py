@@ -64,7 +64,6 @@ DENIED = {
     **_rules("sys gc inspect ctypes cffi importlib builtins marshal pickle dill cloudpickle "
              "code codeop traceback dis cupy pycuda cuda numba __main__ kforge_harness kforge",
              _INTRO),
-    "numpy": _RAW_MEMORY,
     "sys.modules": (INTROSPECTION, "holds every loaded module, the harness's included"),
     "sys._getframe": (INTROSPECTION, "walks up the caller's frames into the harness"),
     "torch._C": (INTROSPECTION, "is torch's C core, below every guard"),
@@ -152,6 +151,28 @@ RAW_MEMORY_PROTOCOLS = _rules(
 # Attribute names denied on any object (its type is unknown statically).
 DENIED_ATTRS = {
     **MODULE_ATTRS,
+    # NumPy is off the import allowlist (an import of it is a plain
+    # failure); Tensor.numpy hands it a tensor all the same.
+    "numpy": _RAW_MEMORY,
+    # What hands over the object behind a callable: a builtin's module
+    # (len.__self__ is builtins, and with it getattr of any string,
+    # __import__ and open), a wrapped or bound function, its defaults, the
+    # functions __reduce__ names; and the frames of coroutines and async
+    # generators. A red team reached sys.settrace through len.__self__, and
+    # the harness's frames through the trace function.
+    **_rules("__self__ __objclass__ __wrapped__ __func__ __reduce__ __reduce_ex__ "
+             "__defaults__ __kwdefaults__ cr_frame ag_frame", _INTRO),
+    # The built-ins reached as attributes (of the builtins module): out of
+    # the checker's sight as the bare names are.
+    **_rules("__import__ getattr setattr delattr vars globals locals breakpoint",
+             (INTROSPECTION, "runs code or looks names up at run time, out of the checker's "
+              "view")),
+    # torch's storages over raw addresses: a storage made from a pointer
+    # (_new_with_weak_ptr, of a StorageImpl a red team forged in a bytes
+    # object: the whole address space as one tensor), repointed
+    # (_set_cdata), or its pointers and reference counts.
+    **_rules("_new_with_weak_ptr _set_cdata _free_weak_ref _expired _weak_ref _shared_decref "
+             "_shared_incref _cdata", _RAW_MEMORY),
     # torch.jit.fork and torch.jit.script reached through a value.
     "fork": _THREADS,
     "script": (INTROSPECTION, "compiles code of its own at run time"),

@@ -124,6 +124,34 @@ CANDIDATE = textwrap.dedent('''
 
     def probe_the_operator_library_opened_directly():
         torch._C._dispatch_library("IMPL", "aten", "", "candidate.py", 1)
+
+
+    def probe_a_trace_function_handed_every_frame():
+        import sys
+        sys.settrace(lambda frame, event, arg: None)
+        sys.settrace(None)
+
+
+    def probe_a_storage_made_from_an_address():
+        torch.UntypedStorage._new_with_weak_ptr(0)
+
+
+    def probe_a_storage_shrunk_under_its_tensor():
+        x = torch.zeros(64)
+        x.storage().resize_(1)
+
+
+    def probe_the_process_memory_opened():
+        open("/proc/self/mem", "rb")
+
+
+    def probe_a_file_opened():
+        open("/etc/hostname")
+
+
+    def probe_a_warning_that_shows_its_line():
+        # linecache reads the candidate's own source for the warning's line.
+        warnings.warn("shown with its line", RuntimeWarning)
 ''')
 
 
@@ -147,11 +175,17 @@ class AuditTest(unittest.TestCase):
                         "probe_an_operator_kernel_registered",
                         "probe_the_operator_library_opened_directly",
                         "probe_code_a_library_compiles_for_the_candidate",
-                        "probe_a_dataclass_whose_field_name_is_code"):
+                        "probe_a_dataclass_whose_field_name_is_code",
+                        "probe_a_trace_function_handed_every_frame",
+                        "probe_a_storage_made_from_an_address",
+                        "probe_a_storage_shrunk_under_its_tensor",
+                        "probe_the_process_memory_opened", "probe_a_file_opened"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
                                 results[refused])
         self.assertIn("torch.library", results["probe_the_operator_library_opened_directly"])
+        self.assertIn("/proc/self/mem", results["probe_the_process_memory_opened"])
+        self.assertEqual(results["probe_a_warning_that_shows_its_line"], "ok", report)
         flags = [flag for flag, _ in report["seen"]]
         self.assertIn("HACK_SUBPROCESS", flags)
         self.assertIn("HACK_INTROSPECTION", flags)

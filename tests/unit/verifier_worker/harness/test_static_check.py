@@ -327,9 +327,12 @@ class StaticCheckTest(unittest.TestCase):
         # red team read the harness's objects and the inputs of calls still
         # to come that way): no part of NumPy, nothing that hands it a
         # tensor, nothing that claims to be an array.
+        # An import of it is a plain failure (off the allowlist, no flag):
+        # a model may write one from habit.
+        for module in ("import numpy as np", "from numpy.lib.stride_tricks import as_strided"):
+            with self.subTest(module=module):
+                self.assertFlagged(candidate(module=module), "", "numpy")
         cases = [
-            ({"module": "import numpy as np"}, "import numpy"),
-            ({"module": "from numpy.lib.stride_tricks import as_strided"}, "numpy.lib"),
             ({"forward": "a = x.cpu().numpy()"}, ".numpy"),
             ({"forward": "a = x.__array__()"}, ".__array__"),
             ({"module": "class Raw:\n    __array_interface__ = {'data': (0, False)}"},
