@@ -160,6 +160,7 @@ def _fallback_node(node, where, owner_methods, aliases, out):
 def _check_everywhere(tree, aliases, out):
     inner = set()  # ids of nodes inside an attribute nest judged from its top
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    own_classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     for node in ast.walk(tree):  # breadth first: a nest's top comes first
         if isinstance(node, ast.Attribute):
             inner.add(id(node.value))
@@ -173,11 +174,21 @@ def _check_everywhere(tree, aliases, out):
                     f"{kind} can hide a failing kernel behind a fallback path")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             _check_import(node, out)
+        elif isinstance(node, ast.MatchClass):
+            # case object(__self__=b) reads len.__self__ by a name held as a
+            # bare string (a red team's builtins); positional patterns read
+            # the names a class's __match_args__ lists, on any subject its
+            # metaclass's __instancecheck__ accepts.
+            out.add(node.lineno, INTROSPECTION, "a class pattern reads attributes by names "
+                    "out of the checker's view")
         elif isinstance(node, ast.ClassDef):
             _check_class(node, aliases, out)
         elif isinstance(node, _FUNC_NODES) and node.name in ("__torch_function__",
                                                                "__torch_dispatch__"):
             out.deny(node, f"def {node.name}", _SUBCLASS)
+        elif isinstance(node, _FUNC_NODES) and node.name in ("__exit__", "__aexit__"):
+            out.add(node.lineno, TRY_EXCEPT, f"def {node.name}: a context manager's exit can "
+                    "swallow a failing kernel's exception, as try/except does")
         elif isinstance(node, _FUNC_NODES) and node.name in RAW_MEMORY_PROTOCOLS:
             out.deny(node, f"def {node.name}", RAW_MEMORY_PROTOCOLS[node.name])
         elif isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in inner:
@@ -185,6 +196,7 @@ def _check_everywhere(tree, aliases, out):
         elif isinstance(node, ast.Call):
             _check_call(node, aliases, out)
         _check_raw_memory_names(node, out)
+        _check_super(node, aliases, own_classes, out)
         _check_targets(node, aliases, out)
 
 
@@ -268,6 +280,21 @@ def _check_raw_memory_names(node, out):
     if name in RAW_MEMORY_PROTOCOLS:
         out.deny(node, repr(name) if isinstance(node, ast.Constant) else name,
                  RAW_MEMORY_PROTOCOLS[name])
+
+
+def _check_super(node, aliases, own_classes, out):
+    """super(C, obj) names the class whose bases are searched: one of the
+    candidate's own (super(ModelNew, self), as KernelBench writes it), not a
+    library's, whose base's method would be reached past a guard on it
+    (super(torch.UntypedStorage, s).resize_: a red team's storage shrunk
+    under its tensor, read past its block)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "super" and "super" not in aliases and node.args):
+        return
+    first = node.args[0]
+    if not (isinstance(first, ast.Name) and first.id in own_classes):
+        out.add(node.lineno, INTROSPECTION, f"super({ast.unparse(first)[:40]}, ...) reaches "
+                "the methods of a class not the candidate's, past what overrides them")
 
 
 def _check_class(node, aliases, out):

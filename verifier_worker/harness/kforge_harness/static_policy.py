@@ -162,6 +162,10 @@ DENIED_ATTRS = {
     # the harness's frames through the trace function.
     **_rules("__self__ __objclass__ __wrapped__ __func__ __reduce__ __reduce_ex__ "
              "__defaults__ __kwdefaults__ cr_frame ag_frame", _INTRO),
+    # A class's bases, as __bases__ and __mro__ are: a method of a base
+    # reached past the subclass that guards it (torch._C.StorageBase.resize_
+    # under the harness's wrapper on UntypedStorage).
+    **_rules("__base__ mro", _INTRO),
     # The built-ins reached as attributes (of the builtins module): out of
     # the checker's sight as the bare names are.
     **_rules("__import__ getattr setattr delattr vars globals locals breakpoint",
@@ -173,6 +177,14 @@ DENIED_ATTRS = {
     # (_set_cdata), or its pointers and reference counts.
     **_rules("_new_with_weak_ptr _set_cdata _free_weak_ref _expired _weak_ref _shared_decref "
              "_shared_incref _cdata", _RAW_MEMORY),
+    # A tensor's storage itself, and what repoints a tensor at one: a storage
+    # shrunk under its tensor (resize_ of StorageBase, reached past the
+    # harness's wrapper) left a 32 MiB tensor over an 8-byte block, and
+    # take/index_put_ on it read and wrote the heap. Kernels take tensors.
+    **_rules("storage untyped untyped_storage _untyped_storage _storage set_", _RAW_MEMORY),
+    # Raw descriptors: a storage written to any open descriptor (the result
+    # socket included) or read from one.
+    **_rules("_write_file _set_from_file _new_with_file", _FILES),
     # torch.jit.fork and torch.jit.script reached through a value.
     "fork": _THREADS,
     "script": (INTROSPECTION, "compiles code of its own at run time"),

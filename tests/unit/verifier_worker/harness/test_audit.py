@@ -26,7 +26,12 @@ DRIVER = textwrap.dedent("""
     hook = audit.Audit(os.path.join(sys.argv[1], "kforge_harness"))
     hook.install()
     hook.set_candidate(path)
-    scope = {"__name__": "candidate"}
+    # Modules the candidate may not import, handed to it as other spellings
+    # (a value held by a library, a parameter) would: the probes judge what
+    # it asks of them.
+    import ctypes, inspect, torch.fx
+    scope = {"__name__": "candidate", "SYS": sys, "INSPECT": inspect, "CTYPES": ctypes,
+             "FX": torch.fx}
     exec(compile(source, path, "exec"), scope)
     results = {}
     for name, probe in list(scope.items()):
@@ -102,13 +107,11 @@ CANDIDATE = textwrap.dedent('''
 
 
     def probe_a_frame_handed_back_by_the_standard_library():
-        import inspect
-        inspect.currentframe()
+        INSPECT.currentframe()
 
 
     def probe_native_code_through_ctypes():
-        import ctypes
-        ctypes.CDLL(None)
+        CTYPES.CDLL(None)
 
 
     def probe_an_operator_kernel_registered():
@@ -116,10 +119,9 @@ CANDIDATE = textwrap.dedent('''
 
 
     def probe_code_a_library_compiles_for_the_candidate():
-        import torch.fx as fx
-        graph = fx.Graph()
+        graph = FX.Graph()
         graph.output(graph.placeholder("x"))
-        fx.GraphModule(torch.nn.Module(), graph)
+        FX.GraphModule(torch.nn.Module(), graph)
 
 
     def probe_the_operator_library_opened_directly():
@@ -127,9 +129,17 @@ CANDIDATE = textwrap.dedent('''
 
 
     def probe_a_trace_function_handed_every_frame():
-        import sys
-        sys.settrace(lambda frame, event, arg: None)
-        sys.settrace(None)
+        SYS.settrace(lambda frame, event, arg: None)
+        SYS.settrace(None)
+
+
+    def probe_a_denied_module_imported_at_run_time():
+        # As len.__self__.__import__ would: the built-in import function.
+        __import__("sys")
+
+
+    def probe_an_allowed_module_imported_at_run_time():
+        __import__("math").sqrt(4.0)
 
 
     def probe_a_storage_made_from_an_address():
@@ -186,6 +196,9 @@ class AuditTest(unittest.TestCase):
         self.assertIn("torch.library", results["probe_the_operator_library_opened_directly"])
         self.assertIn("/proc/self/mem", results["probe_the_process_memory_opened"])
         self.assertEqual(results["probe_a_warning_that_shows_its_line"], "ok", report)
+        self.assertEqual(results["probe_an_allowed_module_imported_at_run_time"], "ok", report)
+        self.assertTrue(results["probe_a_denied_module_imported_at_run_time"].startswith(
+            "ImportError: kforge sandbox"), results["probe_a_denied_module_imported_at_run_time"])
         flags = [flag for flag, _ in report["seen"]]
         self.assertIn("HACK_SUBPROCESS", flags)
         self.assertIn("HACK_INTROSPECTION", flags)
