@@ -53,10 +53,14 @@ _getframe = sys._getframe
 _addaudithook = sys.addaudithook
 
 NEW_CODE = frozenset(["compile", "exec", "code.__new__", "function.__new__"])
-# sys.settrace and sys.setprofile are not among them: the call window sets
-# its hook twice a call (an audit of each cost a ReLU 15% of its CPU time),
-# and a candidate's own settrace can only run inside a call, after which the
-# window sets its hook again.
+# A trace or profile function is handed every frame that runs, the
+# harness's callers included. Judged by the event, whatever function object
+# raised it: a red team called the original sys.settrace that the call
+# window keeps (reached through functools.cached_property reading a
+# module's __builtins__, then getattr) past the wrapper on sys.settrace.
+# The call window sets its hook twice a call: its frame is the harness's,
+# one memoised look.
+TRACING = frozenset(["sys.settrace", "sys.setprofile"])
 INSIDES = frozenset(["sys._getframe", "sys._current_frames", "gc.get_objects",
                      "gc.get_referrers", "gc.get_referents", "object.__getattr__", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
                      "ctypes.addressof", "ctypes.call_function", "ctypes.string_at",
@@ -69,7 +73,13 @@ PROCESSES = frozenset(["os.system", "os.exec", "os.spawn", "os.posix_spawn", "os
                        "os.forkpty", "subprocess.Popen", "pty.spawn", "os.startfile"])
 # Attributes whose replacement swaps a function's behaviour in place.
 FUNCTION_STATE = frozenset(["__code__", "__defaults__", "__kwdefaults__", "__globals__"])
-WATCHED = NEW_CODE | INSIDES | PROCESSES | {"object.__setattr__", "open"}
+WATCHED = NEW_CODE | INSIDES | PROCESSES | TRACING | {"object.__setattr__", "open"}
+# Attribute names that hand over the interpreter (builtins, frames, every
+# module, the heap): no standard-library function reads them on a caller's
+# behalf but to hand them over.
+_PIVOTS = frozenset("""__self__ __globals__ __builtins__ __closure__ __subclasses__ f_back
+    f_locals f_globals f_builtins tb_frame gi_frame cr_frame ag_frame sys modules gc builtins
+    __import__ getattr setattr _getframe""".split())
 # A process's memory as a file: a red team read (and opened for writing)
 # its own through builtins.open, reached by len.__self__.
 _PROCESS_MEMORY = re.compile(r"^/(proc/.+/mem|dev/k?mem)$")
@@ -82,7 +92,7 @@ _PROCESS_MEMORY = re.compile(r"^/(proc/.+/mem|dev/k?mem)$")
 # own (the timer's samples divided by 5, a root shell), run as generated
 # code under the harness; a candidate's @dataclass is refused.
 _CODE_GENERATORS = (os.path.join("collections", "__init__.py"),)
-_MAX_SEEN = 16
+_MAX_SEEN = 24
 # Kinds of frame that act for whoever called them.
 _ON_BEHALF = ("stdlib", "generated", "library")
 # Standard-library modules that read a caller's frame for their own ends
@@ -117,6 +127,7 @@ class Audit:
         self._guard_tracing()
         self._guard_raw_storages()
         self._guard_imports()
+        self._guard_getattr()
 
     def _guard(self, owner, name, flag, why):
         """Replaces owner.name by a wrapper that refuses it (raises, and
@@ -213,6 +224,38 @@ class Audit:
             return original(name, globals, locals, fromlist, level)
 
         builtins.__import__ = guarded_import
+
+    def _guard_getattr(self):
+        """getattr with a string is every attribute the static check denies
+        by name, and the standard library calls it with strings it is
+        handed (functools.update_wrapper's `assigned`: a red team's
+        len.__self__). The built-in is replaced: a name the static check
+        denies as an attribute (DENIED_ATTRS) is refused when the
+        candidate's own frame asks; one that hands over the interpreter
+        (_PIVOTS) also when the standard library asks on its behalf (enum
+        and functools read __reduce_ex__, __dict__ and __wrapped__ for
+        their own ends)."""
+        import builtins
+        from . import static_policy
+        denied = frozenset(static_policy.DENIED_ATTRS)
+        original = builtins.getattr
+        audit = self
+
+        def guarded_getattr(obj, name, *default):
+            if name in denied and audit.candidate_file is not None:
+                frame = _getframe(1)
+                kind = (audit._nearest(frame) if name in _PIVOTS
+                        else audit._kind(frame.f_code.co_filename))
+                if kind == "candidate":
+                    # Not an AttributeError, which a library's getattr
+                    # with a fallback would swallow (the refusal is kept
+                    # all the same).
+                    raise RuntimeError("kforge sandbox: " + audit._keep(
+                        "HACK_INTROSPECTION", f"getattr(..., {name!r}) reaches what the static "
+                        "check denies by name", frame))
+            return original(obj, name, *default)
+
+        builtins.getattr = guarded_getattr
 
     def _guard_raw_storages(self):
         """torch's storages reach raw memory by methods no audit event
@@ -327,6 +370,11 @@ class Audit:
             return None
         if event == "open":
             return self._judge_open(args, frame)
+        if event in TRACING:
+            if self._nearest(frame, _ON_BEHALF) == "candidate":
+                return ("HACK_INTROSPECTION", "hands a function every frame that runs, the "
+                        "harness's included")
+            return None
         if event in PROCESSES:
             if self._nearest(frame) not in ("harness", "triton", "import"):
                 return ("HACK_SUBPROCESS", "starts a program: only Triton's compilers may")

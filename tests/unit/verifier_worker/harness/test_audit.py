@@ -30,8 +30,9 @@ DRIVER = textwrap.dedent("""
     # (a value held by a library, a parameter) would: the probes judge what
     # it asks of them.
     import ctypes, inspect, torch.fx
+    from kforge_harness import call_window
     scope = {"__name__": "candidate", "SYS": sys, "INSPECT": inspect, "CTYPES": ctypes,
-             "FX": torch.fx}
+             "FX": torch.fx, "ORIGINAL_SETTRACE": call_window._settrace}
     exec(compile(source, path, "exec"), scope)
     results = {}
     for name, probe in list(scope.items()):
@@ -133,6 +134,22 @@ CANDIDATE = textwrap.dedent('''
         SYS.settrace(None)
 
 
+    def probe_the_original_settrace_called():
+        # The C function the call window keeps, past the wrapper on sys.
+        ORIGINAL_SETTRACE(lambda frame, event, arg: None)
+        ORIGINAL_SETTRACE(None)
+
+
+    def probe_getattr_of_a_denied_name():
+        getattr(len, "__se" + "lf__")
+
+
+    def probe_a_library_reading_a_denied_name_for_the_candidate():
+        class Sink:
+            pass
+        functools.update_wrapper(Sink(), len, assigned=("__se" + "lf__",), updated=())
+
+
     def probe_a_denied_module_imported_at_run_time():
         # As len.__self__.__import__ would: the built-in import function.
         __import__("sys")
@@ -189,7 +206,9 @@ class AuditTest(unittest.TestCase):
                         "probe_a_trace_function_handed_every_frame",
                         "probe_a_storage_made_from_an_address",
                         "probe_a_storage_shrunk_under_its_tensor",
-                        "probe_the_process_memory_opened", "probe_a_file_opened"):
+                        "probe_the_process_memory_opened", "probe_a_file_opened",
+                        "probe_the_original_settrace_called", "probe_getattr_of_a_denied_name",
+                        "probe_a_library_reading_a_denied_name_for_the_candidate"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
                                 results[refused])
@@ -197,6 +216,7 @@ class AuditTest(unittest.TestCase):
         self.assertIn("/proc/self/mem", results["probe_the_process_memory_opened"])
         self.assertEqual(results["probe_a_warning_that_shows_its_line"], "ok", report)
         self.assertEqual(results["probe_an_allowed_module_imported_at_run_time"], "ok", report)
+
         self.assertTrue(results["probe_a_denied_module_imported_at_run_time"].startswith(
             "ImportError: kforge sandbox"), results["probe_a_denied_module_imported_at_run_time"])
         flags = [flag for flag, _ in report["seen"]]
