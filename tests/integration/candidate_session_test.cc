@@ -151,15 +151,18 @@ TEST_F(CandidateSessionTest, AReplyInTheOfferedBufferIsSealedBeforeItIsRead) {
   EXPECT_EQ(out[3], 3.0f);
 }
 
-// The static check refuses this source (os, mmap); the session, which
-// never relies on it, must hold on its own. It maps every descriptor it has
-// shared and writable: the sealed input buffers refuse, the reply buffer
-// the verifier offered does not (it may not find the harness's objects:
-// the audit hook refuses gc to the candidate).
+// The static check refuses this source (os, mmap, a private torch helper);
+// the session, which never relies on it, must hold on its own. It maps every
+// descriptor it has shared and writable: the sealed input buffers refuse,
+// the reply buffer the verifier offered does not (it may not find the
+// harness's objects: the audit hook refuses gc to the candidate). Its
+// modules come through a torch function that imports by name (the harness
+// refuses the candidate's own imports of them): whatever reached them.
 constexpr char kHoldsTheReplyBuffer[] = R"(
-import mmap
-import os
 import torch
+
+mmap = torch._utils._import_dotted_name("mmap")
+os = torch._utils._import_dotted_name("os")
 
 _held = []
 

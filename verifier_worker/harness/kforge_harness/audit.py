@@ -126,7 +126,6 @@ class Audit:
         self._guard_operator_library()
         self._guard_tracing()
         self._guard_raw_storages()
-        self._guard_imports()
         self._guard_getattr()
 
     def _guard(self, owner, name, flag, why):
@@ -187,43 +186,6 @@ class Audit:
                 self._guard(owner, name, "HACK_INTROSPECTION",
                             f"{owner.__name__}.{name} hands a function every frame that runs, "
                             "the harness's included")
-
-    def _guard_imports(self):
-        """The static check reads import statements; the built-in import
-        function runs them all, and __import__ reached as a value (a red
-        team's len.__self__.__import__("sys"), then sys.modules and the
-        harness's own globals) is an import all the same. No audit event
-        reports a module already loaded, so the function is replaced: the
-        candidate's own code (its frame nearest past the standard library)
-        imports only what the allowlist allows and nothing denied."""
-        import builtins
-        from . import static_policy
-        allowed, denied = static_policy.ALLOWED_IMPORT_ROOTS, static_policy.DENIED
-        original = builtins.__import__
-        audit = self
-
-        def refused(name):
-            parts = name.split(".")
-            if parts[0] not in allowed:
-                return f"{parts[0]} is not on the import allowlist"
-            for i in range(len(parts), 0, -1):
-                rule = denied.get(".".join(parts[:i]))
-                if rule is not None:
-                    return rule[1]
-            return None
-
-        def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-            if audit.candidate_file is not None:
-                names = [name] + [f"{name}.{n}" for n in (fromlist or ()) if isinstance(n, str)]
-                why = next((w for w in map(refused, names) if w), None)
-                if level or why:
-                    frame = _getframe(1)
-                    if audit._nearest(frame) == "candidate":
-                        raise ImportError("kforge sandbox: " + audit._keep(
-                            "HACK_INTROSPECTION", f"import of {name}: {why or 'relative'}", frame))
-            return original(name, globals, locals, fromlist, level)
-
-        builtins.__import__ = guarded_import
 
     def _guard_getattr(self):
         """getattr with a string is every attribute the static check denies

@@ -125,7 +125,8 @@ DENIED = {
              "torch.Tensor.as_subclass", _SUBCLASS),
     "contextlib.suppress": (TRY_EXCEPT, "swallows exceptions like a try/except fallback"),
     # getattr by another name: the attribute is a string the check cannot read.
-    **_rules("operator.attrgetter operator.methodcaller string.Formatter", _BY_STRING),
+    **_rules("operator.attrgetter operator.methodcaller string.Formatter "
+             "functools.cached_property", _BY_STRING),
     # Annotations are evaluated from strings (as code, with builtins).
     **_rules("typing.get_type_hints typing.ForwardRef typing_extensions.get_type_hints "
              "typing_extensions.ForwardRef", _EVAL_HINTS),
@@ -166,6 +167,12 @@ DENIED_ATTRS = {
     # reached past the subclass that guards it (torch._C.StorageBase.resize_
     # under the harness's wrapper on UntypedStorage).
     **_rules("__base__ mro", _INTRO),
+    # What reads an attribute or a dict entry named by a string, in C or
+    # past getattr: a red team's cached_property with attrname set read
+    # torch's module dict (sys, the builtins) and operator's (attrgetter),
+    # then a closure of the harness's and the audit's own state.
+    **_rules("attrgetter methodcaller Formatter get_field cached_property attrname",
+             _BY_STRING),
     # The built-ins reached as attributes (of the builtins module): out of
     # the checker's sight as the bare names are.
     **_rules("__import__ getattr setattr delattr vars globals locals breakpoint",

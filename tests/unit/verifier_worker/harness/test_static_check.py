@@ -366,6 +366,12 @@ class StaticCheckTest(unittest.TestCase):
             ({"forward": "y = torch.empty(0).set_(x)"}, ".set_"),
             ({"forward": "match len:\n    case object(__self__=b):\n        pass"}, "case object"),
             ({"forward": "s = super(torch.nn.Module, self).__init__()"}, "super(torch"),
+            # Round 11: readers of an attribute or a dict entry by string.
+            ({"module": "import functools", "forward": "cp = functools.cached_property(len)"},
+             "cached_property"),
+            ({"forward": "cp = (lambda v: v)(x)\ncp.attrname = 'sys'"}, "attrname"),
+            ({"module": "import operator", "forward": "g = (lambda m: m)(operator).attrgetter"},
+             ".attrgetter"),
         ]
         for parts, marker in cases:
             with self.subTest(marker=marker):
