@@ -50,6 +50,7 @@ import sysconfig
 from . import thread_watch
 
 _getframe = sys._getframe
+_ModuleType = type(sys)
 _addaudithook = sys.addaudithook
 
 NEW_CODE = frozenset(["compile", "exec", "code.__new__", "function.__new__"])
@@ -77,7 +78,7 @@ WATCHED = NEW_CODE | INSIDES | PROCESSES | TRACING | {"object.__setattr__", "ope
 # Attribute names that hand over the interpreter (builtins, frames, every
 # module, the heap): no standard-library function reads them on a caller's
 # behalf but to hand them over.
-_PIVOTS = frozenset("""__self__ __globals__ __builtins__ __closure__ __subclasses__ f_back
+_PIVOTS = frozenset("""__self__ __globals__ __builtins__ __closure__ __subclasses__ __getstate__ f_back
     f_locals f_globals f_builtins tb_frame gi_frame cr_frame ag_frame sys modules gc builtins
     __import__ getattr setattr _getframe""".split())
 # A process's memory as a file: a red team read (and opened for writing)
@@ -206,7 +207,13 @@ class Audit:
         def guarded_getattr(obj, name, *default):
             if name in denied and audit.candidate_file is not None:
                 frame = _getframe(1)
-                kind = (audit._nearest(frame) if name in _PIVOTS
+                # A module's or a class's __dict__ is its globals or its
+                # methods: a pivot too (functools.update_wrapper with
+                # updated=("__dict__",) handed a red team torch's globals);
+                # a function's, which functools.wraps reads, is not.
+                pivot = name in _PIVOTS or (name == "__dict__"
+                                            and isinstance(obj, (_ModuleType, type)))
+                kind = (audit._nearest(frame) if pivot
                         else audit._kind(frame.f_code.co_filename))
                 if kind == "candidate":
                     # Not an AttributeError, which a library's getattr

@@ -163,6 +163,10 @@ DENIED_ATTRS = {
     # the harness's frames through the trace function.
     **_rules("__self__ __objclass__ __wrapped__ __func__ __reduce__ __reduce_ex__ "
              "__defaults__ __kwdefaults__ cr_frame ag_frame", _INTRO),
+    # object.__getstate__ hands back a module's or a class's live __dict__
+    # (torch.__getstate__()["sys"]: a red team's round 12); the rest of the
+    # pickle protocol with it.
+    **_rules("__getstate__ __setstate__ __getnewargs__ __getnewargs_ex__", _INTRO),
     # A class's bases, as __bases__ and __mro__ are: a method of a base
     # reached past the subclass that guards it (torch._C.StorageBase.resize_
     # under the harness's wrapper on UntypedStorage).

@@ -150,6 +150,28 @@ CANDIDATE = textwrap.dedent('''
         functools.update_wrapper(Sink(), len, assigned=("__se" + "lf__",), updated=())
 
 
+    def probe_a_library_reading_a_modules_dict_for_the_candidate():
+        class Catch:
+            def update(self, d):
+                pass
+        class Sink:
+            __slots__ = ()
+            def __getattr__(self, name):
+                return Catch()
+            def __setattr__(self, name, value):
+                pass
+        functools.update_wrapper(Sink(), torch, assigned=(), updated=("__di" + "ct__",))
+
+
+    def probe_a_decorator_made_with_wraps():
+        def deco(f):
+            @functools.wraps(f)
+            def inner(*a):
+                return f(*a)
+            return inner
+        deco(lambda v: v)(1)
+
+
     def probe_an_allowed_module_imported_at_run_time():
         __import__("math").sqrt(4.0)
 
@@ -203,7 +225,8 @@ class AuditTest(unittest.TestCase):
                         "probe_a_storage_shrunk_under_its_tensor",
                         "probe_the_process_memory_opened", "probe_a_file_opened",
                         "probe_the_original_settrace_called", "probe_getattr_of_a_denied_name",
-                        "probe_a_library_reading_a_denied_name_for_the_candidate"):
+                        "probe_a_library_reading_a_denied_name_for_the_candidate",
+                        "probe_a_library_reading_a_modules_dict_for_the_candidate"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
                                 results[refused])
@@ -211,6 +234,7 @@ class AuditTest(unittest.TestCase):
         self.assertIn("/proc/self/mem", results["probe_the_process_memory_opened"])
         self.assertEqual(results["probe_a_warning_that_shows_its_line"], "ok", report)
         self.assertEqual(results["probe_an_allowed_module_imported_at_run_time"], "ok", report)
+        self.assertEqual(results["probe_a_decorator_made_with_wraps"], "ok", report)
 
 
         flags = [flag for flag, _ in report["seen"]]

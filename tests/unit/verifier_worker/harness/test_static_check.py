@@ -366,6 +366,8 @@ class StaticCheckTest(unittest.TestCase):
             ({"forward": "y = torch.empty(0).set_(x)"}, ".set_"),
             ({"forward": "match len:\n    case object(__self__=b):\n        pass"}, "case object"),
             ({"forward": "s = super(torch.nn.Module, self).__init__()"}, "super(torch"),
+            # Round 12: a module's live __dict__ from the pickle protocol.
+            ({"forward": "g = torch.__getstate__()"}, "__getstate__"),
             # Round 11: readers of an attribute or a dict entry by string.
             ({"module": "import functools", "forward": "cp = functools.cached_property(len)"},
              "cached_property"),
