@@ -22,11 +22,13 @@ judged by who asked for it, read off the stack when it happens:
     hand none back (warnings, namedtuple, enum, typing) are theirs.
   - files: the candidate's own code opening one (its own source aside),
     or anyone past the libraries opening a process's memory (/proc/*/mem).
+  - trace and profile functions (sys.settrace, which hands over every
+    frame), by their audit event.
   - what no event reports, refused by wrappers installed before the
     candidate loads (_guard): torch's operator library (torch.library),
-    trace and profile functions (sys.settrace, which hands over every
-    frame), and torch storages over raw addresses (_new_with_weak_ptr,
-    _set_cdata, resize_ under a live view).
+    threading's trace setters, getattr of a denied name, and torch
+    storages over raw addresses (_new_with_weak_ptr, _set_cdata, resize_
+    under a live view).
   - processes: os.system, exec*, spawn*, posix_spawn, fork, subprocess.
     Allowed only from Triton's frames (ptxas, the C compiler of its
     launchers) and the harness's: a library the candidate calls has no
@@ -175,18 +177,16 @@ class Audit:
 
     def _guard_tracing(self):
         """A trace or profile function is handed every frame that runs, the
-        harness's callers included, with no audit event (the call window
-        sets its own hook twice a call through the function it bound at
-        import). A red team set one inside forward (sys reached through
-        len.__self__) and walked from its own frame up to the timer's and
-        the runner's locals."""
+        harness's callers included: a red team set one inside forward (sys
+        reached through len.__self__) and walked from its own frame up to
+        the timer's and the runner's locals. sys's setters raise an audit
+        event, judged whatever function object raised it (TRACING);
+        threading's set the hook of threads still to start, with none."""
         import threading
-        for owner in (sys, threading):
-            for name in ("settrace", "setprofile", "settrace_all_threads",
-                         "setprofile_all_threads"):
-                self._guard(owner, name, "HACK_INTROSPECTION",
-                            f"{owner.__name__}.{name} hands a function every frame that runs, "
-                            "the harness's included")
+        for name in ("settrace", "setprofile", "settrace_all_threads", "setprofile_all_threads"):
+            self._guard(threading, name, "HACK_INTROSPECTION",
+                        f"threading.{name} hands a function every frame that runs, the "
+                        "harness's included")
 
     def _guard_getattr(self):
         """getattr with a string is every attribute the static check denies
@@ -239,12 +239,12 @@ class Audit:
             import torch
         except ImportError:
             return
+        from . import static_policy
         for owner in (getattr(torch, "UntypedStorage", None), getattr(torch, "TypedStorage", None)):
             if owner is None:
                 continue
-            for name in ("_new_with_weak_ptr", "_set_cdata", "_free_weak_ref", "_expired",
-                         "_weak_ref", "_shared_decref", "_shared_incref", "resize_",
-                         "_write_file", "_set_from_file", "_new_with_file"):
+            for name in (static_policy.RAW_STORAGE_ADDRESS_METHODS
+                         + static_policy.RAW_STORAGE_FILE_METHODS + ("resize_",)):
                 self._guard(owner, name, "HACK_INTROSPECTION",
                             f"{owner.__name__}.{name} reaches memory outside the storage's own")
 
@@ -357,12 +357,13 @@ class Audit:
         path = args[0] if args else None
         if isinstance(path, bytes):
             path = os.fsdecode(path)
-        if not isinstance(path, str):
-            return None  # a descriptor already open
+        # Both rules are the candidate's (nearest past the standard library
+        # implies nearest past the libraries too): the harness's and the
+        # libraries' own opens leave here, before any path is resolved.
+        if not isinstance(path, str) or self._nearest(frame, _ON_BEHALF) != "candidate":
+            return None  # a descriptor already open, or not asked by the candidate
         if _PROCESS_MEMORY.match(path) or _PROCESS_MEMORY.match(os.path.realpath(path)):
-            if self._nearest(frame, _ON_BEHALF) == "candidate":
-                return ("HACK_INTROSPECTION", f"opens {path}, the memory of a process")
-            return None
+            return ("HACK_INTROSPECTION", f"opens {path}, the memory of a process")
         if (self._nearest(frame) == "candidate"
                 and os.path.abspath(path) != self.candidate_file):
             return ("HACK_FILE_ACCESS", f"opens {path}: a candidate reads and writes no file")

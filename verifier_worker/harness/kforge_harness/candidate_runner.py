@@ -332,20 +332,26 @@ class Runner:
                                  "the call the harness made (and timed): " + "; ".join(deferred),
                                  "HACK_CONCURRENCY")
 
-    def _inputs(self, header, payload, name, device=None, keep=True):
-        """The set's inputs in order: tensors from the payload, plain numbers
-        (a scale factor) from the header's "scalars"; on `device` (the
-        runner's by default), and kept in the pool unless `keep` is off."""
-        device = device or self.device
+    def _inputs(self, header, payload, name):
+        """The set's inputs in order (_set_inputs), kept in the pool."""
+        inputs = self._set_inputs(header, self._unpacked(header, payload, self.device), name)
+        self.pool[name] = inputs
+        return inputs
+
+    def _unpacked(self, header, payload, device):
+        """{name: tensor} of every tensor a request brought, on `device`."""
         tensors = protocol.unpack_tensors(header.get("tensors", []), payload, device)
         tensors.update(protocol.unpack_shared(header.get("shared_tensors", []), self.fds, device))
+        return tensors
+
+    @staticmethod
+    def _set_inputs(header, tensors, name):
+        """One set's inputs in order: its tensors, plain numbers (a scale
+        factor) from the header's "scalars"."""
         scalars = {int(s[0]): task_inputs.decode_scalar(s[1:])
                    for s in header.get("scalars", {}).get(name, [])}
         count = len(scalars) + sum(1 for e in tensors if e.startswith(name + "/in"))
-        inputs = [scalars[i] if i in scalars else tensors[f"{name}/in{i}"] for i in range(count)]
-        if keep:
-            self.pool[name] = inputs
-        return inputs
+        return [scalars[i] if i in scalars else tensors[f"{name}/in{i}"] for i in range(count)]
 
     def _pack(self, header, named):
         """The reply: `named` tensors into the buffer the verifier offered
@@ -502,10 +508,10 @@ class Runner:
         # in the first warm-up call); on a GPU the harness copies each to
         # the device right before its call, outside the timed interval.
         fresh_calls, fresh_names, fresh_outputs = {}, {}, {}
+        brought = self._unpacked(request, payload, "cpu")
         for entry in request.get("fresh_calls", []):
             call = int(entry["call"])
-            fresh_calls[call] = self._inputs(request, payload, entry["set"], device="cpu",
-                                             keep=False)
+            fresh_calls[call] = self._set_inputs(request, brought, entry["set"])
             fresh_names[call] = entry["set"]
 
         def fresh_check(result, call):

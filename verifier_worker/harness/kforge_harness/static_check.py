@@ -189,8 +189,6 @@ def _check_everywhere(tree, aliases, out):
         elif isinstance(node, _FUNC_NODES) and node.name in ("__exit__", "__aexit__"):
             out.add(node.lineno, TRY_EXCEPT, f"def {node.name}: a context manager's exit can "
                     "swallow a failing kernel's exception, as try/except does")
-        elif isinstance(node, _FUNC_NODES) and node.name in RAW_MEMORY_PROTOCOLS:
-            out.deny(node, f"def {node.name}", RAW_MEMORY_PROTOCOLS[node.name])
         elif isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in inner:
             _check_name(node, aliases, out)
         elif isinstance(node, ast.Call):
@@ -268,18 +266,21 @@ def _check_import(node, out):
 
 
 def _check_raw_memory_names(node, out):
-    """A raw-memory protocol's name bound or spelled anywhere: a name
-    assigned (in a class body), a keyword, a string (a dict key)."""
+    """A raw-memory protocol's name bound or spelled anywhere: a def, a
+    name assigned (in a class body), a keyword, a string (a dict key)."""
     name = None
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+    if isinstance(node, _FUNC_NODES):
+        name = node.name
+    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
         name = node.id
     elif isinstance(node, ast.keyword):
         name = node.arg
     elif isinstance(node, ast.Constant) and isinstance(node.value, str):
         name = node.value
     if name in RAW_MEMORY_PROTOCOLS:
-        out.deny(node, repr(name) if isinstance(node, ast.Constant) else name,
-                 RAW_MEMORY_PROTOCOLS[name])
+        shown = (repr(name) if isinstance(node, ast.Constant)
+                 else f"def {name}" if isinstance(node, _FUNC_NODES) else name)
+        out.deny(node, shown, RAW_MEMORY_PROTOCOLS[name])
 
 
 def _check_super(node, aliases, own_classes, out):

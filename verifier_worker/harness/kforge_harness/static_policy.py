@@ -149,6 +149,13 @@ RAW_MEMORY_PROTOCOLS = _rules(
     "__dlpack_device__ from_dlpack to_dlpack __array_ufunc__ __array_function__ __array_wrap__ "
     "__array_finalize__ __array_prepare__ __array_priority__", _RAW_MEMORY)
 
+# torch storage methods over raw addresses and over raw descriptors:
+# denied here by name, and refused at run time on the storage classes
+# (audit._guard_raw_storages), with resize_.
+RAW_STORAGE_ADDRESS_METHODS = ("_new_with_weak_ptr", "_set_cdata", "_free_weak_ref", "_expired",
+                               "_weak_ref", "_shared_decref", "_shared_incref")
+RAW_STORAGE_FILE_METHODS = ("_write_file", "_set_from_file", "_new_with_file")
+
 # Attribute names denied on any object (its type is unknown statically).
 DENIED_ATTRS = {
     **MODULE_ATTRS,
@@ -186,8 +193,7 @@ DENIED_ATTRS = {
     # (_new_with_weak_ptr, of a StorageImpl a red team forged in a bytes
     # object: the whole address space as one tensor), repointed
     # (_set_cdata), or its pointers and reference counts.
-    **_rules("_new_with_weak_ptr _set_cdata _free_weak_ref _expired _weak_ref _shared_decref "
-             "_shared_incref _cdata", _RAW_MEMORY),
+    **_rules(" ".join(RAW_STORAGE_ADDRESS_METHODS) + " _cdata", _RAW_MEMORY),
     # A tensor's storage itself, and what repoints a tensor at one: a storage
     # shrunk under its tensor (resize_ of StorageBase, reached past the
     # harness's wrapper) left a 32 MiB tensor over an 8-byte block, and
@@ -195,7 +201,7 @@ DENIED_ATTRS = {
     **_rules("storage untyped untyped_storage _untyped_storage _storage set_", _RAW_MEMORY),
     # Raw descriptors: a storage written to any open descriptor (the result
     # socket included) or read from one.
-    **_rules("_write_file _set_from_file _new_with_file", _FILES),
+    **_rules(" ".join(RAW_STORAGE_FILE_METHODS), _FILES),
     # torch.jit.fork and torch.jit.script reached through a value.
     "fork": _THREADS,
     "script": (INTROSPECTION, "compiles code of its own at run time"),

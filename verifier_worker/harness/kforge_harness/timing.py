@@ -276,7 +276,9 @@ class Timer:
         set_aside, callback = aside if aside is not None else (frozenset(), None)
         fresh_calls, fresh_check = fresh if fresh is not None else ({}, None)
         fresh_times = {}
-        trial_args = None  # the last trial's inputs (last_args), fresh calls aside
+        # The last trial's inputs (last_args) and pool index: the loop may end
+        # on a fresh call, whose slot is another set's.
+        trial_args, trial_index = None, start_index
         samples = event_ms if event_ms is not None else host_ms  # what is judged
         while not budget.done(n, spent, mean, m2, samples) or len(fresh_times) < len(fresh_calls):
             index = (start_index + calls) % len(pool)
@@ -295,7 +297,7 @@ class Timer:
             began = _perf_counter_ns()
             ev, host, out = self.one(fn, pool[index], budget.flush_l2, budget.clone_inputs,
                                      budget.launch_cover_ms, check, index)
-            trial_args = self.last_args
+            trial_args, trial_index = self.last_args, index
             if event_ms is not None:
                 event_ms.append(ev)
             host_ms.append(host)
@@ -306,7 +308,7 @@ class Timer:
             m2 += delta * (sample - mean)
             spent += (_perf_counter_ns() - began) / 1e6
         self.last_args = trial_args
-        return event_ms, host_ms, out, index, fresh_times
+        return event_ms, host_ms, out, trial_index, fresh_times
 
     def trials(self, fn, pool, count, flush_l2, start_index=0, check=None):
         """Exactly `count` trials (no budget): (event_ms, host_ms, out, index)."""

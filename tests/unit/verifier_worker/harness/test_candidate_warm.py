@@ -290,6 +290,18 @@ class FreshCallsTest(unittest.TestCase):
         self.assertEqual(runner.module.CALLS[-1][1], (6, 4))
         self.assertTrue(torch.equal(out["fresh_1/out0"], torch.full((6, 4), 6.0)))
 
+    def test_a_loop_ending_on_a_fresh_call_reports_the_last_trials_set(self):
+        # Two sets rotate; max_ms ends the trials at the first, and the
+        # fresh call at 3 (set "other"'s slot) still comes, last. The set
+        # the verifier re-checks the last output against is the last
+        # trial's (call 2: task_inputs), not the fresh call's slot.
+        runner, request, payload = _timed({3: (6, 4)}, max_ms=1e-6, clone_inputs=True)
+        runner.pool["other"] = [torch.full((4, 4), 5.0), 3]
+        request["sets"] = ["task_inputs", "other"]
+        header, _ = self._time(runner, request, payload)
+        self.assertEqual([c[1] for c in runner.module.CALLS], [(4, 4)] * 3 + [(6, 4)])
+        self.assertEqual(header["last_set"], "task_inputs")
+
     def test_the_reply_holds_the_processs_cpu_and_wall_time_over_the_trials(self):
         runner, request, payload = _timed({1: (6, 4)}, trials=20)
         header, _ = self._time(runner, request, payload)
