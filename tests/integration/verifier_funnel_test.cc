@@ -262,20 +262,27 @@ TEST_F(VerifierFunnelTest, ShortKernelsAreTimedUntilTheTimeBudgetIsMeasured) {
   // min_timed_ms = 50: a ReLU over the task's small input takes well under
   // a millisecond here, so each side gets more than the 10 trials asked
   // for, as many as 50 ms of trials (wall time, each trial's overhead
-  // included) take, capped at max_trials = 400.
+  // included) take, capped at max_trials = 400. The precision rule
+  // (target_rel_stderr) may go on past the budget on a busy host (CI's
+  // failure at 384 trials, 51 ms); this test is about the budget, so the
+  // rule is met by any spread (1) and judged every trial (the median
+  // statistic: no trimmed-mean check every 16 trials).
   const v1::Verdict verdict =
       VerifyFile(BuiltinTask("level1/1_ReLU.py"), "relu_clamp.py", [](v1::VerifierOptions& o) {
         o.mutable_timing()->set_min_timed_ms(50);
         o.mutable_timing()->set_max_trials(400);
+        o.mutable_timing()->set_target_rel_stderr(1);
+        o.mutable_timing()->set_statistic(v1::TIMING_MEDIAN);
       });
   ASSERT_TRUE(verdict.correct()) << Describe(verdict);
   ASSERT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_PASSED) << Describe(verdict);
   for (const v1::Timing* timing : {&verdict.candidate_timing(), &verdict.eager_timing()}) {
     EXPECT_GT(timing->trials(), 10) << Describe(verdict);
-    EXPECT_LE(timing->trials(), 400 + 5) << Describe(verdict);  // rounded up per block
-    // Enough trials for the budget, unless the cap came first: every
-    // trial's host time (call and synchronise) is part of its wall time.
-    EXPECT_TRUE(timing->trials() >= 400 || timing->trials() * timing->host_mean_ms() <= 50)
+    EXPECT_LE(timing->trials(), 400) << Describe(verdict);
+    // No trial past the one that crossed the budget, unless the cap came
+    // first: every trial's host time (call and synchronise) is part of its
+    // wall time, so the trials before the last took under 50 ms of it.
+    EXPECT_TRUE(timing->trials() >= 400 || (timing->trials() - 1) * timing->host_mean_ms() < 50)
         << Describe(verdict);
   }
 }
