@@ -151,6 +151,44 @@ TEST_F(CandidateSessionTest, AReplyInTheOfferedBufferIsSealedBeforeItIsRead) {
   EXPECT_EQ(out[3], 3.0f);
 }
 
+// Burns about 300 ms of CPU time in its constructor.
+constexpr char kBurnsCpuTime[] = R"(
+import time
+import torch
+
+class ModelNew(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        start = time.perf_counter()
+        while time.perf_counter() - start < 0.3:
+            pass
+    def forward(self, x):
+        return torch.clamp(x, min=0.0)
+)";
+
+TEST_F(CandidateSessionTest, ItsCpuTimeIsReadFromOutsideAndStandsStillBetweenRequests) {
+  absl::StatusOr<absl::Duration> before = session_->CpuTime();
+  ASSERT_TRUE(before.ok()) << before.status();
+  absl::StatusOr<Frame> reply =
+      session_->Request(CompileWithReplyBuffer(kBurnsCpuTime), absl::Seconds(60));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_EQ(reply->type(), "compiled") << reply->header.DebugString();
+  // The stop is a signal: once the process shows it, its clock is still.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (ProcessState(session_->pid()) != 'T' && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  absl::StatusOr<absl::Duration> after = session_->CpuTime();
+  ASSERT_TRUE(after.ok()) << after.status();
+  // The constructor's 300 ms are in the process's count (every thread's:
+  // SerialVerifierTest has work on torch's inter-op thread seen by it).
+  EXPECT_GE(*after - *before, absl::Milliseconds(250));
+  absl::SleepFor(absl::Milliseconds(100));
+  absl::StatusOr<absl::Duration> later = session_->CpuTime();
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(*later, *after);
+}
+
 // The static check refuses this source (os, mmap, a private torch helper);
 // the session, which never relies on it, must hold on its own. It maps every
 // descriptor it has shared and writable: the sealed input buffers refuse,

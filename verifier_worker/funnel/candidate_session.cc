@@ -1,6 +1,10 @@
 #include "verifier_worker/funnel/candidate_session.h"
 
 #include <signal.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -62,6 +66,20 @@ void CandidateSession::CollectExit() {
   if (!exit->exited && exit->signal == SIGKILL && kill_reason_.empty()) {
     crash_ += " (not by the verifier: likely the memory or process limit)";
   }
+}
+
+absl::StatusOr<absl::Duration> CandidateSession::CpuTime() const {
+  clockid_t clock;
+  if (const int err = ::clock_getcpuclockid(pid_, &clock); err != 0) {
+    return absl::UnavailableError(absl::StrCat("the CPU clock of the candidate process ", pid_,
+                                               ": ", std::strerror(err)));
+  }
+  timespec now{};
+  if (::clock_gettime(clock, &now) != 0) {
+    return absl::UnavailableError(absl::StrCat("reading the CPU clock of the candidate process ",
+                                               pid_, ": ", std::strerror(errno)));
+  }
+  return absl::DurationFromTimespec(now);
 }
 
 void CandidateSession::Freeze(bool frozen) {

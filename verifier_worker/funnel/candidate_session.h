@@ -43,6 +43,12 @@ class CandidateSession {
 
   const Frame& ready() const { return ready_; }
   int pid() const { return pid_; }
+  // The CPU time the kernel has charged to the child so far, every thread
+  // of it, ended or running, read from outside (its process CPU clock):
+  // unlike what the harness reports, nothing the candidate's code can reach
+  // holds it. A red team forked work onto torch's inter-op thread; the
+  // candidate's own process could also forge a count it sent.
+  absl::StatusOr<absl::Duration> CpuTime() const;
   // After UNAVAILABLE: "exited with code 0 without a result", "killed by
   // signal 9 (Killed)", ...
   const std::string& crash_description() const { return crash_; }

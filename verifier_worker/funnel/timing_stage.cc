@@ -39,11 +39,11 @@ void AppendTimes(const Frame& reply, bool cuda, std::vector<double>& device,
 // candidate's process; a red team that reached the method packing the
 // reply sent negative times, which passed the timing stage. Empty if none.
 std::string ImpossibleTime(const Frame& reply) {
-  for (const char* key : {"event_ms", "host_ms", "fresh_ms", "cpu_ms", "wall_ms"}) {
+  for (const char* key : {"event_ms", "host_ms", "fresh_ms"}) {
     const google::protobuf::Value* field = reply.Get(key);
     // None: no events on the CPU.
     if (field == nullptr || field->kind_case() == google::protobuf::Value::kNullValue) continue;
-    // A list of times, or one (cpu_ms, wall_ms).
+    // A list of times, or one.
     google::protobuf::ListValue one;
     if (field->kind_case() != google::protobuf::Value::kListValue) *one.add_values() = *field;
     const google::protobuf::ListValue& list =
@@ -307,11 +307,27 @@ bool Funnel::Run::RequestTimedRuns(v1::StageResult* stage) {
   // has the task's own shapes.
   OfferReplyBuffer(request, ReplyBytes(SetNamed(pool_.front()), 1 + recorded_calls, false) +
                                 fresh_bytes);
-  absl::StatusOr<Frame> reply =
-      sandbox_->session->Request(request, absl::Seconds(limits_.timing_timeout_s()));
+  // The process's CPU time over the request (every thread's: work spread
+  // over threads no Python frame shows, as TorchScript's fork onto torch's
+  // inter-op pool, costs CPU time all the same) and its wall time, both by
+  // the verifier's clocks (JudgeCpuTime). Between requests the process is
+  // stopped, so the first reading is where the request starts.
+  CandidateSession& session = *sandbox_->session;
+  const absl::StatusOr<absl::Duration> cpu_before = session.CpuTime();
+  const absl::Time sent = absl::Now();
+  absl::StatusOr<Frame> reply = session.Request(request, absl::Seconds(limits_.timing_timeout_s()));
+  const absl::Duration wall = absl::Now() - sent;
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "timed run: ");
   if (EndWithImpossibleTime(stage, *reply, "timed run: ")) return false;
+  const absl::StatusOr<absl::Duration> cpu_after = session.CpuTime();
+  if (!cpu_before.ok() || !cpu_after.ok()) {
+    internal_error_ = true;
+    return End(stage, v1::OUTCOME_INTERNAL_ERROR,
+               std::string((cpu_before.ok() ? cpu_after : cpu_before).status().message()));
+  }
+  measured_.cpu_ms = absl::ToDoubleMilliseconds(*cpu_after - *cpu_before);
+  measured_.wall_ms = absl::ToDoubleMilliseconds(wall);
   measured_.timed = *std::move(reply);
   return true;
 }
@@ -416,18 +432,14 @@ bool Funnel::Run::JudgeFreshCalls(v1::StageResult* stage, std::vector<std::strin
 void Funnel::Run::JudgeCpuTime(std::vector<std::string>& problems) {
   // On a GPU the events time the device's work and the host clock the rest;
   // threads there are the CUDA runtime's as much as anyone's.
-  if (cuda()) return;
-  const Frame& reply = *measured_.timed;
-  const google::protobuf::Value* cpu = reply.Get("cpu_ms");
-  const google::protobuf::Value* wall = reply.Get("wall_ms");
-  if (cpu == nullptr || wall == nullptr) return;
+  if (cuda() || measured_.wall_ms <= 0) return;
   const double allowed = f_.config_.candidate_threads * options_.timing().cpu_time_ratio_flag();
-  const double ratio = wall->number_value() > 0 ? cpu->number_value() / wall->number_value() : 0;
+  const double ratio = measured_.cpu_ms / measured_.wall_ms;
   if (ratio > allowed) {
     problems.push_back(absl::StrFormat(
         "the timed runs used %.0f ms of CPU time in %.0f ms (%.2f CPUs busy; the candidate "
         "has %d thread(s)): work ran beside the calls, where no clock of theirs saw it",
-        cpu->number_value(), wall->number_value(), ratio, f_.config_.candidate_threads));
+        measured_.cpu_ms, measured_.wall_ms, ratio, f_.config_.candidate_threads));
     Flag(v1::HACK_CONCURRENCY, problems.back());
   }
 }

@@ -140,8 +140,8 @@ class Funnel::Run {
   // The fresh-input calls among the timed ones: each output checked, the
   // fastest's time kept in measured_.fresh_fastest_ms.
   bool JudgeFreshCalls(v1::StageResult* stage, std::vector<std::string>& problems);
-  // The process's CPU time over the timed runs against their wall time
-  // (the CPU only).
+  // The candidate process's CPU time over the timed runs' request against
+  // its wall time, both read by the verifier (the CPU only).
   void JudgeCpuTime(std::vector<std::string>& problems);
   // The fresh-input probes' sets of the epoch.
   std::vector<std::string> FreshSets() const;
@@ -173,6 +173,9 @@ class Funnel::Run {
     // on them (0: none).
     std::vector<std::string> fresh_sent;
     double fresh_fastest_ms = 0;
+    // The candidate process's CPU time and the wall time over the timed
+    // runs' request, by the verifier's clocks (CandidateSession::CpuTime).
+    double cpu_ms = 0, wall_ms = 0;
     std::optional<v1::Timing> eager_now;
     // The re-check showed the host busier than when the baseline was cached
     // (ReferenceBusierNow): a clocks-only verdict of this moment is not kept.

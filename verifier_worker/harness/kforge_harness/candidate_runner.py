@@ -521,13 +521,11 @@ class Runner:
             fresh_outputs[call] = self._copied(self._checked_outputs(result))
 
         import torch
-        cpu_ns, wall_ns = timing.cpu_and_wall_ns()
         with torch.no_grad():
             timer.warm_up(self.forward, pool, budget, check=check, clone=budget.clone_inputs)
             event_ms, host_ms, result, index, fresh_times = timer.run(
                 self.forward, pool, budget, request.get("start", 0), check=check,
                 aside=(secret, record_call), fresh=(fresh_calls, fresh_check))
-        cpu_end, wall_end = timing.cpu_and_wall_ns()
         # The inputs the last timed call was given (its own clones when
         # budget.clone_inputs), as it left them: no call knows in advance
         # whether it is the last or a secret one, so a candidate that writes
@@ -549,15 +547,12 @@ class Runner:
             fresh_ms.append(ev if ev is not None else host)
             named += [(f"{fresh_names[call]}/out{i}", out)
                       for i, out in enumerate(fresh_outputs[call])]
-        # The process's CPU time, every thread's, over the warm-up and the
-        # trials, beside their wall time: work a candidate spreads over
-        # threads no Python frame shows (TorchScript's fork on torch's
-        # inter-op pool) costs CPU time all the same.
+        # The process's CPU time over the request is the verifier's to read,
+        # from outside (CandidateSession::CpuTime), not this process's to
+        # report.
         return self._pack({"type": "timed", "event_ms": event_ms, "host_ms": host_ms,
                            "last_set": request["sets"][index], "recorded": records,
-                           "fresh_sets": fresh_sets, "fresh_ms": fresh_ms,
-                           "cpu_ms": (cpu_end - cpu_ns) / 1e6,
-                           "wall_ms": (wall_end - wall_ns) / 1e6}, named)
+                           "fresh_sets": fresh_sets, "fresh_ms": fresh_ms}, named)
 
     def attribute(self, request, payload):
         """One recorded call on a set already sent: what forward launches

@@ -40,7 +40,6 @@ import time
 import torch
 
 _perf_counter_ns = time.perf_counter_ns
-_process_time_ns = time.process_time_ns
 _gc_disable, _gc_enable, _gc_isenabled = gc.disable, gc.enable, gc.isenabled
 _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
@@ -65,13 +64,6 @@ _sorted = sorted
 
 # Twice the 50-60 MB L2 of an H100/H200.
 L2_FLUSH_BYTES = 256 << 20
-
-
-def cpu_and_wall_ns():
-    """(CPU time of this process, every thread's, exited ones included;
-    the wall clock), both in ns, read through the functions bound at
-    import."""
-    return _process_time_ns(), _perf_counter_ns()
 
 
 class Budget:

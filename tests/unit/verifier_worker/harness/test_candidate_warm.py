@@ -302,15 +302,6 @@ class FreshCallsTest(unittest.TestCase):
         self.assertEqual([c[1] for c in runner.module.CALLS], [(4, 4)] * 3 + [(6, 4)])
         self.assertEqual(header["last_set"], "task_inputs")
 
-    def test_the_reply_holds_the_processs_cpu_and_wall_time_over_the_trials(self):
-        runner, request, payload = _timed({1: (6, 4)}, trials=20)
-        header, _ = self._time(runner, request, payload)
-        self.assertGreater(header["wall_ms"], 0)
-        self.assertGreater(header["cpu_ms"], 0)
-        # One thread (this one) ran them: it cannot use more CPU time than
-        # the wall time it took.
-        self.assertLessEqual(header["cpu_ms"], header["wall_ms"] * 1.05 + 0.5)
-
 
 if __name__ == "__main__":
     unittest.main()
