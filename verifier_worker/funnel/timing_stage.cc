@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "verifier_worker/funnel/baseline_cache.h"
+#include "verifier_worker/funnel/timed_reply.h"
 #include "verifier_worker/funnel/timing_stats.h"
 #include "verifier_worker/funnel/verification.h"
 
@@ -32,32 +33,6 @@ void AppendTimes(const Frame& reply, bool cuda, std::vector<double>& device,
     for (const auto& v : list->list_value().values()) out.push_back(v.number_value());
   }
   if (!cuda) device = host;  // no events on the CPU: the host clock is the measure
-}
-
-// What in a timing reply no clock gives: a time that is not a finite number
-// of milliseconds, or is below zero. The harness reads its clocks in the
-// candidate's process; a red team that reached the method packing the
-// reply sent negative times, which passed the timing stage. Empty if none.
-std::string ImpossibleTime(const Frame& reply) {
-  for (const char* key : {"event_ms", "host_ms", "fresh_ms"}) {
-    const google::protobuf::Value* field = reply.Get(key);
-    // None: no events on the CPU.
-    if (field == nullptr || field->kind_case() == google::protobuf::Value::kNullValue) continue;
-    // A list of times, or one.
-    google::protobuf::ListValue one;
-    if (field->kind_case() != google::protobuf::Value::kListValue) *one.add_values() = *field;
-    const google::protobuf::ListValue& list =
-        field->kind_case() == google::protobuf::Value::kListValue ? field->list_value() : one;
-    for (const auto& v : list.values()) {
-      const bool number = v.kind_case() == google::protobuf::Value::kNumberValue;
-      if (!number || !std::isfinite(v.number_value()) || v.number_value() < 0) {
-        return absl::StrCat(key, " holds ",
-                            number ? absl::StrFormat("%g ms", v.number_value()) : "a non-number",
-                            ", a time no clock gives");
-      }
-    }
-  }
-  return "";
 }
 
 }  // namespace
@@ -383,16 +358,9 @@ std::vector<std::string> Funnel::Run::FreshSets() const {
 bool Funnel::Run::JudgeFreshCalls(v1::StageResult* stage, std::vector<std::string>& problems) {
   const Frame& reply = *measured_.timed;
   const v1::TimingProtocol& p = options_.timing();
-  const google::protobuf::Value* sets = reply.Get("fresh_sets");
   const google::protobuf::Value* times = reply.Get("fresh_ms");
   const std::vector<std::string>& wanted = measured_.fresh_sent;
-  const int returned = sets == nullptr ? 0 : sets->list_value().values_size();
-  if (returned != static_cast<int>(wanted.size()) || times == nullptr ||
-      times->list_value().values_size() != returned) {
-    // The harness times every fresh call it is sent: fewer back is a reply
-    // the harness did not write.
-    const std::string detail = absl::StrCat("the timed runs' reply holds ", returned,
-                                            " fresh-input calls of the ", wanted.size(), " sent");
+  if (const std::string detail = FreshCallsNotAsSent(reply, wanted.size()); !detail.empty()) {
     Flag(v1::HACK_RESULT_FORGERY, detail);
     verdict_.set_correct(false);
     return End(stage, v1::OUTCOME_FAILED, detail);

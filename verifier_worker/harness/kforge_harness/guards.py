@@ -2,10 +2,11 @@
 checked for replacement after it runs. Replacing any of them is reported
 (HACK_PATCHED_FUNCTION) and fails the candidate.
 
-Two kinds: the library functions on `_GUARDED` (clocks, comparisons, tensor
-copies, the builtins the check itself uses), and everything the harness's
-own modules bind: each function, class, module and constant of a
-kforge_harness module, and each method of its classes. The candidate runs in
+Three kinds: the library functions on `_GUARDED` (clocks, comparisons,
+tensor copies), the builtins module whole, and everything the harness's own
+modules bind: each kforge_harness module's globals and each of its classes'
+attributes whole (every one the object it was, none added), and each of
+their functions' code, defaults and globals. The candidate runs in
 the harness's interpreter, so a route to a harness module (a red team found
 `torch.sys.modules` past the static check) would otherwise let it replace
 the timer (`timing.Timer.one`), the launch record, or this check itself,
@@ -72,11 +73,19 @@ _REPLY_PATH = ("json", "json.encoder", "json.decoder", "json.scanner", "struct",
                "array", "mmap", "os")
 _DICT = "dict"  # the mode of a captured module: its globals, compared whole
 
-# What a harness module binds that must stay as it was: code, types and
-# immutable values (a module-level None is a slot the harness fills later).
-_BOUND = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type, int, float,
-          str, bytes, tuple, frozenset)
-_MEMBERS = (types.FunctionType, staticmethod, classmethod, property)
+# The harness's own modules and classes are guarded whole, each global and
+# class attribute the object it was and none added, whatever its type: a
+# red team leaked sys through enum.Enum._convert_ (which reads a module's
+# __dict__ in enum's own frame), then set kforge_harness.timing._clone (a
+# method descriptor, not a type this list once named) and gave the module a
+# global `isinstance` shadowing the builtin, both C-level chains: each
+# trial's matmul ran in the timer's input cloning, before its clock (8.2x,
+# no flag). enum.global_enum writes a class's members into any module by
+# name, no read needed. The builtins are guarded whole for the same reason
+# (a shadow there reaches every module). A module's warning registry is
+# the warnings module's to add; a package gains its submodules on import.
+_WHOLE = "whole"  # the mode of an object guarded whole: its dict, compared key by key
+_NOT_GUARDED = ("__warningregistry__",)
 
 
 def _harness_entries():
@@ -84,21 +93,24 @@ def _harness_entries():
     for module_name, module in sorted(sys.modules.items()):
         if module_name != "kforge_harness" and not module_name.startswith("kforge_harness."):
             continue
-        for name, value in vars(module).items():
-            if not isinstance(value, _BOUND):
-                continue
-            entries.append((module, name, value, True))
+        entries.append((module, module_name, _whole(module), _WHOLE))
+        for value in vars(module).values():
             if isinstance(value, types.FunctionType):
                 entries += _function_state(value)
-            if isinstance(value, type) and str(value.__module__).startswith("kforge_harness"):
-                members = [(attr, member) for attr, member in vars(value).items()
-                           if isinstance(member, _MEMBERS)]
-                entries += [(value, attr, member, True) for attr, member in members]
-                for _, member in members:
+            if isinstance(value, type) and str(value.__module__) == module_name:
+                entries.append((value, value.__name__, _whole(value), _WHOLE))
+                for member in vars(value).values():
                     function = getattr(member, "__func__", member)
+                    if isinstance(member, property):
+                        function = member.fget
                     if isinstance(function, types.FunctionType):
                         entries += _function_state(function)
     return entries
+
+
+def _whole(owner):
+    return types.MappingProxyType({key: value for key, value in vars(owner).items()
+                                   if key not in _NOT_GUARDED})
 
 
 def _function_state(function):
@@ -114,6 +126,7 @@ def capture():
     getter and its value) for every guarded name and setting."""
     return tuple([(owner, name, getattr(owner, name, None), False) for owner, name in _GUARDED]
                  + _harness_entries()
+                 + [(builtins, "builtins", _whole(builtins), _WHOLE)]
                  + [(getter, name, getter(), _STATE) for name, getter in _STATE_GETTERS
                     if getter is not None]
                  + [(sys.modules[name], name, _globals(sys.modules[name]), _DICT)
@@ -129,11 +142,25 @@ def _globals(module):
 # without __defaults__, which the static check denies), so replacing
 # builtins.getattr cannot blind it; it reports that replacement too.
 def replaced(captured, _getattr=getattr, _vars=vars, _type=type, _missing=object(), _str=str,
-             _state=_STATE, _dict=_DICT):
+             _state=_STATE, _dict=_DICT, _whole_mode=_WHOLE, _not_guarded=_NOT_GUARDED,
+             _isinstance=isinstance, _module_type=types.ModuleType):
     """Names of guarded functions that are no longer the captured objects,
     and settings no longer at their captured values."""
     out = []
     for owner, name, original, own_dict in captured:
+        if own_dict is _whole_mode:
+            now = _vars(owner)
+            for key, value in original.items():
+                if now.get(key, _missing) is not value:
+                    out.append(f"{name}.{key}")
+            for key, value in now.items():
+                if key in original or key in _not_guarded:
+                    continue
+                if (_isinstance(value, _module_type)
+                        and _getattr(value, "__name__", None) == f"{name}.{key}"):
+                    continue  # a submodule imported since
+                out.append(f"{name}.{key} (added)")
+            continue
         if own_dict is _state:
             now = owner()
             if now != original:

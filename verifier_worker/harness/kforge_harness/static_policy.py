@@ -202,6 +202,12 @@ DENIED_ATTRS = {
     # Raw descriptors: a storage written to any open descriptor (the result
     # socket included) or read from one.
     **_rules(" ".join(RAW_STORAGE_FILE_METHODS), _FILES),
+    # enum's module plumbing: global_enum writes a class's members into the
+    # module its __module__ string names (any loaded one, the harness's
+    # included), _convert_ reads a module's globals into members (a red
+    # team's route to sys, then sys.modules, then the timer's globals).
+    **_rules("global_enum _convert_ _convert _simple_enum _test_simple_enum",
+             (INTROSPECTION, "reads or writes the globals of a module named by a value")),
     # torch.jit.fork and torch.jit.script reached through a value.
     "fork": _THREADS,
     "script": (INTROSPECTION, "compiles code of its own at run time"),
@@ -232,6 +238,9 @@ DENIED_NAMES = {
     "open": _FILES,
     **_rules("exit quit SystemExit", _EXIT),
     **_rules("TorchDispatchMode TorchFunctionMode", _SUBCLASS),
+    # A class's module, by a string: where enum.global_enum, pickling and
+    # friends look the class's module up (sys.modules[cls.__module__]).
+    "__module__": (INTROSPECTION, "names the module a class claims to belong to"),
     "Model": _MODEL,
 }
 

@@ -14,6 +14,7 @@ looks like (the static check is a filter; these are the ground truth):
 
 The candidates here are executed directly, without the static check, as a
 route past it would let them."""
+import builtins
 import os
 import socket
 import sys
@@ -410,6 +411,35 @@ class GuardsTest(unittest.TestCase):
         finally:
             timing.Timer.one, protocol.send_frame = real_one, real_send
         self.assertEqual(guards.replaced(captured), [])
+
+    def test_harness_modules_and_the_builtins_are_guarded_whole(self):
+        # Round 13: a method descriptor bound by a harness module (the
+        # timer's clone) and a global added to one (an `isinstance` that
+        # shadows the builtin for the timer) were not guarded; a builtin
+        # the list did not name neither.
+        captured = guards.capture()
+        real_clone = timing._clone
+        timing._clone = torch.Tensor.detach
+        timing.isinstance = lambda value, kind: True
+        real_all = builtins.all
+        builtins.all = any
+        builtins.kf_added = len
+        try:
+            self.assertEqual(sorted(guards.replaced(captured)),
+                             ["builtins.all", "builtins.kf_added (added)",
+                              "kforge_harness.timing._clone",
+                              "kforge_harness.timing.isinstance (added)"])
+        finally:
+            timing._clone, builtins.all = real_clone, real_all
+            del timing.isinstance, builtins.kf_added
+        self.assertEqual(guards.replaced(captured), [])
+        # What a module gains by itself is not the candidate's: the warnings
+        # module's registry of the module's warnings.
+        timing.__warningregistry__ = {}
+        try:
+            self.assertEqual(guards.replaced(captured), [])
+        finally:
+            del timing.__warningregistry__
 
     def test_replacing_the_check_is_seen_by_the_check_bound_before(self):
         captured = guards.capture()

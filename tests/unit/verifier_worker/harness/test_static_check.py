@@ -374,6 +374,16 @@ class StaticCheckTest(unittest.TestCase):
             ({"forward": "cp = (lambda v: v)(x)\ncp.attrname = 'sys'"}, "attrname"),
             ({"module": "import operator", "forward": "g = (lambda m: m)(operator).attrgetter"},
              ".attrgetter"),
+            # Round 13: enum's module plumbing, reading a module's globals
+            # (_convert_) or writing a class's members into a module named
+            # by its __module__ string (global_enum).
+            ({"module": "import enum",
+              "forward": "e = [enum.Enum][0]._convert_('L', 'm', len, source=torch)"},
+             "._convert_"),
+            ({"module": "import enum", "forward": "g = (lambda m: m)(enum).global_enum"},
+             ".global_enum"),
+            ({"module": "class Hooks:\n    __module__ = 'kforge_harness.timing'"},
+             "__module__"),
         ]
         for parts, marker in cases:
             with self.subTest(marker=marker):
