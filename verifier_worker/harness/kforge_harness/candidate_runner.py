@@ -249,6 +249,15 @@ class Runner:
             if type(out) is not torch.Tensor:
                 raise CandidateError(f"output {i} is a {type(out).__module__}.{type(out).__name__}, "
                                      "not a plain torch.Tensor", "HACK_OUTPUT_NOT_PLAIN_TENSOR")
+            # Before any method of it is called: an attribute of the tensor's
+            # own shadows the method of that name for it alone. A red team
+            # returned an empty tensor whose own clone, is_floating_point and
+            # numel (C-level chains, no frame of its own) ran the matmul when
+            # the harness called them after the clock: 5.8x, every check right.
+            own = _own_attributes(out)
+            if own:
+                raise CandidateError(f"output {i} carries attributes of its own ({own}), which "
+                                     "shadow a tensor's methods", "HACK_OUTPUT_NOT_PLAIN_TENSOR")
             if out.device.type != torch.device(self.device).type:
                 raise CandidateError(f"output {i} is on {out.device}, expected {self.device}")
         if self.device.startswith("cuda"):
@@ -272,11 +281,13 @@ class Runner:
         them in its first timed call, so every later clone carried them and
         each compare with its (equally changed) set agreed."""
         import torch
-        return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        # torch's clone itself, not the tensor's attribute: with clone_inputs
+        # off the pool's tensors are handed to timed calls as they are.
+        return [timing._clone(x) if isinstance(x, torch.Tensor) else x for x in inputs]
 
     @staticmethod
     def _copied(outputs):
-        return [out.clone() for out in outputs]
+        return [timing._clone(out) for out in outputs]
 
     @staticmethod
     def _check_agrees(outputs, first, tolerances, name):
@@ -306,6 +317,11 @@ class Runner:
         for i, (a, b) in enumerate(zip(after, before)):
             if not isinstance(a, torch.Tensor) or a is b:
                 continue
+            own = _own_attributes(a)
+            if own:
+                # Its own eq or is_floating_point would answer for it below.
+                raise CandidateError(f"{which} gave its input {i} attributes of its own ({own}), "
+                                     "which shadow a tensor's methods", "HACK_INPUT_MUTATION")
             same = a.shape == b.shape and a.dtype == b.dtype and bool(
                 (a.eq(b) | (a.isnan() & b.isnan())).all() if a.is_floating_point()
                 else a.eq(b).all())
@@ -634,6 +650,18 @@ class Runner:
 # Elements compared at once: the temporaries of a chunk (three fp32 copies)
 # stay near 200 MB whatever the output's size (a level-1 ReLU's is 6.4 GB).
 _AGREE_CHUNK = 1 << 24
+
+
+def _own_attributes(tensor, _vars=vars, _type=type, _str=str, _len=len):
+    """What a tensor holds in its own __dict__ (a data descriptor of the
+    type, which no attribute of the instance shadows): "" for a tensor as
+    torch makes it, else the names (those that are strings; no code of the
+    candidate's runs to name the others)."""
+    own = _vars(tensor)
+    if not own:
+        return ""
+    names = [key for key in own if _type(key) is _str]
+    return ", ".join(names) if _len(names) == _len(own) else f"{_len(own)} entries"
 
 
 def _agree(out, ref, atol, rtol):

@@ -29,7 +29,8 @@ _GUARDED = [
     (torch, "allclose"), (torch, "isclose"), (torch, "equal"), (torch, "isfinite"),
     (torch, "isnan"), (torch, "manual_seed"), (torch, "empty"), (torch, "empty_like"),
     (torch, "zeros"), (torch, "randn"), (torch, "rand"), (torch, "frombuffer"),
-    (torch, "get_num_threads"), (torch, "set_num_threads"),
+    (torch, "get_num_threads"), (torch, "set_num_threads"), (torch, "no_grad"), (torch, "full"),
+    (torch, "Generator"), (torch, "device"),
     (torch.Tensor, "clone"), (torch.Tensor, "copy_"), (torch.Tensor, "contiguous"),
     (torch.Tensor, "cpu"), (torch.Tensor, "numpy"), (torch.Tensor, "to"), (torch.Tensor, "view"),
     (torch.Tensor, "__eq__"), (torch.Tensor, "sub"), (torch.Tensor, "abs"),
@@ -82,7 +83,9 @@ _DICT = "dict"  # the mode of a captured module: its globals, compared whole
 # trial's matmul ran in the timer's input cloning, before its clock (8.2x,
 # no flag). enum.global_enum writes a class's members into any module by
 # name, no read needed. The builtins are guarded whole for the same reason
-# (a shadow there reaches every module). A module's warning registry is
+# (a shadow there reaches every module), and torch.Tensor's own attributes:
+# a method added there shadows the C one for every tensor, the harness's
+# calls on inputs before the clock and on outputs after it included. A module's warning registry is
 # the warnings module's to add; a package gains its submodules on import.
 _WHOLE = "whole"  # the mode of an object guarded whole: its dict, compared key by key
 _NOT_GUARDED = ("__warningregistry__",)
@@ -126,7 +129,8 @@ def capture():
     getter and its value) for every guarded name and setting."""
     return tuple([(owner, name, getattr(owner, name, None), False) for owner, name in _GUARDED]
                  + _harness_entries()
-                 + [(builtins, "builtins", _whole(builtins), _WHOLE)]
+                 + [(builtins, "builtins", _whole(builtins), _WHOLE),
+                    (torch.Tensor, "torch.Tensor", _whole(torch.Tensor), _WHOLE)]
                  + [(getter, name, getter(), _STATE) for name, getter in _STATE_GETTERS
                     if getter is not None]
                  + [(sys.modules[name], name, _globals(sys.modules[name]), _DICT)

@@ -15,6 +15,7 @@ looks like (the static check is a filter; these are the ground truth):
 The candidates here are executed directly, without the static check, as a
 route past it would let them."""
 import builtins
+import functools
 import os
 import socket
 import sys
@@ -424,14 +425,17 @@ class GuardsTest(unittest.TestCase):
         real_all = builtins.all
         builtins.all = any
         builtins.kf_added = len
+        # A method added to torch.Tensor shadows the C one for every tensor.
+        torch.Tensor.reshape = torch.Tensor.clone
         try:
             self.assertEqual(sorted(guards.replaced(captured)),
                              ["builtins.all", "builtins.kf_added (added)",
                               "kforge_harness.timing._clone",
-                              "kforge_harness.timing.isinstance (added)"])
+                              "kforge_harness.timing.isinstance (added)",
+                              "torch.Tensor.reshape (added)"])
         finally:
             timing._clone, builtins.all = real_clone, real_all
-            del timing.isinstance, builtins.kf_added
+            del timing.isinstance, builtins.kf_added, torch.Tensor.reshape
         self.assertEqual(guards.replaced(captured), [])
         # What a module gains by itself is not the candidate's: the warnings
         # module's registry of the module's warnings.
@@ -449,6 +453,35 @@ class GuardsTest(unittest.TestCase):
             self.assertEqual(check(captured), ["kforge_harness.guards.replaced"])
         finally:
             guards.replaced = check
+
+
+class OwnAttributesTest(unittest.TestCase):
+    """A tensor's own attributes shadow its methods for it alone (round 14:
+    an empty output whose own clone and numel computed it after the clock).
+    The harness reads none of a candidate's tensors that carries any."""
+
+    def test_an_output_with_attributes_of_its_own_is_refused_before_any_method_runs(self):
+        runner = candidate_runner.Runner(None, {"device": "cpu"})
+        out = torch.zeros(4)
+        calls = []
+        out.clone = functools.partial(calls.append, "clone")
+        with self.assertRaises(candidate_runner.CandidateError) as caught:
+            runner._checked_outputs([out])
+        self.assertEqual(caught.exception.flag, "HACK_OUTPUT_NOT_PLAIN_TENSOR")
+        self.assertIn("attributes of its own (clone)", str(caught.exception))
+        self.assertEqual(calls, [])
+        runner._checked_outputs([torch.zeros(4)])  # as torch makes it: fine
+
+    def test_an_input_given_attributes_of_its_own_is_a_mutation(self):
+        # Its own eq would say it still equals its set, in place changes and all.
+        before = torch.randn(4)
+        after = before.clone().clamp_(min=0.0)
+        after.eq = functools.partial(torch.ones_like, dtype=torch.bool)
+        after.is_floating_point = bool
+        with self.assertRaises(candidate_runner.CandidateError) as caught:
+            candidate_runner.Runner._check_unchanged([after], [before], "a timed call")
+        self.assertEqual(caught.exception.flag, "HACK_INPUT_MUTATION")
+        self.assertIn("attributes of its own (eq, is_floating_point)", str(caught.exception))
 
 
 class ServeTest(unittest.TestCase):
