@@ -29,10 +29,11 @@ DRIVER = textwrap.dedent("""
     # Modules the candidate may not import, handed to it as other spellings
     # (a value held by a library, a parameter) would: the probes judge what
     # it asks of them.
-    import ctypes, inspect, torch.fx
+    import ctypes, inspect, threading, torch.fx
     from kforge_harness import call_window
     scope = {"__name__": "candidate", "SYS": sys, "INSPECT": inspect, "CTYPES": ctypes,
-             "FX": torch.fx, "ORIGINAL_SETTRACE": call_window._settrace}
+             "FX": torch.fx, "ORIGINAL_SETTRACE": call_window._settrace,
+             "THREADING": threading}
     exec(compile(source, path, "exec"), scope)
     results = {}
     for name, probe in list(scope.items()):
@@ -134,6 +135,17 @@ CANDIDATE = textwrap.dedent('''
         SYS.settrace(None)
 
 
+    def probe_a_trace_function_for_threads_to_come():
+        # threading's setters raise no audit event: their wrappers judge.
+        THREADING.settrace(lambda frame, event, arg: None)
+        THREADING.settrace(None)
+
+
+    def probe_a_profile_function_for_threads_to_come():
+        THREADING.setprofile(lambda frame, event, arg: None)
+        THREADING.setprofile(None)
+
+
     def probe_the_original_settrace_called():
         # The C function the call window keeps, past the wrapper on sys.
         ORIGINAL_SETTRACE(lambda frame, event, arg: None)
@@ -221,6 +233,8 @@ class AuditTest(unittest.TestCase):
                         "probe_code_a_library_compiles_for_the_candidate",
                         "probe_a_dataclass_whose_field_name_is_code",
                         "probe_a_trace_function_handed_every_frame",
+                        "probe_a_trace_function_for_threads_to_come",
+                        "probe_a_profile_function_for_threads_to_come",
                         "probe_a_storage_made_from_an_address",
                         "probe_a_storage_shrunk_under_its_tensor",
                         "probe_the_process_memory_opened", "probe_a_file_opened",
