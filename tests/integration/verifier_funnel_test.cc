@@ -561,6 +561,10 @@ const std::vector<RuntimeAttack>& RuntimeAttacks() {
       // before it was refused).
       {"output_with_its_own_methods.py", "builtin:level1/1_ReLU.py", v1::STAGE_COMPILE,
        v1::STAGE_TINY_RUN, failed, {v1::HACK_OUTPUT_NOT_PLAIN_TENSOR}, "attributes of its own"},
+      // torch's FakeCopyMode, fetched by strings through functools and
+      // pushed at load: correct, no flag, before it was refused.
+      {"torch_mode_through_update_wrapper.py", "builtin:level1/1_ReLU.py", v1::STAGE_COMPILE,
+       v1::STAGE_COMPILE, failed, {v1::HACK_INTROSPECTION}, "_subclasses"},
   };
   return *attacks;
 }

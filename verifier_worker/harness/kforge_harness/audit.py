@@ -199,20 +199,45 @@ class Audit:
         and functools read __reduce_ex__, __dict__ and __wrapped__ for
         their own ends)."""
         import builtins
-        from . import static_policy
+        from . import static_module, static_policy
         denied = frozenset(static_policy.DENIED_ATTRS)
         original = builtins.getattr
         audit = self
+        module_rules = {}  # (module name, attribute) -> denied as a dotted name?
+        _vars, _str, _isinstance = vars, str, isinstance
+
+        def module_rule(obj, name):
+            """Whether module.name is what the static check denies as a
+            dotted name (DENIED, or private below the module): torch._C,
+            torch._subclasses, torch.overrides, torch.set_num_threads."""
+            module = _vars(obj).get("__name__")
+            if not _isinstance(module, _str) or not _isinstance(name, _str):
+                return False
+            key = (module, name)
+            rule = module_rules.get(key)
+            if rule is None:
+                rule = module_rules[key] = (
+                    static_module._denied_as_spelled(f"{module}.{name}") is not None)
+            return rule
 
         def guarded_getattr(obj, name, *default):
-            if name in denied and audit.candidate_file is not None:
+            if audit.candidate_file is not None and (
+                    name in denied or (_isinstance(obj, _ModuleType) and module_rule(obj, name))):
                 frame = _getframe(1)
                 # A module's or a class's __dict__ is its globals or its
                 # methods: a pivot too (functools.update_wrapper with
                 # updated=("__dict__",) handed a red team torch's globals);
-                # a function's, which functools.wraps reads, is not.
-                pivot = name in _PIVOTS or (name == "__dict__"
-                                            and isinstance(obj, (_ModuleType, type)))
+                # a function's, which functools.wraps reads, is not. A name
+                # that is not a dunder (set_, storage, a module's denied or
+                # private member) is the candidate's whoever reads it on its
+                # behalf: functools.update_wrapper(assigned=(name,)) read a
+                # red team torch._subclasses and Tensor.set_ from functools'
+                # frame. Dunders the standard library reads for its own ends
+                # (enum and copy read __reduce_ex__, inspect __wrapped__) are
+                # judged by who asks.
+                dunder = name.startswith("__") and name.endswith("__")
+                pivot = (name in _PIVOTS or not dunder
+                         or (name == "__dict__" and isinstance(obj, (_ModuleType, type))))
                 kind = (audit._nearest(frame) if pivot
                         else audit._kind(frame.f_code.co_filename))
                 if kind == "candidate":

@@ -236,6 +236,13 @@ class Runner:
 
     def _checked_outputs(self, result):
         import torch
+        # First: with a mode on torch's stacks every torch call below (a
+        # tensor's device included) would run what the candidate put there.
+        pushed = guards.modes_pushed()
+        if pushed:
+            raise CandidateError(f"the candidate left {pushed} on torch's stacks: they see every "
+                                 "torch call the harness makes on its outputs",
+                                 "HACK_TENSOR_SUBCLASS")
         # Exactly a tensor, tuple or list before anything is read from it: a
         # subclass's __iter__ (the candidate's code) would run as the
         # outputs are unpacked, after the call and its timing.

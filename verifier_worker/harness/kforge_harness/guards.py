@@ -65,6 +65,29 @@ _STATE_GETTERS = [(name, getattr(torch._C, attr, None)) for name, attr in (
     ("mkldnn_enabled", "_get_mkldnn_enabled"))]
 _STATE = "state"  # the mode of a captured setting: compared by value
 
+# torch's mode stacks: a mode on them sees every torch call on plain tensors,
+# the harness's included. A red team pushed torch's own FakeCopyMode (its
+# fake_mode a frameless C-level chain) and left each output empty: the
+# harness's copy of the output, after the clock, ran the matmul (4.75x, no
+# flag). Compared by value before every reply, and checked after every call
+# of the candidate's (modes_pushed) before anything touches its outputs.
+_MODE_STACKS = [(name, getattr(torch._C, attr, None)) for name, attr in (
+    ("torch function modes", "_len_torch_function_stack"),
+    ("torch dispatch modes", "_len_torch_dispatch_stack"))]
+_STATE_GETTERS += [(name, getter) for name, getter in _MODE_STACKS]
+
+
+def modes_pushed(_stacks=tuple(_MODE_STACKS), _str=str):
+    """"" when no torch function or dispatch mode is on the stacks (as the
+    harness runs), else which and how many."""
+    pushed = []
+    for name, depth in _stacks:
+        if depth is not None:
+            n = depth()
+            if n:
+                pushed.append(f"{_str(n)} {name}")
+    return ", ".join(pushed)
+
 # Modules the reply goes out through, guarded whole: every global as it was,
 # and none added. A red team set json.encoder.c_make_encoder to None and
 # gave json.encoder a global `float` whose __repr__ appended "e-1": every

@@ -162,6 +162,25 @@ CANDIDATE = textwrap.dedent('''
         functools.update_wrapper(Sink(), len, assigned=("__se" + "lf__",), updated=())
 
 
+    def probe_a_private_torch_module_read_by_the_standard_library():
+        # Round 15: torch._subclasses (for FakeCopyMode), from functools' frame.
+        class Sink:
+            pass
+        functools.update_wrapper(Sink(), torch, assigned=("_subcl" + "asses",), updated=())
+
+
+    def probe_a_tensor_method_denied_by_name_read_by_the_standard_library():
+        class Sink:
+            pass
+        functools.update_wrapper(Sink(), torch.Tensor, assigned=("se" + "t_",), updated=())
+
+
+    def probe_a_denied_torch_setter_read_by_the_standard_library():
+        class Sink:
+            pass
+        functools.update_wrapper(Sink(), torch, assigned=("set_num_" + "threads",), updated=())
+
+
     def probe_a_library_reading_a_modules_dict_for_the_candidate():
         class Catch:
             def update(self, d):
@@ -240,6 +259,9 @@ class AuditTest(unittest.TestCase):
                         "probe_the_process_memory_opened", "probe_a_file_opened",
                         "probe_the_original_settrace_called", "probe_getattr_of_a_denied_name",
                         "probe_a_library_reading_a_denied_name_for_the_candidate",
+                        "probe_a_private_torch_module_read_by_the_standard_library",
+                        "probe_a_tensor_method_denied_by_name_read_by_the_standard_library",
+                        "probe_a_denied_torch_setter_read_by_the_standard_library",
                         "probe_a_library_reading_a_modules_dict_for_the_candidate"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),

@@ -484,6 +484,38 @@ class OwnAttributesTest(unittest.TestCase):
         self.assertIn("attributes of its own (eq, is_floating_point)", str(caught.exception))
 
 
+class ModesTest(unittest.TestCase):
+    """A mode on torch's stacks sees every torch call on plain tensors, the
+    harness's on the candidate's outputs after the clock included (round
+    15: torch's own FakeCopyMode ran the matmul in the harness's copy)."""
+
+    def test_a_mode_left_on_the_stack_is_refused_before_the_outputs_are_touched(self):
+        runner = candidate_runner.Runner(None, {"device": "cpu"})
+        captured = guards.capture()
+        seen = []
+
+        class Watching(torch.overrides.TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                seen.append(func)
+                return func(*args, **(kwargs or {}))
+
+        out = torch.zeros(4)
+        mode = Watching()
+        mode.__enter__()
+        try:
+            with self.assertRaises(candidate_runner.CandidateError) as caught:
+                runner._checked_outputs([out])
+            self.assertIn("1 torch function modes", str(caught.exception))
+            self.assertEqual(guards.replaced(captured),
+                             ["torch's torch function modes setting (0 -> 1)"])
+        finally:
+            mode.__exit__(None, None, None)
+        self.assertEqual(caught.exception.flag, "HACK_TENSOR_SUBCLASS")
+        self.assertEqual(seen, [])  # nothing of torch's ran on the output first
+        self.assertEqual(guards.replaced(captured), [])
+        runner._checked_outputs([out])
+
+
 class ServeTest(unittest.TestCase):
     """The last look before a reply: a candidate that replaced the timer
     and the check at import still gets HACK_PATCHED_FUNCTION."""
