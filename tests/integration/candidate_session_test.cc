@@ -151,7 +151,8 @@ TEST_F(CandidateSessionTest, AReplyInTheOfferedBufferIsSealedBeforeItIsRead) {
   EXPECT_EQ(out[3], 3.0f);
 }
 
-// Burns about 300 ms of CPU time in its constructor.
+// Burns 300 ms of CPU time in its constructor (by its own CPU clock: on a
+// busy host that takes longer).
 constexpr char kBurnsCpuTime[] = R"(
 import time
 import torch
@@ -159,8 +160,8 @@ import torch
 class ModelNew(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        start = time.perf_counter()
-        while time.perf_counter() - start < 0.3:
+        start = time.process_time()
+        while time.process_time() - start < 0.3:
             pass
     def forward(self, x):
         return torch.clamp(x, min=0.0)
@@ -186,7 +187,9 @@ TEST_F(CandidateSessionTest, ItsCpuTimeIsReadFromOutsideAndStandsStillBetweenReq
   absl::SleepFor(absl::Milliseconds(100));
   absl::StatusOr<absl::Duration> later = session_->CpuTime();
   ASSERT_TRUE(later.ok()) << later.status();
-  EXPECT_EQ(*later, *after);
+  // Stopped: a thread shown stopped may still be switching out, for
+  // microseconds, not the 100 ms slept.
+  EXPECT_LT(*later - *after, absl::Milliseconds(1));
 }
 
 // The static check refuses this source (os, mmap, a private torch helper);

@@ -8,7 +8,7 @@
 namespace kforge {
 
 std::string ImpossibleTime(const Frame& reply) {
-  for (const char* key : {"event_ms", "host_ms", "fresh_ms"}) {
+  for (const char* key : {"event_ms", "host_ms", "fresh_ms", "fresh_cpu_ms"}) {
     const google::protobuf::Value* field = reply.Get(key);
     // None: no events on the CPU.
     if (field == nullptr || field->kind_case() == google::protobuf::Value::kNullValue) continue;
@@ -29,14 +29,22 @@ std::string ImpossibleTime(const Frame& reply) {
   return "";
 }
 
-std::string FreshCallsNotAsSent(const Frame& reply, size_t sent) {
-  const google::protobuf::Value* sets = reply.Get("fresh_sets");
-  const google::protobuf::Value* times = reply.Get("fresh_ms");
-  const int returned = sets == nullptr ? 0 : sets->list_value().values_size();
-  const int timed = times == nullptr ? 0 : times->list_value().values_size();
-  if (returned == static_cast<int>(sent) && timed == returned) return "";
-  return absl::StrCat("the timed runs' reply holds ", returned, " fresh-input calls and ", timed,
-                      " times of them, for the ", sent, " sent");
+std::string FreshCallsNotAsSent(const Frame& reply, size_t sent, bool cpu) {
+  auto count = [&](const char* key) {
+    const google::protobuf::Value* list = reply.Get(key);
+    return list == nullptr ? 0 : list->list_value().values_size();
+  };
+  const int returned = count("fresh_sets");
+  const int timed = count("fresh_ms");
+  if (returned != static_cast<int>(sent) || timed != returned) {
+    return absl::StrCat("the timed runs' reply holds ", returned, " fresh-input calls and ",
+                        timed, " times of them, for the ", sent, " sent");
+  }
+  if (cpu && count("fresh_cpu_ms") != returned) {
+    return absl::StrCat("the timed runs' reply holds ", count("fresh_cpu_ms"),
+                        " CPU times of its ", returned, " fresh-input calls");
+  }
+  return "";
 }
 
 }  // namespace kforge

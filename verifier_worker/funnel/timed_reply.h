@@ -16,15 +16,17 @@
 
 namespace kforge {
 
-// A time in event_ms, host_ms or fresh_ms (a list of times, or one) that is
+// A time in event_ms, host_ms, fresh_ms or fresh_cpu_ms (a list of times, or
+// one) that is
 // not a finite number of milliseconds, or is below zero. A red team that
 // reached the method packing the reply sent negative times, which passed
 // the timing stage.
 std::string ImpossibleTime(const Frame& reply);
 
-// Fewer (or more) fresh-input calls in fresh_sets, or times in fresh_ms,
-// than the `sent` the request asked for: the harness times every one.
-std::string FreshCallsNotAsSent(const Frame& reply, size_t sent);
+// Fewer (or more) fresh-input calls in fresh_sets, or times in fresh_ms (and
+// with `cpu`, the CPU device's, CPU times in fresh_cpu_ms), than the `sent`
+// the request asked for: the harness times every one.
+std::string FreshCallsNotAsSent(const Frame& reply, size_t sent, bool cpu);
 
 }  // namespace kforge
 

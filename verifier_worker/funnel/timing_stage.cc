@@ -9,6 +9,7 @@
 // reference, the launches attributed, the flags. Every timed call gets
 // fresh clones of its inputs and runs after an L2 flush.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -282,27 +283,32 @@ bool Funnel::Run::RequestTimedRuns(v1::StageResult* stage) {
   // has the task's own shapes.
   OfferReplyBuffer(request, ReplyBytes(SetNamed(pool_.front()), 1 + recorded_calls, false) +
                                 fresh_bytes);
-  // The process's CPU time over the request (every thread's: work spread
-  // over threads no Python frame shows, as TorchScript's fork onto torch's
-  // inter-op pool, costs CPU time all the same) and its wall time, both by
-  // the verifier's clocks (JudgeCpuTime). Between requests the process is
-  // stopped, so the first reading is where the request starts.
+  // On the CPU, the process's CPU time over the request (every thread's:
+  // work spread over threads no Python frame shows, as TorchScript's fork
+  // onto torch's inter-op pool, costs CPU time all the same) and its wall
+  // time, both by the verifier's clocks (JudgeCpuTime; the wall time a
+  // monotonic clock's). Between requests the process is stopped, so the
+  // first reading is where the request starts. On a GPU neither is judged.
   CandidateSession& session = *sandbox_->session;
-  const absl::StatusOr<absl::Duration> cpu_before = session.CpuTime();
-  const absl::Time sent = absl::Now();
+  const bool on_cpu = !cuda();
+  absl::StatusOr<absl::Duration> cpu_before = absl::ZeroDuration();
+  if (on_cpu) cpu_before = session.CpuTime();
+  const auto sent = std::chrono::steady_clock::now();
   absl::StatusOr<Frame> reply = session.Request(request, absl::Seconds(limits_.timing_timeout_s()));
-  const absl::Duration wall = absl::Now() - sent;
+  const std::chrono::duration<double, std::milli> wall = std::chrono::steady_clock::now() - sent;
   if (!reply.ok()) return EndWithSessionError(stage, reply.status());
   if (reply->type() == "failed") return EndWithFailedReply(stage, *reply, "timed run: ");
   if (EndWithImpossibleTime(stage, *reply, "timed run: ")) return false;
-  const absl::StatusOr<absl::Duration> cpu_after = session.CpuTime();
-  if (!cpu_before.ok() || !cpu_after.ok()) {
-    internal_error_ = true;
-    return End(stage, v1::OUTCOME_INTERNAL_ERROR,
-               std::string((cpu_before.ok() ? cpu_after : cpu_before).status().message()));
+  if (on_cpu) {
+    const absl::StatusOr<absl::Duration> cpu_after = session.CpuTime();
+    if (!cpu_before.ok() || !cpu_after.ok()) {
+      internal_error_ = true;
+      return End(stage, v1::OUTCOME_INTERNAL_ERROR,
+                 std::string((cpu_before.ok() ? cpu_after : cpu_before).status().message()));
+    }
+    measured_.cpu_ms = absl::ToDoubleMilliseconds(*cpu_after - *cpu_before);
+    measured_.wall_ms = wall.count();
   }
-  measured_.cpu_ms = absl::ToDoubleMilliseconds(*cpu_after - *cpu_before);
-  measured_.wall_ms = absl::ToDoubleMilliseconds(wall);
   measured_.timed = *std::move(reply);
   return true;
 }
@@ -360,7 +366,8 @@ bool Funnel::Run::JudgeFreshCalls(v1::StageResult* stage, std::vector<std::strin
   const v1::TimingProtocol& p = options_.timing();
   const google::protobuf::Value* times = reply.Get("fresh_ms");
   const std::vector<std::string>& wanted = measured_.fresh_sent;
-  if (const std::string detail = FreshCallsNotAsSent(reply, wanted.size()); !detail.empty()) {
+  if (const std::string detail = FreshCallsNotAsSent(reply, wanted.size(), !cuda());
+      !detail.empty()) {
     Flag(v1::HACK_RESULT_FORGERY, detail);
     verdict_.set_correct(false);
     return End(stage, v1::OUTCOME_FAILED, detail);
@@ -409,6 +416,25 @@ void Funnel::Run::JudgeCpuTime(std::vector<std::string>& problems) {
         "has %d thread(s)): work ran beside the calls, where no clock of theirs saw it",
         measured_.cpu_ms, measured_.wall_ms, ratio, f_.config_.candidate_threads));
     Flag(v1::HACK_CONCURRENCY, problems.back());
+    return;
+  }
+  // Each fresh call alone: the fastest of them is what a speedup is computed
+  // from, and threads kept to them barely move the request's CPU time.
+  const google::protobuf::Value* fresh = measured_.timed->Get("fresh_ms");
+  const google::protobuf::Value* fresh_cpu = measured_.timed->Get("fresh_cpu_ms");
+  if (fresh == nullptr || fresh_cpu == nullptr) return;  // none sent (JudgeFreshCalls)
+  const auto& times = fresh->list_value().values();
+  const auto& cpus = fresh_cpu->list_value().values();
+  for (int i = 0; i < times.size() && i < cpus.size(); ++i) {
+    const double wall = times[i].number_value(), used = cpus[i].number_value();
+    if (used > allowed * wall + options_.timing().cpu_time_margin_ms()) {
+      problems.push_back(absl::StrFormat(
+          "a call on inputs it had never seen used %.3f ms of CPU time in %.3f ms (%.2f CPUs "
+          "busy; the candidate has %d thread(s)): work ran beside the call's own thread",
+          used, wall, wall > 0 ? used / wall : 0.0, f_.config_.candidate_threads));
+      Flag(v1::HACK_CONCURRENCY, problems.back());
+      return;
+    }
   }
 }
 

@@ -35,13 +35,14 @@ Frame Timed() {
   reply.Set("event_ms", none)  // the CPU: no events
       .Set("host_ms", Numbers({0.5, 0.4, 0.6}))
       .Set("fresh_sets", Names({"fresh_0", "fresh_1"}))
-      .Set("fresh_ms", Numbers({0.5, 0.55}));
+      .Set("fresh_ms", Numbers({0.5, 0.55}))
+      .Set("fresh_cpu_ms", Numbers({0.5, 0.55}));
   return reply;
 }
 
 TEST(TimedReplyTest, TheHarnesssReplyHoldsEveryTimeAndEveryFreshCall) {
   EXPECT_EQ(ImpossibleTime(Timed()), "");
-  EXPECT_EQ(FreshCallsNotAsSent(Timed(), 2), "");
+  EXPECT_EQ(FreshCallsNotAsSent(Timed(), 2, /*cpu=*/true), "");
 }
 
 TEST(TimedReplyTest, ATimeNoClockGivesIsNamed) {
@@ -50,6 +51,9 @@ TEST(TimedReplyTest, ATimeNoClockGivesIsNamed) {
     Frame reply = Timed();
     reply.Set("fresh_ms", Numbers({0.5, bad}));
     EXPECT_THAT(ImpossibleTime(reply), HasSubstr("fresh_ms holds")) << bad;
+    reply = Timed();
+    reply.Set("fresh_cpu_ms", Numbers({bad, 0.5}));
+    EXPECT_THAT(ImpossibleTime(reply), HasSubstr("fresh_cpu_ms holds")) << bad;
     reply = Timed();
     reply.Set("host_ms", Numbers({bad}));
     EXPECT_THAT(ImpossibleTime(reply), HasSubstr("host_ms holds")) << bad;
@@ -63,13 +67,19 @@ TEST(TimedReplyTest, FewerFreshCallsThanSentOrTimesThanCallsAreNamed) {
   // A reply leaving out the fresh call its cache missed on.
   Frame fewer = Timed();
   fewer.Set("fresh_sets", Names({"fresh_0"})).Set("fresh_ms", Numbers({0.5}));
-  EXPECT_THAT(FreshCallsNotAsSent(fewer, 2),
+  EXPECT_THAT(FreshCallsNotAsSent(fewer, 2, true),
               HasSubstr("holds 1 fresh-input calls and 1 times of them, for the 2 sent"));
   Frame untimed = Timed();
   untimed.Set("fresh_ms", Numbers({0.5}));
-  EXPECT_THAT(FreshCallsNotAsSent(untimed, 2), HasSubstr("2 fresh-input calls and 1 times"));
-  EXPECT_THAT(FreshCallsNotAsSent(Frame::Of("timed"), 2), HasSubstr("holds 0 fresh-input"));
-  EXPECT_THAT(FreshCallsNotAsSent(Timed(), 3), HasSubstr("for the 3 sent"));
+  EXPECT_THAT(FreshCallsNotAsSent(untimed, 2, true), HasSubstr("2 fresh-input calls and 1 times"));
+  EXPECT_THAT(FreshCallsNotAsSent(Frame::Of("timed"), 2, true), HasSubstr("holds 0 fresh-input"));
+  EXPECT_THAT(FreshCallsNotAsSent(Timed(), 3, true), HasSubstr("for the 3 sent"));
+  // On the CPU each fresh call's CPU time comes too; a GPU's reply has none.
+  Frame no_cpu = Timed();
+  no_cpu.Set("fresh_cpu_ms", Numbers({0.5}));
+  EXPECT_THAT(FreshCallsNotAsSent(no_cpu, 2, /*cpu=*/true),
+              HasSubstr("holds 1 CPU times of its 2 fresh-input calls"));
+  EXPECT_EQ(FreshCallsNotAsSent(no_cpu, 2, /*cpu=*/false), "");
 }
 
 }  // namespace

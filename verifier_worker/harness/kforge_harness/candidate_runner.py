@@ -329,9 +329,11 @@ class Runner:
                 # Its own eq or is_floating_point would answer for it below.
                 raise CandidateError(f"{which} gave its input {i} attributes of its own ({own}), "
                                      "which shadow a tensor's methods", "HACK_INPUT_MUTATION")
+            # torch's functions, not the tensors' methods: b is the pool's
+            # own, handed to the candidate as it is with clone_inputs off.
             same = a.shape == b.shape and a.dtype == b.dtype and bool(
-                (a.eq(b) | (a.isnan() & b.isnan())).all() if a.is_floating_point()
-                else a.eq(b).all())
+                (torch.eq(a, b) | (torch.isnan(a) & torch.isnan(b))).all()
+                if torch.is_floating_point(a) else torch.eq(a, b).all())
             if not same:
                 raise CandidateError(f"{which} changed its input {i}: a timed call may not "
                                      "write into its inputs", "HACK_INPUT_MUTATION")
@@ -390,6 +392,12 @@ class Runner:
         return header, parts
 
     def _reply_outputs(self, header, runs, inputs, record=None):
+        for i, x in enumerate(inputs):
+            own = _own_attributes(x) if type(x) is timing._Tensor else ""
+            if own:
+                raise CandidateError(f"the candidate gave its input {i} attributes of its own "
+                                     f"({own}), which shadow a tensor's methods",
+                                     "HACK_INPUT_MUTATION")
         named = [(f"run{r}/out{i}", out) for r, outputs in enumerate(runs)
                  for i, out in enumerate(outputs)]
         named += [(f"after/in{i}", x) for i, x in enumerate(inputs)
@@ -563,11 +571,12 @@ class Runner:
         for n, (pool_index, rec_outputs, record) in enumerate(recorded):
             named += [(f"rec{n}/out{i}", out) for i, out in enumerate(rec_outputs)]
             records.append({"set": request["sets"][pool_index], "launches": record["launches"]})
-        fresh_sets, fresh_ms = [], []
+        fresh_sets, fresh_ms, fresh_cpu_ms = [], [], []
         for call in sorted(fresh_times):
-            ev, host = fresh_times[call]
+            ev, host, cpu = fresh_times[call]
             fresh_sets.append(fresh_names[call])
             fresh_ms.append(ev if ev is not None else host)
+            fresh_cpu_ms.append(cpu)
             named += [(f"{fresh_names[call]}/out{i}", out)
                       for i, out in enumerate(fresh_outputs[call])]
         # The process's CPU time over the request is the verifier's to read,
@@ -575,7 +584,11 @@ class Runner:
         # report.
         return self._pack({"type": "timed", "event_ms": event_ms, "host_ms": host_ms,
                            "last_set": request["sets"][index], "recorded": records,
-                           "fresh_sets": fresh_sets, "fresh_ms": fresh_ms}, named)
+                           "fresh_sets": fresh_sets, "fresh_ms": fresh_ms,
+                           # On the CPU: each fresh call's process CPU time, for
+                           # work on threads kept to the few calls the request's
+                           # CPU time barely shows (TimingProtocol.cpu_time_margin_ms).
+                           **({} if timer.cuda else {"fresh_cpu_ms": fresh_cpu_ms})}, named)
 
     def attribute(self, request, payload):
         """One recorded call on a set already sent: what forward launches

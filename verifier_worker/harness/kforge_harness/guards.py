@@ -111,7 +111,11 @@ _DICT = "dict"  # the mode of a captured module: its globals, compared whole
 # calls on inputs before the clock and on outputs after it included. A module's warning registry is
 # the warnings module's to add; a package gains its submodules on import.
 _WHOLE = "whole"  # the mode of an object guarded whole: its dict, compared key by key
-_NOT_GUARDED = ("__warningregistry__",)
+# What Python adds by itself: a module's warning registry, the slot names
+# copyreg caches on a class the first time an instance is copied (torch
+# 2.x's Tensor.__reduce_ex__ on Python 3.11+), a class's annotations dict
+# made when first read.
+_NOT_GUARDED = ("__warningregistry__", "__slotnames__", "__annotations__")
 
 
 def _harness_entries():
@@ -170,7 +174,7 @@ def _globals(module):
 # builtins.getattr cannot blind it; it reports that replacement too.
 def replaced(captured, _getattr=getattr, _vars=vars, _type=type, _missing=object(), _str=str,
              _state=_STATE, _dict=_DICT, _whole_mode=_WHOLE, _not_guarded=_NOT_GUARDED,
-             _isinstance=isinstance, _module_type=types.ModuleType):
+             _module_type=types.ModuleType, _modules=sys.modules):
     """Names of guarded functions that are no longer the captured objects,
     and settings no longer at their captured values."""
     out = []
@@ -183,9 +187,12 @@ def replaced(captured, _getattr=getattr, _vars=vars, _type=type, _missing=object
             for key, value in now.items():
                 if key in original or key in _not_guarded:
                     continue
-                if (_isinstance(value, _module_type)
-                        and _getattr(value, "__name__", None) == f"{name}.{key}"):
-                    continue  # a submodule imported since
+                # A submodule of a harness package imported since: exactly
+                # a module, the one the import system holds under that name
+                # (a module subclass can be called like a function).
+                if (_type(value) is _module_type and _type(owner) is _module_type
+                        and "__path__" in now and _modules.get(f"{name}.{key}") is value):
+                    continue
                 out.append(f"{name}.{key} (added)")
             continue
         if own_dict is _state:

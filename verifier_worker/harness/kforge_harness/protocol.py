@@ -129,7 +129,10 @@ def tensor_bytes(tensor):
     CPU copy taken now: one copy (the device-to-host one on a GPU), and what
     the tensor's owner writes into it later does not change what is sent."""
     import torch
-    t = tensor.detach()
+    # torch's detach itself, not the tensor's attribute (an attribute of a
+    # candidate's tensor shadows the method for it alone); the result is
+    # the harness's own object.
+    t = torch.Tensor.detach(tensor)
     t = t.contiguous().cpu() if t.device.type != "cpu" else t.clone(memory_format=torch.contiguous_format)
     if t.dtype == torch.bfloat16:
         t = t.view(torch.int16)
@@ -216,7 +219,7 @@ def _raw_bytes(tensor):
     """The tensor's bytes as a flat uint8 tensor on its own device (no copy
     when it is already contiguous)."""
     import torch
-    t = tensor.detach().contiguous().reshape(-1)
+    t = torch.Tensor.detach(tensor).contiguous().reshape(-1)
     return t.view(torch.uint8) if t.dtype is not torch.bool else t.to(torch.uint8)
 
 
@@ -263,6 +266,10 @@ def pack_reply(named, reply_buffer=None):
     written into the buffer, which is unmapped before this returns (the
     verifier cannot seal a buffer still mapped writable), and the payload is
     empty; otherwise they travel as a payload (TensorPacker)."""
+    import torch
+    # Each through torch's detach itself: from here on the harness's own
+    # tensors, whose methods no attribute of a candidate's tensor shadows.
+    named = [(name, torch.Tensor.detach(t)) for name, t in named]
     # A bool travels as one byte (uint8), every other dtype as its own size.
     total = sum(t.numel() * t.element_size() for _, t in named)
     if reply_buffer is None or total == 0 or total > reply_buffer[1]:

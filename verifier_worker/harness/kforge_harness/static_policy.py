@@ -66,6 +66,10 @@ DENIED = {
              _INTRO),
     "sys.modules": (INTROSPECTION, "holds every loaded module, the harness's included"),
     "sys._getframe": (INTROSPECTION, "walks up the caller's frames into the harness"),
+    # enum's module plumbing imported by name (from enum import global_enum;
+    # as attributes below, in DENIED_ATTRS).
+    **_rules("enum.global_enum enum._simple_enum enum._test_simple_enum",
+             (INTROSPECTION, "reads or writes the globals of a module named by a value")),
     "torch._C": (INTROSPECTION, "is torch's C core, below every guard"),
     "torch._dynamo": (INTROSPECTION, "is torch's compiler internals"),
     "torch.utils.cpp_extension": (INTROSPECTION, "compiles native code outside Triton"),

@@ -40,6 +40,7 @@ import time
 import torch
 
 _perf_counter_ns = time.perf_counter_ns
+_process_time_ns = time.process_time_ns
 _gc_disable, _gc_enable, _gc_isenabled = gc.disable, gc.enable, gc.isenabled
 _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
@@ -132,6 +133,9 @@ class Timer:
         self.flush_buffer = None
         self.cycles_per_ms = None
         self.last_args = None
+        # The last call's process CPU time (every thread's) on the CPU, read
+        # around its clock; None on a GPU.
+        self.last_cpu_ms = None
         self._waits = None
 
     def _end_waits(self):
@@ -226,9 +230,11 @@ class Timer:
             t1 = _perf_counter_ns()
             event_ms = start.elapsed_time(end)
             return event_ms, event_ms + (t1 - t_end) / 1e6, out
+        c0 = _process_time_ns()
         t0 = _perf_counter_ns()
         out = fn(*args)
         t1 = _perf_counter_ns()
+        self.last_cpu_ms = (_process_time_ns() - c0) / 1e6
         return None, (t1 - t0) / 1e6, out
 
     def warm_up(self, fn, pool, budget, check=None, clone=False):
@@ -259,7 +265,8 @@ class Timer:
         check(output, call index) runs on its output in place of `check`.
         Neither counts towards the budget. Returns (event_ms or None,
         host_ms, last timed output, its pool index, {call index: (event_ms
-        or None, host_ms)} of the fresh calls)."""
+        or None, host_ms, CPU time on the CPU or None)} of the fresh
+        calls)."""
         event_ms = [] if self.cuda else None
         host_ms = []
         out, index = None, start_index
@@ -284,7 +291,7 @@ class Timer:
                 ev, host, _ = self.one(fn, args, budget.flush_l2,
                                        budget.clone_inputs, budget.launch_cover_ms, fresh_check,
                                        calls - 1)
-                fresh_times[calls - 1] = (ev, host)
+                fresh_times[calls - 1] = (ev, host, None if self.cuda else self.last_cpu_ms)
                 continue
             began = _perf_counter_ns()
             ev, host, out = self.one(fn, pool[index], budget.flush_l2, budget.clone_inputs,

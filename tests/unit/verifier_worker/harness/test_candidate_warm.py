@@ -254,6 +254,12 @@ class FreshCallsTest(unittest.TestCase):
                                   (4, 4)])
         self.assertEqual(header["fresh_sets"], ["fresh_1", "fresh_2"])
         self.assertEqual(len(header["fresh_ms"]), 2)
+        # On the CPU each fresh call's process CPU time comes too: one
+        # thread (this one) ran it, so no more than the call's time took.
+        self.assertEqual(len(header["fresh_cpu_ms"]), 2)
+        for cpu, wall in zip(header["fresh_cpu_ms"], header["fresh_ms"]):
+            self.assertGreaterEqual(cpu, 0)
+            self.assertLessEqual(cpu, wall * 1.05 + 0.05)
         self.assertEqual(len(header["host_ms"]), 6, "a fresh call counted as a trial")
         self.assertTrue(torch.equal(out["fresh_1/out0"], torch.full((6, 4), 6.0)))
         self.assertTrue(torch.equal(out["fresh_2/out0"], torch.full((7, 4), 6.0)))

@@ -15,12 +15,14 @@ looks like (the static check is a filter; these are the ground truth):
 The candidates here are executed directly, without the static check, as a
 route past it would let them."""
 import builtins
+import copy
 import functools
 import os
 import socket
 import sys
 import tempfile
 import threading
+import types
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..",
@@ -438,12 +440,31 @@ class GuardsTest(unittest.TestCase):
             del timing.isinstance, builtins.kf_added, torch.Tensor.reshape
         self.assertEqual(guards.replaced(captured), [])
         # What a module gains by itself is not the candidate's: the warnings
-        # module's registry of the module's warnings.
+        # module's registry of the module's warnings, the slot names copyreg
+        # caches on a class whose instance was copied.
         timing.__warningregistry__ = {}
+        copy.copy(timing.Budget({}))
         try:
             self.assertEqual(guards.replaced(captured), [])
         finally:
             del timing.__warningregistry__
+
+    def test_a_callable_module_is_no_submodule_imported_since(self):
+        # A module subclass can be called like a function: one named as a
+        # submodule would be, added to a harness module or the builtins.
+        class Shadow(types.ModuleType):
+            def __call__(self, value, kind):
+                return True
+
+        captured = guards.capture()
+        timing.isinstance = Shadow("kforge_harness.timing.isinstance")
+        builtins.kf_shadow = Shadow("builtins.kf_shadow")
+        try:
+            self.assertEqual(sorted(guards.replaced(captured)),
+                             ["builtins.kf_shadow (added)",
+                              "kforge_harness.timing.isinstance (added)"])
+        finally:
+            del timing.isinstance, builtins.kf_shadow
 
     def test_replacing_the_check_is_seen_by_the_check_bound_before(self):
         captured = guards.capture()

@@ -384,6 +384,9 @@ class StaticCheckTest(unittest.TestCase):
              ".global_enum"),
             ({"module": "class Hooks:\n    __module__ = 'kforge_harness.timing'"},
              "__module__"),
+            ({"module": "from enum import global_enum"}, "global_enum"),
+            ({"module": "H = type('H', (), {'__module__': 'kforge_harness.timing'})"},
+             "'__module__'"),
         ]
         for parts, marker in cases:
             with self.subTest(marker=marker):
