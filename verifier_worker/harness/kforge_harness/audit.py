@@ -238,7 +238,11 @@ class Audit:
                 dunder = name.startswith("__") and name.endswith("__")
                 pivot = (name in _PIVOTS or not dunder
                          or (name == "__dict__" and isinstance(obj, (_ModuleType, type))))
-                kind = (audit._nearest(frame) if pivot
+                # Whose is it: past the standard library, generated code
+                # and libraries (torch.ao's getattr_from_fqn reduces getattr
+                # over a dotted string for whoever calls it: a red team's
+                # __closure__ of this function, then the live Audit).
+                kind = (audit._nearest(frame, _ON_BEHALF) if pivot
                         else audit._kind(frame.f_code.co_filename))
                 if kind == "candidate":
                     # Not an AttributeError, which a library's getattr

@@ -619,6 +619,11 @@ class Runner:
             changed = _sorted(methods.intersection(_vars(self)))
             if (self.audit, self.window, self.watch) != watchers:
                 changed.append("the runner's watchers")
+            elif self.audit._inside or self.audit._kinds.get(candidate_file,
+                                                              "candidate") != "candidate":
+                # Its re-entry flag set judges nothing; the candidate's file
+                # named another kind, neither (a red team set _inside).
+                changed.append("the audit's state")
             elif compiled:
                 changed += [f"{_getattr(_getattr(w, '__class__', None), '__name__', '?')}"
                             f".candidate_file" for w in watchers

@@ -74,18 +74,31 @@ _STATE = "state"  # the mode of a captured setting: compared by value
 _MODE_STACKS = [(name, getattr(torch._C, attr, None)) for name, attr in (
     ("torch function modes", "_len_torch_function_stack"),
     ("torch dispatch modes", "_len_torch_dispatch_stack"))]
+# The Python dispatcher likewise: switched on (a thread-local key), it runs
+# the Python kernels registered on an operator (OpOverload.py_impl): a red
+# team's, a frameless chain on aten::clone, ran the matmul in the harness's
+# copy of an output returned empty (3.77x, no flag).
+_include_set = getattr(torch._C, "_dispatch_tls_local_include_set", None)
+
+
+def _python_keys(_include=_include_set, _repr=repr):
+    """Whether a Python dispatch key is in this thread's local include set."""
+    return _include is not None and "Python" in _repr(_include())
+
+
+_MODE_STACKS.append(("Python dispatch keys", _python_keys))
 _STATE_GETTERS += [(name, getter) for name, getter in _MODE_STACKS]
 
 
 def modes_pushed(_stacks=tuple(_MODE_STACKS), _str=str):
-    """"" when no torch function or dispatch mode is on the stacks (as the
-    harness runs), else which and how many."""
+    """"" when no torch function or dispatch mode is on the stacks and the
+    Python dispatcher is off (as the harness runs), else which."""
     pushed = []
     for name, depth in _stacks:
         if depth is not None:
             n = depth()
             if n:
-                pushed.append(f"{_str(n)} {name}")
+                pushed.append(name if n is True else f"{_str(n)} {name}")
     return ", ".join(pushed)
 
 # Modules the reply goes out through, guarded whole: every global as it was,

@@ -66,6 +66,8 @@ DENIED = {
              _INTRO),
     "sys.modules": (INTROSPECTION, "holds every loaded module, the harness's included"),
     "sys._getframe": (INTROSPECTION, "walks up the caller's frames into the harness"),
+    # torch's own getattr over a dotted string, for whoever calls it.
+    "torch.ao.quantization.utils.getattr_from_fqn": _BY_STRING,
     # enum's module plumbing imported by name (from enum import global_enum;
     # as attributes below, in DENIED_ATTRS).
     **_rules("enum.global_enum enum._simple_enum enum._test_simple_enum",
@@ -186,8 +188,8 @@ DENIED_ATTRS = {
     # past getattr: a red team's cached_property with attrname set read
     # torch's module dict (sys, the builtins) and operator's (attrgetter),
     # then a closure of the harness's and the audit's own state.
-    **_rules("attrgetter methodcaller Formatter get_field cached_property attrname",
-             _BY_STRING),
+    **_rules("attrgetter methodcaller Formatter get_field cached_property attrname "
+             "getattr_from_fqn", _BY_STRING),
     # The built-ins reached as attributes (of the builtins module): out of
     # the checker's sight as the bare names are.
     **_rules("__import__ getattr setattr delattr vars globals locals breakpoint",

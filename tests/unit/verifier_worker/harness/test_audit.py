@@ -34,6 +34,8 @@ DRIVER = textwrap.dedent("""
     scope = {"__name__": "candidate", "SYS": sys, "INSPECT": inspect, "CTYPES": ctypes,
              "FX": torch.fx, "ORIGINAL_SETTRACE": call_window._settrace,
              "THREADING": threading}
+    from torch.ao.quantization.utils import getattr_from_fqn
+    scope["FQN"] = getattr_from_fqn
     exec(compile(source, path, "exec"), scope)
     results = {}
     for name, probe in list(scope.items()):
@@ -181,6 +183,12 @@ CANDIDATE = textwrap.dedent('''
         functools.update_wrapper(Sink(), torch, assigned=("set_num_" + "threads",), updated=())
 
 
+    def probe_a_denied_name_read_by_a_library_for_the_candidate():
+        # Round 16: torch's getattr_from_fqn reduces getattr over a dotted
+        # string from torch's own frame.
+        FQN(torch, "_C._EnablePython" + "Dispatcher")
+
+
     def probe_a_library_reading_a_modules_dict_for_the_candidate():
         class Catch:
             def update(self, d):
@@ -262,6 +270,7 @@ class AuditTest(unittest.TestCase):
                         "probe_a_private_torch_module_read_by_the_standard_library",
                         "probe_a_tensor_method_denied_by_name_read_by_the_standard_library",
                         "probe_a_denied_torch_setter_read_by_the_standard_library",
+                        "probe_a_denied_name_read_by_a_library_for_the_candidate",
                         "probe_a_library_reading_a_modules_dict_for_the_candidate"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),

@@ -536,6 +536,23 @@ class ModesTest(unittest.TestCase):
         self.assertEqual(guards.replaced(captured), [])
         runner._checked_outputs([out])
 
+    def test_the_python_dispatcher_switched_on_is_refused_likewise(self):
+        # Round 16: on, it runs the Python kernels registered on an operator
+        # (a red team's on aten::clone ran the matmul in the harness's copy).
+        runner = candidate_runner.Runner(None, {"device": "cpu"})
+        captured = guards.capture()
+        switch = torch._C._EnablePythonDispatcher()
+        try:
+            with self.assertRaises(candidate_runner.CandidateError) as caught:
+                runner._checked_outputs([torch.zeros(4)])
+            self.assertIn("Python dispatch keys", str(caught.exception))
+            self.assertEqual(guards.replaced(captured),
+                             ["torch's Python dispatch keys setting (False -> True)"])
+        finally:
+            del switch
+        self.assertEqual(guards.replaced(captured), [])
+        runner._checked_outputs([torch.zeros(4)])
+
 
 class ServeTest(unittest.TestCase):
     """The last look before a reply: a candidate that replaced the timer
