@@ -361,7 +361,7 @@ TEST_F(VerifierDispatchTest, AFullVerifierPushesBackWithoutLosingOrFailingAnythi
   ASSERT_EQ(counts.size(), 9u);
   for (const auto& [id, n] : counts) {
     EXPECT_EQ(n, 1) << id;
-    EXPECT_TRUE(collector_.verdict(id).correct()) << id;
+    EXPECT_TRUE(collector_.verdict(id).correct()) << id << ": " << collector_.verdict(id).ShortDebugString();
   }
 }
 
