@@ -121,8 +121,7 @@ _DICT = "dict"  # the mode of a captured module: its globals, compared whole
 # name, no read needed. The builtins are guarded whole for the same reason
 # (a shadow there reaches every module), and torch.Tensor's own attributes:
 # a method added there shadows the C one for every tensor, the harness's
-# calls on inputs before the clock and on outputs after it included. A module's warning registry is
-# the warnings module's to add; a package gains its submodules on import.
+# calls on inputs before the clock and on outputs after it included.
 _WHOLE = "whole"  # the mode of an object guarded whole: its dict, compared key by key
 # What Python adds by itself: a module's warning registry, the slot names
 # copyreg caches on a class the first time an instance is copied (torch
@@ -192,35 +191,30 @@ def replaced(captured, _getattr=getattr, _vars=vars, _type=type, _missing=object
     and settings no longer at their captured values."""
     out = []
     for owner, name, original, own_dict in captured:
-        if own_dict is _whole_mode:
-            now = _vars(owner)
-            for key, value in original.items():
-                if now.get(key, _missing) is not value:
-                    out.append(f"{name}.{key}")
-            for key, value in now.items():
-                if key in original or key in _not_guarded:
-                    continue
-                # A submodule of a harness package imported since: exactly
-                # a module, the one the import system holds under that name
-                # (a module subclass can be called like a function).
-                if (_type(value) is _module_type and _type(owner) is _module_type
-                        and "__path__" in now and _modules.get(f"{name}.{key}") is value):
-                    continue
-                out.append(f"{name}.{key} (added)")
-            continue
         if own_dict is _state:
             now = owner()
             if now != original:
                 out.append(f"torch's {name} setting ({_str(original)} -> {_str(now)})")
             continue
-        if own_dict is _dict:
+        if own_dict is _whole_mode or own_dict is _dict:
+            # Compared key by key; a reply-path module's dunders are not
+            # guarded (_globals), the rest as _NOT_GUARDED says.
             now = _vars(owner)
             for key, value in original.items():
                 if now.get(key, _missing) is not value:
                     out.append(f"{name}.{key}")
-            for key in now:
-                if key not in original and not key.startswith("__"):
-                    out.append(f"{name}.{key} (added)")
+            for key, value in now.items():
+                if key in original or (key.startswith("__") if own_dict is _dict
+                                       else key in _not_guarded):
+                    continue
+                # A submodule of a harness package imported since: exactly
+                # a module, the one the import system holds under that name
+                # (a module subclass can be called like a function).
+                if (own_dict is _whole_mode and _type(value) is _module_type
+                        and _type(owner) is _module_type and "__path__" in now
+                        and _modules.get(f"{name}.{key}") is value):
+                    continue
+                out.append(f"{name}.{key} (added)")
             continue
         now = _vars(owner).get(name, _missing) if own_dict else _getattr(owner, name, None)
         if now is not original:
