@@ -34,12 +34,25 @@ namespace kforge {
 // another process's kernels on the same GPU every clock: on two H200s,
 // while a warm start trained on the verifiers' GPUs, reference solutions'
 // 0.05 ms kernels took 0.6-2.5 ms so.
+//
+// Also a hack found at run time (a flag, no failed static stage): the
+// run-time checks look at the candidate's process while the harness's own
+// threads run in it, and one wrong look costs the candidate a penalty for
+// every duplicate. On 2x H200 one honest SELU was refused once (the audit's
+// re-entry mark, set by a warm-up thread, read as the candidate's) and that
+// verdict was served 209 times. A hack confirmed at a second moment is kept.
 inline bool MayBeTheVerifiersLoad(const kforge::v1::Verdict& verdict,
                                   double confirm_speedup_below) {
   if (verdict.correct() && verdict.speedup_vs_eager() > 0 &&
       verdict.speedup_vs_eager() < confirm_speedup_below) {
     return true;
   }
+  bool static_failed = false;
+  for (const kforge::v1::StageResult& stage : verdict.stages()) {
+    static_failed |= stage.stage() == kforge::v1::STAGE_STATIC &&
+                     stage.outcome() != kforge::v1::OUTCOME_PASSED;
+  }
+  if (verdict.hack_flags_size() > 0 && !static_failed) return true;
   for (const kforge::v1::StageResult& stage : verdict.stages()) {
     if (stage.outcome() == kforge::v1::OUTCOME_TIMED_OUT) return true;
     if (stage.stage() == kforge::v1::STAGE_TIMING &&

@@ -59,13 +59,31 @@ TEST(VerdictCacheTest, ATimeoutOrAFailureOfTheClocksAloneMayBeTheVerifiersLoad) 
 
   v1::Verdict wrong_on_fresh = FailedByTheClocks(v1::HACK_RESULT_CACHING);
   wrong_on_fresh.set_correct(false);
-  EXPECT_FALSE(MayBeTheVerifiersLoad(wrong_on_fresh, kConfirmBelow))
-      << "wrong outputs are the candidate's own";
+  EXPECT_TRUE(MayBeTheVerifiersLoad(wrong_on_fresh, kConfirmBelow))
+      << "a hack flag found at run time is confirmed, whatever the outputs";
   v1::Verdict wrong = Passed();
   wrong.set_correct(false);
   wrong.mutable_stages(0)->set_stage(v1::STAGE_TINY_RUN);
   wrong.mutable_stages(0)->set_outcome(v1::OUTCOME_FAILED);
   EXPECT_FALSE(MayBeTheVerifiersLoad(wrong, kConfirmBelow));
+}
+
+TEST(VerdictCacheTest, AHackFoundAtRunTimeIsConfirmedAndOneFoundStaticallyIsNot) {
+  v1::Verdict at_run_time = Passed();
+  at_run_time.set_correct(false);
+  at_run_time.mutable_stages(0)->set_stage(v1::STAGE_MULTI_INPUT);
+  at_run_time.mutable_stages(0)->set_outcome(v1::OUTCOME_FAILED);
+  at_run_time.add_hack_flags(v1::HACK_PATCHED_FUNCTION);
+  EXPECT_TRUE(MayBeTheVerifiersLoad(at_run_time, kConfirmBelow));
+  EXPECT_TRUE(MayBeTheVerifiersLoad(at_run_time, 0.0)) << "not a speedup's confirmation";
+
+  v1::Verdict statically = at_run_time;
+  statically.mutable_stages(0)->set_stage(v1::STAGE_STATIC);
+  EXPECT_FALSE(MayBeTheVerifiersLoad(statically, kConfirmBelow))
+      << "the static check reads the source alone: the same every time";
+  v1::Verdict no_flag = at_run_time;
+  no_flag.clear_hack_flags();
+  EXPECT_FALSE(MayBeTheVerifiersLoad(no_flag, kConfirmBelow)) << "a plain failure is its own";
 }
 
 TEST(VerdictCacheTest, ACorrectKernelFarSlowerThanEagerMayBeTheVerifiersLoad) {

@@ -48,11 +48,19 @@ import os
 import re
 import sys
 import sysconfig
+import types
+from _thread import get_ident as _get_ident
 
 from . import thread_watch
 
 _getframe = sys._getframe
 _ModuleType = type(sys)
+# Objects whose code says whose they are.
+_CODE_OF = {types.FunctionType: lambda f: f.__code__, types.CodeType: lambda c: c,
+            types.FrameType: lambda f: f.f_code, types.GeneratorType: lambda g: g.gi_code,
+            types.CoroutineType: lambda c: c.cr_code,
+            types.AsyncGeneratorType: lambda a: a.ag_code}
+_HARNESS_PACKAGE = __name__.rpartition(".")[0] + "."
 _addaudithook = sys.addaudithook
 
 NEW_CODE = frozenset(["compile", "exec", "code.__new__", "function.__new__"])
@@ -121,7 +129,13 @@ class Audit:
         self.stdlib_dirs = _stdlib_dirs()
         self.candidate_file = None
         self.seen = []
-        self._inside = False
+        # The threads judging an event now (_getframe is audited too): one
+        # set for all, each thread's own entry. One flag for all let a
+        # warm-up thread's Triton compile, judged while the reply went out,
+        # read as a candidate's switch (2x H200: one honest SELU refused,
+        # then served from the cache 209 times), and left the other threads'
+        # events unjudged meanwhile.
+        self._inside = set()
         self._kinds = {}  # co_filename -> kind, memoised
 
     def install(self):
@@ -251,6 +265,18 @@ class Audit:
                     raise RuntimeError("kforge sandbox: " + audit._keep(
                         "HACK_INTROSPECTION", f"getattr(..., {name!r}) reaches what the static "
                         "check denies by name", frame))
+                # The harness's own objects, whoever asks but the harness:
+                # who asked is not always on the stack. A red team's
+                # functools.partial(update_wrapper, ...) set as a class's
+                # __del__ ran with no frame of its own in the harness's
+                # frames, read the __closure__ of the guard on
+                # UntypedStorage.resize_ and held the live Audit (2.47x).
+                if (pivot and audit.harness_owned(obj)
+                        and audit._kind(frame.f_code.co_filename) != "harness"):
+                    raise RuntimeError("kforge sandbox: " + audit._keep(
+                        "HACK_INTROSPECTION", f"getattr(..., {name!r}) of the harness's "
+                        f"{type(obj).__name__}, read on behalf of code that is not the "
+                        "harness's", frame))
             return original(obj, name, *default)
 
         builtins.getattr = guarded_getattr
@@ -320,6 +346,24 @@ class Audit:
                 kind = "library"
         self._kinds[filename] = kind
         return kind
+
+    def harness_owned(self, obj, _type=type, _isinstance=isinstance, _str=str):
+        """Whether `obj` is the harness's: a function, frame, generator or
+        code object of its files, a method bound to one of its objects, a
+        module, class or instance of its package. Its closures, globals,
+        frames and bound selves are its state (the Audit itself)."""
+        kind = _type(obj)
+        code_of = _CODE_OF.get(kind)
+        if code_of is not None:
+            return self._kind(code_of(obj).co_filename) == "harness"
+        if kind is types.MethodType:
+            return self.harness_owned(obj.__func__) or self.harness_owned(obj.__self__)
+        if kind is _ModuleType:
+            name = obj.__name__
+        else:
+            # The class's own name, read past any metaclass of the candidate's.
+            name = type.__dict__["__module__"].__get__(obj if _isinstance(obj, type) else kind)
+        return _isinstance(name, _str) and (name + ".").startswith(_HARNESS_PACKAGE)
 
     def _nearest(self, frame, past=("stdlib", "generated")):
         """The kind of the nearest frame whose kind is not in `past` (the
@@ -404,10 +448,11 @@ class Audit:
         # the window's and the thread watch's hooks look at (6 a timed call:
         # judged, they cost a ReLU 10-15% of its CPU time); a code object
         # alone runs nothing (making a function of one is judged).
-        if (event not in _watched or self.candidate_file is None or self._inside
+        me = _get_ident()
+        if (event not in _watched or self.candidate_file is None or me in self._inside
                 or (event == "object.__getattr__" and args[1] == "f_code")):
             return
-        self._inside = True  # _getframe is audited too
+        self._inside.add(me)
         try:
             frame = _getframe(1)  # the Python frame whose call raised the event
             verdict = self._judge(event, args, frame)
@@ -416,5 +461,5 @@ class Audit:
             flag, why = verdict
             message = self._keep(flag, f"{event} {why}", frame)
         finally:
-            self._inside = False
+            self._inside.discard(me)
         raise RuntimeError(f"kforge sandbox: {message}")

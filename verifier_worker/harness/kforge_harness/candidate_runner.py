@@ -39,8 +39,9 @@ import sys
 import time
 import traceback
 import types
+from _thread import get_ident as _get_ident
 
-from . import (audit, call_window, guards, launch_record, launchers, protocol, sandbox,
+from . import (audit, call_window, guards, launch_record, launchers, own_code, protocol, sandbox,
                task_inputs, thread_watch, timing, warmup)
 from .device import make_current
 
@@ -85,6 +86,7 @@ class Runner:
                                  os.path.dirname(os.path.abspath(triton.__file__))
                                  if getattr(triton, "__file__", None) else "")
         self.guarded = ()  # guards.capture(), by run_child before the candidate loads
+        self.own = None  # own_code.OwnCode, once the candidate's module is named
 
     # -- helpers --------------------------------------------------------
 
@@ -269,6 +271,7 @@ class Runner:
                 raise CandidateError(f"output {i} is on {out.device}, expected {self.device}")
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
+        self._check_own([], "registers")  # the model's hooks, after every call
         self._check_threads()
         return outputs
 
@@ -277,7 +280,20 @@ class Runner:
         if patched:
             raise CandidateError("replaced harness functions: " + ", ".join(patched),
                                  "HACK_PATCHED_FUNCTION")
+        if self.own is not None:
+            # Once a request: every class in the process is looked at.
+            self._check_own(self.own.foreign_methods(), "binds as special methods")
         self._check_threads()
+
+    def _check_own(self, foreign, what):
+        """own_code.py: what others call must be the candidate's own functions."""
+        if self.own is not None and self.model is not None:
+            foreign = foreign + self.own.foreign_hooks(self.model)
+        if foreign:
+            raise CandidateError(f"the candidate {what} or hooks callables that are not functions "
+                                 "of its own (they would run without a frame of its own, out of "
+                                 "the run-time checks' sight): " + "; ".join(foreign[:6]),
+                                 "HACK_INTROSPECTION")
 
     @staticmethod
     def _handed(inputs):
@@ -420,6 +436,7 @@ class Runner:
         self.watch.set_candidate("candidate.py")
         self.window.set_candidate("candidate.py")
         self.audit.set_candidate("candidate.py")
+        self.own = own_code.OwnCode("candidate.py", self.audit._kind)
         code = compile(request["source"], os.path.abspath("candidate.py"), "exec")
         exec(code, self.module.__dict__)
         if not hasattr(self.module, "ModelNew"):
@@ -612,6 +629,7 @@ class Runner:
         # attribute `_pack` that shadowed the method packing every reply.
         watchers, candidate_file = (self.audit, self.window, self.watch), os.path.abspath(
             "candidate.py")
+        judging, me = self.audit._inside, _get_ident()
         methods = frozenset(name for name, member in vars(Runner).items() if callable(member))
         compiled = False
 
@@ -619,10 +637,12 @@ class Runner:
             changed = _sorted(methods.intersection(_vars(self)))
             if (self.audit, self.window, self.watch) != watchers:
                 changed.append("the runner's watchers")
-            elif self.audit._inside or self.audit._kinds.get(candidate_file,
-                                                              "candidate") != "candidate":
-                # Its re-entry flag set judges nothing; the candidate's file
-                # named another kind, neither (a red team set _inside).
+            elif (self.audit._inside is not judging or me in judging
+                  or self.audit._kinds.get(candidate_file, "candidate") != "candidate"):
+                # This thread marked as judging an event judges nothing on
+                # it; the candidate's file named another kind, neither (a
+                # red team set _inside). Another thread's mark is its own:
+                # a background warm-up's compile is judged as the reply goes.
                 changed.append("the audit's state")
             elif compiled:
                 changed += [f"{_getattr(_getattr(w, '__class__', None), '__name__', '?')}"
@@ -677,12 +697,32 @@ class Runner:
 _AGREE_CHUNK = 1 << 24
 
 
+_TENSOR_SLOTS = ("_backward_hooks", "_post_accumulate_grad_hooks")
+
+
+def _slot_of(tensor, name):
+    """A slot's value as torch.Tensor's own descriptor reads it (None where
+    this torch has no such slot)."""
+    import torch
+    for klass in type.__dict__["__mro__"].__get__(torch.Tensor):
+        descriptor = type.__dict__["__dict__"].__get__(klass).get(name)
+        if descriptor is not None:
+            return descriptor.__get__(tensor, torch.Tensor)
+    return None
+
+
 def _own_attributes(tensor, _vars=vars, _type=type, _str=str, _len=len):
     """What a tensor holds in its own __dict__ (a data descriptor of the
     type, which no attribute of the instance shadows): "" for a tensor as
     torch makes it, else the names (those that are strings; no code of the
     candidate's runs to name the others)."""
     own = _vars(tensor)
+    # The C slots that hold any object for the tensor (autograd's hook
+    # dicts): a red team hung an object whose __del__ was a library's
+    # callable on an output's _backward_hooks, to run in the harness's frames.
+    slots = [name for name in _TENSOR_SLOTS if _slot_of(tensor, name) is not None]
+    if slots:
+        return ", ".join(slots)
     if not own:
         return ""
     names = [key for key in own if _type(key) is _str]

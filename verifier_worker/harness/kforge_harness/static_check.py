@@ -302,9 +302,35 @@ def _check_super(node, aliases, own_classes, out):
                 "the methods of a class not the candidate's, past what overrides them")
 
 
+def _literal(expr):
+    """A constant, or a tuple, list or set of them: no callable."""
+    if isinstance(expr, ast.Constant):
+        return True
+    return isinstance(expr, (ast.Tuple, ast.List, ast.Set)) and all(map(_literal, expr.elts))
+
+
 def _check_class(node, aliases, out):
     if node.name == "Model":
         out.add(node.lineno, REFERENCE, "class Model redefines the task's reference model")
+    # A special method (or forward) bound to a callable that is not a def
+    # of the class's runs with no frame of the candidate's, in whatever
+    # frame triggers it: a red team's __del__ = functools.partial(
+    # functools.update_wrapper, ...) read a harness closure from the
+    # harness's frames, and its __setattr__ = dict.__setitem__ made
+    # attribute writes land as items. Data (__slots__, __hash__ = None) is
+    # a literal.
+    for st in node.body:
+        targets = (st.targets if isinstance(st, ast.Assign)
+                   else [st.target] if isinstance(st, (ast.AnnAssign, ast.AugAssign)) else [])
+        value = getattr(st, "value", None)
+        for target in targets:
+            if (isinstance(target, ast.Name) and value is not None and not _literal(value)
+                    and (target.id == "forward" or (target.id.startswith("__")
+                                                    and target.id.endswith("__")))):
+                out.deny(st, f"class {node.name} binds {target.id} to something other than a "
+                         "function it defines", (INTROSPECTION, "a special method bound to a "
+                         "library's callable runs without a frame of the candidate's, out of "
+                         "the run-time checks' sight"))
     for base in node.bases:
         qual = _resolve(base, aliases)
         is_tensor = (qual in ("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter")

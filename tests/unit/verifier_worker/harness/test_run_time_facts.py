@@ -37,8 +37,8 @@ try:
 except Exception:  # torch 1.x has none
     pass
 
-from kforge_harness import (call_window, candidate_runner, guards, protocol,  # noqa: E402
-                            timing)
+from kforge_harness import (call_window, candidate_runner, guards, own_code,  # noqa: E402
+                            protocol, timing)
 
 HEADER = """
 import torch
@@ -97,6 +97,75 @@ class ModelNew(nn.Module):
 """
 
 # The work done when the harness drops the clone it timed the call on.
+# Round 17: callables that are not the candidate's functions, where torch or
+# the interpreter calls them (a finalizer, a forward pre-hook) with no frame
+# of the candidate's on the stack.
+BINDS_A_PARTIAL_AS_A_FINALIZER = HEADER + """
+import functools
+
+
+class _Fin:
+    pass
+
+
+_Fin.__del__ = functools.partial(print, "would run in the harness's frames")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.clamp(x, min=0.0)
+"""
+HOOKS_A_PARTIAL = HEADER + """
+import functools
+import operator
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # Called as hook(module, inputs): setitem({}, module, inputs), None.
+        self.register_forward_pre_hook(functools.partial(operator.setitem, {}))
+
+    def forward(self, x):
+        return torch.clamp(x, min=0.0)
+"""
+# What a candidate's classes may carry: its own functions (as methods,
+# static and class methods, properties, hooks) and the standard library's
+# class makers' methods.
+CLASSES_OF_ITS_OWN = HEADER + """
+import collections
+import enum
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class Mode(enum.Enum):
+    FAST = 1
+
+
+class ModelNew(nn.Module):
+    __constants__ = ["floor"]
+    floor = 0.0
+
+    def __init__(self):
+        super().__init__()
+        self.register_forward_pre_hook(self._before)
+
+    @staticmethod
+    def _before(module, inputs):
+        return None
+
+    @property
+    def mode(self):
+        return Mode.FAST
+
+    def __repr__(self):
+        return "ModelNew"
+
+    def forward(self, x):
+        return torch.clamp(x, min=Pair(self.floor, 1).a)
+"""
 FINALIZER = HEADER + """
 class _Job:
     def __init__(self, x, y):
@@ -203,9 +272,11 @@ class RunnerTest(unittest.TestCase):
         if self.runner is not None:
             self.runner.window.disarm()
 
-    def _runner(self, source):
+    def _runner(self, source, own=False):
         """A runner whose candidate module ran as compile runs it (its file
-        named, the window armed afterwards), with the set "a" seen."""
+        named, the window armed afterwards), with the set "a" seen; with
+        `own`, own_code's checks on (the audit's candidate file named, its
+        hook not installed)."""
         runner = candidate_runner.Runner(None, {"device": "cpu"})
         self.runner = runner
         runner.init_seed = 1
@@ -214,6 +285,9 @@ class RunnerTest(unittest.TestCase):
         runner.module = type(sys)("candidate")
         runner.watch.set_candidate(path)
         runner.window.set_candidate(path)
+        if own:
+            runner.audit.set_candidate(path)
+            runner.own = own_code.OwnCode(path, runner.audit._kind)
         exec(compile(source, path, "exec"), runner.module.__dict__)
         runner.window.arm()
         runner._build([])
@@ -293,6 +367,22 @@ class RunnerTest(unittest.TestCase):
         self.assertTrue(torch.equal(outputs[0], runner.pool["a"][0].clamp(min=0)))
         message = self.assertFails("HACK_CONCURRENCY", lambda: self._time(runner))
         self.assertIn("_Job.__del__ at candidate.py", message)
+
+    def test_a_class_binding_a_library_callable_as_a_special_method_is_refused(self):
+        runner = self._runner(BINDS_A_PARTIAL_AS_A_FINALIZER, own=True)
+        message = self.assertFails("HACK_INTROSPECTION", runner._check_guards)
+        self.assertIn("_Fin.__del__ (functools.partial)", message)
+
+    def test_a_hook_that_is_not_the_candidates_function_is_refused_after_the_call(self):
+        runner = self._runner(HOOKS_A_PARTIAL, own=True)
+        message = self.assertFails("HACK_INTROSPECTION", lambda: runner._call(runner.pool["a"]))
+        self.assertIn("_forward_pre_hooks (functools.partial)", message)
+
+    def test_classes_and_hooks_of_the_candidates_own_pass(self):
+        runner = self._runner(CLASSES_OF_ITS_OWN, own=True)
+        runner._check_guards()
+        outputs = runner._call(runner.pool["a"])
+        self.assertTrue(torch.equal(outputs[0], runner.pool["a"][0].clamp(min=0)))
 
     def test_the_candidates_code_may_run_inside_calls_and_at_construction(self):
         runner = self._runner(FINALIZER)
@@ -492,6 +582,17 @@ class OwnAttributesTest(unittest.TestCase):
         self.assertIn("attributes of its own (clone)", str(caught.exception))
         self.assertEqual(calls, [])
         runner._checked_outputs([torch.zeros(4)])  # as torch makes it: fine
+
+    def test_an_output_holding_an_object_in_a_c_slot_is_refused(self):
+        # Round 17: not in __dict__, so vars() is empty; the slot keeps any
+        # object (one whose __del__ ran in the harness's frames) alive.
+        runner = candidate_runner.Runner(None, {"device": "cpu"})
+        out = torch.zeros(4)
+        out._backward_hooks = {0: object()}
+        with self.assertRaises(candidate_runner.CandidateError) as caught:
+            runner._checked_outputs([out])
+        self.assertEqual(caught.exception.flag, "HACK_OUTPUT_NOT_PLAIN_TENSOR")
+        self.assertIn("(_backward_hooks)", str(caught.exception))
 
     def test_an_input_given_attributes_of_its_own_is_a_mutation(self):
         # Its own eq would say it still equals its set, in place changes and all.

@@ -385,6 +385,12 @@ class StaticCheckTest(unittest.TestCase):
             ({"module": "class Hooks:\n    __module__ = 'kforge_harness.timing'"},
              "__module__"),
             ({"module": "from enum import global_enum"}, "global_enum"),
+            # Round 17: special methods bound to callables that are not defs
+            # run with no frame of the candidate's.
+            ({"module": "import functools\nclass Fin:\n    __del__ = functools.partial(print)"},
+             "__del__ ="),
+            ({"module": "class Slots(dict):\n    __setattr__ = dict.__setitem__"},
+             "__setattr__ ="),
             ({"module": "H = type('H', (), {'__module__': 'kforge_harness.timing'})"},
              "'__module__'"),
         ]
@@ -394,6 +400,7 @@ class StaticCheckTest(unittest.TestCase):
         self.assertFlagged(
             candidate(module="class Quiet:\n    def __exit__(self, *e):\n        return True"),
             "HACK_TRY_EXCEPT_FALLBACK", "def __exit__")
+        self.assertOk(candidate(module="class Data:\n    __slots__ = ('a',)\n    __hash__ = None"))
         # KernelBench's own spelling of super() stays the candidate's.
         self.assertOk(candidate(init="super(ModelNew, self).__init__()"))
 
