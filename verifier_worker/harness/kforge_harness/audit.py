@@ -51,7 +51,7 @@ import sysconfig
 import types
 from _thread import get_ident as _get_ident
 
-from . import thread_watch
+from . import call_window, thread_watch
 
 _getframe = sys._getframe
 _ModuleType = type(sys)
@@ -61,6 +61,7 @@ _CODE_OF = {types.FunctionType: lambda f: f.__code__, types.CodeType: lambda c: 
             types.CoroutineType: lambda c: c.cr_code,
             types.AsyncGeneratorType: lambda a: a.ag_code}
 _HARNESS_PACKAGE = __name__.rpartition(".")[0] + "."
+_WINDOW_CALL = call_window.CallWindow.call.__code__
 _addaudithook = sys.addaudithook
 
 NEW_CODE = frozenset(["compile", "exec", "code.__new__", "function.__new__"])
@@ -90,7 +91,10 @@ WATCHED = NEW_CODE | INSIDES | PROCESSES | TRACING | {"object.__setattr__", "ope
 # behalf but to hand them over.
 _PIVOTS = frozenset("""__self__ __globals__ __builtins__ __closure__ __subclasses__ __getstate__ f_back
     f_locals f_globals f_builtins tb_frame gi_frame cr_frame ag_frame sys modules gc builtins
-    __import__ getattr setattr _getframe""".split())
+    __import__ getattr setattr _getframe __getattribute__""".split())
+# (__getattribute__: object's and type's are a getattr in C, past this
+# module's guard: a red team's update_wrapper(assigned=("__getattribute__",))
+# of object, read from functools' frame, then read any closure.)
 # A process's memory as a file: a red team read (and opened for writing)
 # its own through builtins.open, reached by len.__self__.
 _PROCESS_MEMORY = re.compile(r"^/(proc/.+/mem|dev/k?mem)$")
@@ -106,11 +110,15 @@ _CODE_GENERATORS = (os.path.join("collections", "__init__.py"),)
 _MAX_SEEN = 24
 # Kinds of frame that act for whoever called them.
 _ON_BEHALF = ("stdlib", "generated", "library")
-# Standard-library modules that read a caller's frame for their own ends
-# (its module's name, a warning's location) and hand no frame back.
-_FRAME_READERS = tuple(os.path.join(*parts) for parts in (
-    ("collections", "__init__.py"), ("enum.py",), ("typing.py",), ("warnings.py",),
-    ("abc.py",), ("functools.py",)))
+# Standard-library functions that read a caller's frame for their own ends
+# (its module's name, a warning's location) and hand no frame back: exempt
+# at their own calls of sys._getframe only. A red team's property getter, a
+# frameless chain (partial(next, map(sys._getframe, [1]))), ran under
+# functools.update_wrapper's frame, which a whole-file exemption let hand
+# it forward's frame.
+_FRAME_READERS = {(os.path.join(*parts[:-1]), parts[-1]) for parts in (
+    ("collections", "__init__.py", "namedtuple"), ("enum.py", "_create_"),
+    ("typing.py", "_caller"), ("warnings.py", "warn"))}
 
 
 def _stdlib_dirs():
@@ -137,6 +145,7 @@ class Audit:
         # events unjudged meanwhile.
         self._inside = set()
         self._kinds = {}  # co_filename -> kind, memoised
+        self._asking_lines = {}  # (code, event) -> its lines that call the event's function
 
     def install(self):
         _addaudithook(self._hook)
@@ -369,13 +378,49 @@ class Audit:
         """The kind of the nearest frame whose kind is not in `past` (the
         standard library and generated code). A module's own code run by an
         import (the import system's frames come first on the way out) is
-        "import": the module's, not its importer's, whoever imported it."""
+        "import": the module's, not its importer's, whoever imported it.
+        Past such frames, the call window's call of the candidate's code is
+        the candidate's: what runs between it and the candidate's frames is
+        torch calling what the candidate handed it (a red team's forward
+        pre-hook, a functools.partial, read a harness closure so, with no
+        frame of its own)."""
+        skipped = False
         while frame is not None:
-            kind = self._kind(frame.f_code.co_filename)
+            code = frame.f_code
+            kind = self._kind(code.co_filename)
             if kind not in past:
+                if kind == "harness" and skipped and code is _WINDOW_CALL:
+                    return "candidate"
                 return kind
+            skipped = True
             frame = frame.f_back
         return "stdlib"
+
+    def _asks_itself(self, frame, event):
+        """Whether `frame` is at a line of its own that calls what raised
+        `event` (sys._getframe: a line naming _getframe), not running,
+        there, something it was handed or an object's finalizer: a frameless
+        chain (partial(next, map(sys._getframe, ...))) called as a property
+        getter from the harness's getattr, or as a finalizer wherever the
+        harness dropped an object, has the harness's frame on top."""
+        code = frame.f_code
+        key = (code, event)
+        lines = self._asking_lines.get(key)
+        if lines is None:
+            import linecache
+            source = linecache.getlines(code.co_filename)
+            name = event.rpartition(".")[2]
+            lines = frozenset(line for _, _, line in code.co_lines()
+                              if line and line <= len(source) and name in source[line - 1])
+            self._asking_lines[key] = lines
+        return frame.f_lineno in lines
+
+    def _reads_frames_itself(self, frame, event):
+        """Whether `frame` is one of _FRAME_READERS at its own call."""
+        code = frame.f_code
+        return (any(code.co_name == name and code.co_filename.endswith(suffix)
+                    for suffix, name in _FRAME_READERS)
+                and self._asks_itself(frame, event))
 
     def _judge(self, event, args, frame):
         """(flag, why) when refused, else None."""
@@ -398,8 +443,12 @@ class Audit:
             if frame is None:
                 return None
             kind = self._kind(frame.f_code.co_filename)
+            if kind == "harness" and event in HANDED_OVER and not self._asks_itself(frame, event):
+                return ("HACK_INTROSPECTION", "reaches into the interpreter's frames, objects "
+                        "or native calls from inside the harness's code, by something the "
+                        "candidate handed it")
             if (kind in _ON_BEHALF and event in HANDED_OVER
-                    and not frame.f_code.co_filename.endswith(_FRAME_READERS)):
+                    and not self._reads_frames_itself(frame, event)):
                 # Asked on someone's behalf: ctypes loading a library,
                 # inspect.currentframe handing a frame back, code a library
                 # generated. Whose is the nearest frame past them (red teams

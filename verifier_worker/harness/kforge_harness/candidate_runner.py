@@ -712,6 +712,20 @@ def _slot_of(tensor, name):
 
 
 def _own_attributes(tensor, _vars=vars, _type=type, _str=str, _len=len):
+    """What a tensor, or a tensor it views, holds of its own (see _held):
+    "" for tensors as torch makes them. A view keeps its base's Python
+    object alive, with whatever that holds (a red team hung an object with
+    a frameless __del__ on the base of the view it returned)."""
+    base = tensor
+    while base is not None:
+        own = _held(base, _vars, _type, _str, _len)
+        if own:
+            return own if base is tensor else f"its base's {own}"
+        base = _slot_of(base, "_base")
+    return ""
+
+
+def _held(tensor, _vars, _type, _str, _len):
     """What a tensor holds in its own __dict__ (a data descriptor of the
     type, which no attribute of the instance shadows): "" for a tensor as
     torch makes it, else the names (those that are strings; no code of the

@@ -11,22 +11,32 @@ harness read. A red team's chains read the closure of a harness guard
 (the live Audit), then the timer's frame locals: 2.47x and 3.86x on a
 matmul, every output right.
 
-So every callable the candidate's classes bind as special methods (and as
-forward), and every hook on its model or torch's global module hooks, must
-be a function whose code is the candidate's file. Allowed besides: the code
+So every callable the candidate's classes bind (any name: torch calls a
+module's _apply and forward, the interpreter its special methods), and
+every hook on its model or torch's global module hooks, must be a function
+whose code is the candidate's file, or a class. Allowed besides: the code
 that the standard library's class makers generate for the candidate
-(namedtuple's, typing's, enum's and abc's own methods).
+(namedtuple's, typing's, enum's, abc's, functools.total_ordering's). And a
+class made after the candidate's module began to load, whatever its
+__module__ says (types.new_class names "types"), binds none of the C-level
+callables that run a library's code with arguments chosen beforehand: a
+functools.partial, a method bound to an object, operator's getters, a slot
+of another name (__setattr__ = dict.__setitem__). Libraries that import
+lazily make classes then too, with methods of their own files.
 
 Standard library only; torch is imported when there is a model.
 """
 
+import functools
+import operator
 import os
 import types
 
 _FunctionType, _MethodType = types.FunctionType, types.MethodType
 # The class makers whose methods a candidate's class may carry.
 _CLASS_MAKERS = tuple(os.path.join(*parts) for parts in (
-    ("collections", "__init__.py"), ("typing.py",), ("enum.py",), ("abc.py",)))
+    ("collections", "__init__.py"), ("typing.py",), ("enum.py",), ("abc.py",),
+    ("functools.py",)))
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks",
                "_state_dict_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks",
                "_load_state_dict_post_hooks")
@@ -35,6 +45,24 @@ _type_dict = type.__dict__["__dict__"].__get__
 _type_module = type.__dict__["__module__"].__get__
 _type_name = type.__dict__["__name__"].__get__
 _subclasses = type.__subclasses__
+# Callables that carry their target and arguments, or a bound object: called
+# by a slot, they run it with no frame of the caller's.
+_CARRIERS = (functools.partial, types.MethodType, types.MethodWrapperType, operator.attrgetter,
+             operator.itemgetter, operator.methodcaller)
+_SLOT_DESCRIPTORS = (types.WrapperDescriptorType, types.MethodDescriptorType,
+                     types.ClassMethodDescriptorType)
+
+
+def _carrier(value, name):
+    """Whether `value`, bound as `name`, carries its target and arguments
+    or an object of its own: a partial, a bound method (a dict's
+    __setitem__; not a module's function, nor a class's, as enum binds
+    object.__new__), operator's getters, a slot of another name."""
+    if isinstance(value, _CARRIERS):
+        return True
+    if type(value) is types.BuiltinMethodType:
+        return not isinstance(value.__self__, (types.ModuleType, type))
+    return isinstance(value, _SLOT_DESCRIPTORS) and value.__name__ != name
 
 
 def _described(value):
@@ -48,10 +76,12 @@ class OwnCode:
         "generated", "stdlib", ...)."""
         self.candidate_file = os.path.abspath(candidate_file)
         self.kind_of = kind_of
-        # Made before this candidate's module ran (another candidate's, in
-        # a process that served several: the harness's own tests).
-        self.before = set()
-        self.before = {id(cls) for cls in self.classes()}
+        # Made before this candidate's module ran (the libraries', and
+        # another candidate's in a process that served several: the
+        # harness's own tests). Held, so no id is reused.
+        self.before, self._held = set(), []
+        self._held = self.classes()
+        self.before = {id(cls) for cls in self._held}
 
     def is_own(self, value):
         """A function (or a method of one) of the candidate's file, or of
@@ -65,8 +95,8 @@ class OwnCode:
                 or filename.endswith(_CLASS_MAKERS))
 
     def classes(self):
-        """Every class whose module is the candidate's (made by a class
-        statement or by type() in its code, wherever it is held)."""
+        """Every class made since this candidate's module began to load
+        (all of them, before it did), wherever it is held."""
         seen, stack, found = set(), [object], []
         while stack:
             for cls in _subclasses(stack.pop()):
@@ -74,19 +104,18 @@ class OwnCode:
                     continue
                 seen.add(id(cls))
                 stack.append(cls)
-                if _type_module(cls) == "candidate" and id(cls) not in self.before:
+                if id(cls) not in self.before:
                     found.append(cls)
         return found
 
     def foreign_methods(self):
-        """'Class.name (what it is)' for each special method or forward of
-        a candidate's class that is not a function of its own."""
+        """'Class.name (what it is)' for each callable a class of the
+        candidate's binds that is not a function of its own, and each
+        frameless carrier any other class made since it loaded binds."""
         found = []
         for cls in self.classes():
+            own = _type_module(cls) == "candidate"
             for name, value in list(_type_dict(cls).items()):
-                if not isinstance(name, str) or not (
-                        name == "forward" or (name.startswith("__") and name.endswith("__"))):
-                    continue
                 kind = type(value)
                 if kind in (staticmethod, classmethod):
                     parts = [value.__func__]
@@ -95,7 +124,12 @@ class OwnCode:
                 else:
                     parts = [value]
                 for part in parts:
-                    if callable(part) and not self.is_own(part):
+                    # A candidate's class binds no library's Python function
+                    # either: called by a slot with arguments torch or the
+                    # harness passes, it reads for whoever triggered it.
+                    bad = _carrier(part, name) or (own and type(part) is _FunctionType
+                                                   and not self.is_own(part))
+                    if bad:
                         found.append(f"{_type_name(cls)}.{name} ({_described(part)})")
         return found
 

@@ -319,12 +319,16 @@ def _check_class(node, aliases, out):
     # harness's frames, and its __setattr__ = dict.__setitem__ made
     # attribute writes land as items. Data (__slots__, __hash__ = None) is
     # a literal.
+    defined = {st.name for st in node.body if isinstance(st, _FUNC_NODES)}
     for st in node.body:
+        if isinstance(st, _FUNC_NODES):
+            defined.add(st.name)
         targets = (st.targets if isinstance(st, ast.Assign)
                    else [st.target] if isinstance(st, (ast.AnnAssign, ast.AugAssign)) else [])
         value = getattr(st, "value", None)
         for target in targets:
             if (isinstance(target, ast.Name) and value is not None and not _literal(value)
+                    and not (isinstance(value, ast.Name) and value.id in defined)
                     and (target.id == "forward" or (target.id.startswith("__")
                                                     and target.id.endswith("__")))):
                 out.deny(st, f"class {node.name} binds {target.id} to something other than a "

@@ -38,10 +38,13 @@ DRIVER = textwrap.dedent("""
     scope["FQN"] = getattr_from_fqn
     exec(compile(source, path, "exec"), scope)
     results = {}
+    window = call_window.CallWindow()  # not armed: its call frame, no trace hook
     for name, probe in list(scope.items()):
         if name.startswith("probe_"):
             try:
-                probe()
+                # probe_in_window_*: called as the harness calls the
+                # candidate's model, through the call window's frame.
+                window.call(probe) if name.startswith("probe_in_window_") else probe()
                 results[name] = "ok"
             except Exception as e:
                 results[name] = f"{type(e).__name__}: {e}"
@@ -247,6 +250,29 @@ CANDIDATE = textwrap.dedent('''
         functools.update_wrapper, Sink(), functools.wraps, ("__glo" + "bals__",), ())
 
 
+    # Round 17 again: inside the harness's call of the candidate's code, a
+    # library's frames with no frame of the candidate's before the call
+    # window's are the candidate's (torch calling its hook, a partial).
+    probe_in_window_a_denied_name_read_with_no_frame_of_the_candidates = functools.partial(
+        functools.update_wrapper, Sink(), torch, ("s" + "ys",), ())
+    probe_a_denied_name_read_for_the_harness_outside_a_call = functools.partial(
+        functools.update_wrapper, Sink(), torch, ("s" + "ys",), ())
+
+
+    # Round 18: a frame handed over under functools' frame (a property
+    # getter that is a frameless chain, read by update_wrapper): functools
+    # reads no frame for its own ends.
+    class Framed:
+        pass
+
+
+    Framed.here = property(functools.partial(next, map(SYS._getframe, [0, 0])))
+
+
+    def probe_a_frame_handed_over_under_a_standard_library_frame():
+        functools.update_wrapper(Sink(), Framed(), ("here",), ())
+
+
     def probe_a_warning_that_shows_its_line():
         # linecache reads the candidate's own source for the warning's line.
         warnings.warn("shown with its line", RuntimeWarning)
@@ -287,7 +313,9 @@ class AuditTest(unittest.TestCase):
                         "probe_a_denied_torch_setter_read_by_the_standard_library",
                         "probe_a_denied_name_read_by_a_library_for_the_candidate",
                         "probe_a_library_reading_a_modules_dict_for_the_candidate",
-                        "probe_a_harness_closure_read_with_no_frame_of_the_candidates"):
+                        "probe_a_harness_closure_read_with_no_frame_of_the_candidates",
+                        "probe_in_window_a_denied_name_read_with_no_frame_of_the_candidates",
+                        "probe_a_frame_handed_over_under_a_standard_library_frame"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
                                 results[refused])
@@ -301,6 +329,9 @@ class AuditTest(unittest.TestCase):
         self.assertEqual(
             results["probe_a_library_functions_globals_read_with_no_frame_of_the_candidates"],
             "ok", report)
+        # The same read outside a call: the harness's own business.
+        self.assertEqual(results["probe_a_denied_name_read_for_the_harness_outside_a_call"],
+                         "ok", report)
 
 
         flags = [flag for flag, _ in report["seen"]]

@@ -378,6 +378,17 @@ class RunnerTest(unittest.TestCase):
         message = self.assertFails("HACK_INTROSPECTION", lambda: runner._call(runner.pool["a"]))
         self.assertIn("_forward_pre_hooks (functools.partial)", message)
 
+    def test_a_class_made_under_another_modules_name_is_judged_too(self):
+        # Round 18: types.new_class names its classes' module "types".
+        runner = self._runner(HONEST + """
+import types
+
+_K = types.new_class("_K", (dict,))
+_K.__setattr__ = {}.__setitem__
+""", own=True)
+        message = self.assertFails("HACK_INTROSPECTION", runner._check_guards)
+        self.assertIn("_K.__setattr__ (builtins.method-wrapper)", message)
+
     def test_classes_and_hooks_of_the_candidates_own_pass(self):
         runner = self._runner(CLASSES_OF_ITS_OWN, own=True)
         runner._check_guards()
@@ -593,6 +604,18 @@ class OwnAttributesTest(unittest.TestCase):
             runner._checked_outputs([out])
         self.assertEqual(caught.exception.flag, "HACK_OUTPUT_NOT_PLAIN_TENSOR")
         self.assertIn("(_backward_hooks)", str(caught.exception))
+
+    def test_an_output_viewing_a_tensor_with_attributes_of_its_own_is_refused(self):
+        # Round 18: a view keeps its base's Python object alive, with what
+        # the base holds (an object whose __del__ ran in the harness's frames).
+        runner = candidate_runner.Runner(None, {"device": "cpu"})
+        base = torch.zeros(4)
+        base.keep = object()
+        with self.assertRaises(candidate_runner.CandidateError) as caught:
+            runner._checked_outputs([base.view(2, 2)])
+        self.assertEqual(caught.exception.flag, "HACK_OUTPUT_NOT_PLAIN_TENSOR")
+        self.assertIn("its base's keep", str(caught.exception))
+        runner._checked_outputs([torch.zeros(4).view(2, 2)])  # a plain view: fine
 
     def test_an_input_given_attributes_of_its_own_is_a_mutation(self):
         # Its own eq would say it still equals its set, in place changes and all.
