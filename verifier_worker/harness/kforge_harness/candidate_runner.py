@@ -735,6 +735,7 @@ def _held(tensor, _vars, _type, _str, _len):
     # dicts): a red team hung an object whose __del__ was a library's
     # callable on an output's _backward_hooks, to run in the harness's frames.
     slots = [name for name in _TENSOR_SLOTS if _slot_of(tensor, name) is not None]
+    slots += [f"a weak reference's callback ({c})" for c in own_code.frameless_callbacks(tensor)]
     if slots:
         return ", ".join(slots)
     if not own:

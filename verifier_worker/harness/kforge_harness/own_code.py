@@ -31,6 +31,7 @@ import functools
 import operator
 import os
 import types
+import weakref
 
 _FunctionType, _MethodType = types.FunctionType, types.MethodType
 # The class makers whose methods a candidate's class may carry.
@@ -45,10 +46,14 @@ _type_dict = type.__dict__["__dict__"].__get__
 _type_module = type.__dict__["__module__"].__get__
 _type_name = type.__dict__["__name__"].__get__
 _subclasses = type.__subclasses__
+_getweakrefs = weakref.getweakrefs
 # Callables that carry their target and arguments, or a bound object: called
 # by a slot, they run it with no frame of the caller's.
-_CARRIERS = (functools.partial, types.MethodType, types.MethodWrapperType, operator.attrgetter,
-             operator.itemgetter, operator.methodcaller)
+_CARRIERS = (functools.partial, functools.partialmethod, types.MethodType,
+             types.MethodWrapperType, operator.attrgetter, operator.itemgetter,
+             operator.methodcaller)
+# Descriptors that call the function they wrap: judged by it.
+_WRAPPING = (functools.cached_property, functools.singledispatchmethod)
 _SLOT_DESCRIPTORS = (types.WrapperDescriptorType, types.MethodDescriptorType,
                      types.ClassMethodDescriptorType)
 
@@ -57,12 +62,32 @@ def _carrier(value, name):
     """Whether `value`, bound as `name`, carries its target and arguments
     or an object of its own: a partial, a bound method (a dict's
     __setitem__; not a module's function, nor a class's, as enum binds
-    object.__new__), operator's getters, a slot of another name."""
+    object.__new__), operator's getters, a slot bound as another special
+    method (enum binds int.__repr__ as IntEnum's _value_repr_, no slot)."""
     if isinstance(value, _CARRIERS):
         return True
     if type(value) is types.BuiltinMethodType:
         return not isinstance(value.__self__, (types.ModuleType, type))
-    return isinstance(value, _SLOT_DESCRIPTORS) and value.__name__ != name
+    return (isinstance(value, _SLOT_DESCRIPTORS) and value.__name__ != name
+            and name.startswith("__") and name.endswith("__"))
+
+
+def frameless_callbacks(obj):
+    """What of `obj`'s weak references calls back something that is not a
+    Python function: dropped by the harness, `obj` runs it with no frame of
+    the caller's, in the harness's frames (a red team's partial(next,
+    itertools.starmap(functools.update_wrapper, ...)) on a tensor it was
+    handed read operator.attrgetter so). A Python function runs in a frame
+    of its own, which the call window and the guards judge."""
+    found = []
+    for ref in _getweakrefs(obj):
+        callback = ref.__callback__
+        if callback is None:
+            continue
+        function = callback.__func__ if type(callback) is _MethodType else callback
+        if type(function) is not _FunctionType:
+            found.append(_described(callback))
+    return found
 
 
 def _described(value):
@@ -114,13 +139,16 @@ class OwnCode:
         frameless carrier any other class made since it loaded binds."""
         found = []
         for cls in self.classes():
-            own = _type_module(cls) == "candidate"
+            module = _type_module(cls)
+            own = type(module) is str and module == "candidate"
             for name, value in list(_type_dict(cls).items()):
                 kind = type(value)
                 if kind in (staticmethod, classmethod):
                     parts = [value.__func__]
                 elif kind is property:
                     parts = [p for p in (value.fget, value.fset, value.fdel) if p is not None]
+                elif kind in _WRAPPING:
+                    parts = [value.func]
                 else:
                     parts = [value]
                 for part in parts:
@@ -133,10 +161,28 @@ class OwnCode:
                         found.append(f"{_type_name(cls)}.{name} ({_described(part)})")
         return found
 
+    def _torchs(self, hook):
+        """A hook torch registered itself (LazyLinear's bound
+        _infer_parameters, weight_norm's WeightNorm object, a _WrappedHook
+        of such): torch's function, or an object of torch's class that
+        carries nothing (what it wraps, judged the same way)."""
+        import torch
+        root = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+        function = hook.__func__ if type(hook) is _MethodType else hook
+        if type(function) is _FunctionType:
+            return os.path.abspath(function.__code__.co_filename).startswith(root)
+        module = _type_module(type(hook))
+        if not (type(module) is str and module.startswith("torch.")) or _carrier(hook, ""):
+            return False
+        wrapped = getattr(hook, "__dict__", {}).get("hook")
+        return wrapped is None or self.is_own(wrapped) or self._torchs(wrapped)
+
     def foreign_hooks(self, model):
         """'where (what it is)' for each hook on the model's modules, or
-        on torch's global module hooks, that is not a function of the
-        candidate's."""
+        on torch's global module hooks, that is neither a function of the
+        candidate's nor torch's own; and each module, parameter or buffer
+        of the model with a frameless weak-reference callback (the harness
+        drops a model it rebuilds)."""
         import torch
         found = []
         module_dict = torch.nn.Module.__dict__["__dict__"].__get__
@@ -151,7 +197,12 @@ class OwnCode:
                 hooks = own.get(name)
                 if isinstance(hooks, dict):
                     found += [f"{name} ({_described(h)})" for h in list(hooks.values())
-                              if not self.is_own(h)]
+                              if not (self.is_own(h) or self._torchs(h))]
+            for held in [module] + [t for name in ("_parameters", "_buffers")
+                                    if isinstance(own.get(name), dict)
+                                    for t in list(own[name].values()) if t is not None]:
+                found += [f"a weak reference's callback ({c})"
+                          for c in frameless_callbacks(held)]
             children = own.get("_modules")
             if isinstance(children, dict):
                 stack += [m for m in list(children.values()) if isinstance(m, torch.nn.Module)]
@@ -159,5 +210,5 @@ class OwnCode:
         for name, hooks in list(shared.items()):
             if name.startswith("_global") and "hook" in name and isinstance(hooks, dict):
                 found += [f"torch's {name} ({_described(h)})" for h in list(hooks.values())
-                          if not self.is_own(h)]
+                          if not (self.is_own(h) or self._torchs(h))]
         return found

@@ -190,6 +190,10 @@ DENIED_ATTRS = {
     # then a closure of the harness's and the audit's own state.
     **_rules("attrgetter methodcaller Formatter get_field cached_property attrname "
              "getattr_from_fqn", _BY_STRING),
+    # copy's and copyreg's registry of reducers: a function put there is
+    # handed every object of its type that copy or pickle meets (a red
+    # team's got object.__init__'s slot wrapper, then read any closure).
+    "dispatch_table": (INTROSPECTION, "registers code that copy runs on objects it is handed"),
     # The built-ins reached as attributes (of the builtins module): out of
     # the checker's sight as the bare names are.
     **_rules("__import__ getattr setattr delattr vars globals locals breakpoint",

@@ -144,6 +144,10 @@ class Mode(enum.Enum):
     FAST = 1
 
 
+class Layout(enum.IntEnum):  # enum binds int.__repr__ as _value_repr_
+    ROWS = 0
+
+
 class ModelNew(nn.Module):
     __constants__ = ["floor"]
     floor = 0.0
@@ -151,6 +155,10 @@ class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
         self.register_forward_pre_hook(self._before)
+        # Hooks torch registers itself: LazyLinear's bound method,
+        # weight_norm's WeightNorm object.
+        self.lazy = nn.LazyLinear(4)
+        self.normed = torch.nn.utils.weight_norm(nn.Linear(4, 4))
 
     @staticmethod
     def _before(module, inputs):
@@ -616,6 +624,22 @@ class OwnAttributesTest(unittest.TestCase):
         self.assertEqual(caught.exception.flag, "HACK_OUTPUT_NOT_PLAIN_TENSOR")
         self.assertIn("its base's keep", str(caught.exception))
         runner._checked_outputs([torch.zeros(4).view(2, 2)])  # a plain view: fine
+
+    def test_an_output_with_a_frameless_weak_reference_callback_is_refused(self):
+        # Round 19: the callback runs where the harness drops the output,
+        # with no frame of the candidate's; a Python function's is judged.
+        import weakref
+        runner = candidate_runner.Runner(None, {"device": "cpu"})
+        out = torch.zeros(4)
+        ref = weakref.ref(out, functools.partial(print, "in the harness's frames"))
+        with self.assertRaises(candidate_runner.CandidateError) as caught:
+            runner._checked_outputs([out])
+        self.assertEqual(caught.exception.flag, "HACK_OUTPUT_NOT_PLAIN_TENSOR")
+        self.assertIn("a weak reference's callback (functools.partial)", str(caught.exception))
+        del ref
+        plain = torch.zeros(4)
+        kept = weakref.ref(plain, lambda r: None)  # noqa: F841 - a frame of its own: fine
+        runner._checked_outputs([plain])
 
     def test_an_input_given_attributes_of_its_own_is_a_mutation(self):
         # Its own eq would say it still equals its set, in place changes and all.
