@@ -85,7 +85,11 @@ PROCESSES = frozenset(["os.system", "os.exec", "os.spawn", "os.posix_spawn", "os
                        "os.forkpty", "subprocess.Popen", "pty.spawn", "os.startfile"])
 # Attributes whose replacement swaps a function's behaviour in place.
 FUNCTION_STATE = frozenset(["__code__", "__defaults__", "__kwdefaults__", "__globals__"])
-WATCHED = NEW_CODE | INSIDES | PROCESSES | TRACING | {"object.__setattr__", "open"}
+# The harness's own events, raised by the wrappers it installs: getattr of
+# a denied name (obj, name), a guarded method called (flag, why).
+GETATTR, GUARDED = "kforge.getattr", "kforge.guarded"
+WATCHED = NEW_CODE | INSIDES | PROCESSES | TRACING | {"object.__setattr__", "open", GETATTR,
+                                                      GUARDED}
 # Attribute names that hand over the interpreter (builtins, frames, every
 # module, the heap): no standard-library function reads them on a caller's
 # behalf but to hand them over.
@@ -146,6 +150,9 @@ class Audit:
         self._inside = set()
         self._kinds = {}  # co_filename -> kind, memoised
         self._asking_lines = {}  # (code, event) -> its lines that call the event's function
+        self._module_rules = {}  # (module name, attribute) -> denied as a dotted name?
+        from . import static_policy
+        self._denied = frozenset(static_policy.DENIED_ATTRS)
 
     def install(self):
         _addaudithook(self._hook)
@@ -162,12 +169,13 @@ class Audit:
         original = getattr(owner, name, None)
         if original is None:
             return
-        audit = self
+        raise_event = sys.audit
 
+        # Judged in the hook (GUARDED): the wrapper, which any code reaches
+        # on torch's or threading's objects, closes over no state of the
+        # audit's (a red team read the old one's closure: the live Audit).
         def guarded(*args, **kwargs):
-            frame = _getframe(1)
-            if audit.candidate_file is not None and audit._nearest(frame, _ON_BEHALF) == "candidate":
-                raise RuntimeError("kforge sandbox: " + audit._keep(flag, why, frame))
+            raise_event(GUARDED, flag, why)
             return original(*args, **kwargs)
 
         guarded.__name__ = getattr(original, "__name__", name)
@@ -215,80 +223,76 @@ class Audit:
         """getattr with a string is every attribute the static check denies
         by name, and the standard library calls it with strings it is
         handed (functools.update_wrapper's `assigned`: a red team's
-        len.__self__). The built-in is replaced: a name the static check
-        denies as an attribute (DENIED_ATTRS) is refused when the
-        candidate's own frame asks; one that hands over the interpreter
-        (_PIVOTS) also when the standard library asks on its behalf (enum
-        and functools read __reduce_ex__, __dict__ and __wrapped__ for
-        their own ends)."""
+        len.__self__). The built-in is replaced by one that raises an audit
+        event (GETATTR) for a denied name, or any name of a module, judged
+        in the hook (_judge_getattr); it closes over no state of the
+        audit's."""
         import builtins
-        from . import static_module, static_policy
+        from . import static_policy
         denied = frozenset(static_policy.DENIED_ATTRS)
-        original = builtins.getattr
-        audit = self
-        module_rules = {}  # (module name, attribute) -> denied as a dotted name?
-        _vars, _str, _isinstance = vars, str, isinstance
-
-        def module_rule(obj, name):
-            """Whether module.name is what the static check denies as a
-            dotted name (DENIED, or private below the module): torch._C,
-            torch._subclasses, torch.overrides, torch.set_num_threads."""
-            module = _vars(obj).get("__name__")
-            if not _isinstance(module, _str) or not _isinstance(name, _str):
-                return False
-            key = (module, name)
-            rule = module_rules.get(key)
-            if rule is None:
-                rule = module_rules[key] = (
-                    static_module._denied_as_spelled(f"{module}.{name}") is not None)
-            return rule
+        original, raise_event, module_type = builtins.getattr, sys.audit, _ModuleType
+        _isinstance = isinstance
 
         def guarded_getattr(obj, name, *default):
-            if audit.candidate_file is not None and (
-                    name in denied or (_isinstance(obj, _ModuleType) and module_rule(obj, name))):
-                frame = _getframe(1)
-                # A module's or a class's __dict__ is its globals or its
-                # methods: a pivot too (functools.update_wrapper with
-                # updated=("__dict__",) handed a red team torch's globals);
-                # a function's, which functools.wraps reads, is not. A name
-                # that is not a dunder (set_, storage, a module's denied or
-                # private member) is the candidate's whoever reads it on its
-                # behalf: functools.update_wrapper(assigned=(name,)) read a
-                # red team torch._subclasses and Tensor.set_ from functools'
-                # frame. Dunders the standard library reads for its own ends
-                # (enum and copy read __reduce_ex__, inspect __wrapped__) are
-                # judged by who asks.
-                dunder = name.startswith("__") and name.endswith("__")
-                pivot = (name in _PIVOTS or not dunder
-                         or (name == "__dict__" and isinstance(obj, (_ModuleType, type))))
-                # Whose is it: past the standard library, generated code
-                # and libraries (torch.ao's getattr_from_fqn reduces getattr
-                # over a dotted string for whoever calls it: a red team's
-                # __closure__ of this function, then the live Audit).
-                kind = (audit._nearest(frame, _ON_BEHALF) if pivot
-                        else audit._kind(frame.f_code.co_filename))
-                if kind == "candidate":
-                    # Not an AttributeError, which a library's getattr
-                    # with a fallback would swallow (the refusal is kept
-                    # all the same).
-                    raise RuntimeError("kforge sandbox: " + audit._keep(
-                        "HACK_INTROSPECTION", f"getattr(..., {name!r}) reaches what the static "
-                        "check denies by name", frame))
-                # The harness's own objects, whoever asks but the harness:
-                # who asked is not always on the stack. A red team's
-                # functools.partial(update_wrapper, ...) set as a class's
-                # __del__ ran with no frame of its own in the harness's
-                # frames, read the __closure__ of the guard on
-                # UntypedStorage.resize_ and held the live Audit (2.47x).
-                if (pivot and audit.harness_owned(obj)
-                        and audit._kind(frame.f_code.co_filename) != "harness"):
-                    raise RuntimeError("kforge sandbox: " + audit._keep(
-                        "HACK_INTROSPECTION", f"getattr(..., {name!r}) of the harness's "
-                        f"{type(obj).__name__}, read on behalf of code that is not the "
-                        "harness's", frame))
+            if name in denied or _isinstance(obj, module_type):
+                raise_event(GETATTR, obj, name)
             return original(obj, name, *default)
 
         builtins.getattr = guarded_getattr
+
+    def _module_rule(self, obj, name):
+        """Whether module.name is what the static check denies as a dotted
+        name (DENIED, or private below the module): torch._C,
+        torch._subclasses, torch.overrides, torch.set_num_threads."""
+        from . import static_module
+        module = vars(obj).get("__name__")
+        if not isinstance(module, str) or not isinstance(name, str):
+            return False
+        key = (module, name)
+        rule = self._module_rules.get(key)
+        if rule is None:
+            rule = self._module_rules[key] = (
+                static_module._denied_as_spelled(f"{module}.{name}") is not None)
+        return rule
+
+    def _judge_getattr(self, obj, name, frame):
+        """(flag, why) when getattr(obj, name), asked by `frame`, is refused.
+        A module's or a class's __dict__ is its globals or its methods: a
+        pivot too (functools.update_wrapper with updated=("__dict__",)
+        handed a red team torch's globals); a function's, which
+        functools.wraps reads, is not. A name that is not a dunder (set_,
+        storage, a module's denied or private member) is the candidate's
+        whoever reads it on its behalf: functools.update_wrapper(assigned=
+        (name,)) read a red team torch._subclasses and Tensor.set_ from
+        functools' frame. Dunders the standard library reads for its own
+        ends (enum and copy read __reduce_ex__, inspect __wrapped__) are
+        judged by who asks."""
+        if not (name in self._denied or (isinstance(obj, _ModuleType)
+                                         and self._module_rule(obj, name))):
+            return None
+        dunder = isinstance(name, str) and name.startswith("__") and name.endswith("__")
+        pivot = (name in _PIVOTS or not dunder
+                 or (name == "__dict__" and isinstance(obj, (_ModuleType, type))))
+        # Whose is it: past the standard library, generated code and
+        # libraries (torch.ao's getattr_from_fqn reduces getattr over a
+        # dotted string for whoever calls it: a red team's __closure__ of
+        # this function, then the live Audit).
+        kind = self._nearest(frame, _ON_BEHALF) if pivot else self._kind(frame.f_code.co_filename)
+        if kind == "candidate":
+            # Raised (by the hook): not an AttributeError, which a
+            # library's getattr with a fallback would swallow.
+            return ("HACK_INTROSPECTION", f"getattr(..., {name!r}) reaches what the static "
+                    "check denies by name")
+        # The harness's own objects, whoever asks but the harness: who
+        # asked is not always on the stack. A red team's functools.partial(
+        # update_wrapper, ...) set as a class's __del__ ran with no frame of
+        # its own in the harness's frames, read the __closure__ of the guard
+        # on UntypedStorage.resize_ and held the live Audit (2.47x).
+        if (pivot and self.harness_owned(obj)
+                and self._kind(frame.f_code.co_filename) != "harness"):
+            return ("HACK_INTROSPECTION", f"getattr(..., {name!r}) of the harness's "
+                    f"{type(obj).__name__}, read on behalf of code that is not the harness's")
+        return None
 
     def _guard_raw_storages(self):
         """torch's storages reach raw memory by methods no audit event
@@ -424,6 +428,16 @@ class Audit:
 
     def _judge(self, event, args, frame):
         """(flag, why) when refused, else None."""
+        if event == GETATTR or event == GUARDED:
+            # Raised by a wrapper of the harness's: whose is its caller.
+            caller = frame.f_back if frame is not None else None
+            if caller is None:
+                return None
+            if event == GETATTR:
+                return self._judge_getattr(args[0], args[1], caller)
+            if self._nearest(caller, _ON_BEHALF) == "candidate":
+                return args[0], args[1]
+            return None
         if event in NEW_CODE or (event == "object.__setattr__" and len(args) >= 2
                                  and args[1] in FUNCTION_STATE):
             # Past libraries too: torch.fx's GraphModule and torch.jit's
@@ -508,7 +522,8 @@ class Audit:
             if verdict is None:
                 return
             flag, why = verdict
-            message = self._keep(flag, f"{event} {why}", frame)
+            message = self._keep(flag, why if event in (GETATTR, GUARDED) else f"{event} {why}",
+                                 frame)
         finally:
             self._inside.discard(me)
         raise RuntimeError(f"kforge sandbox: {message}")

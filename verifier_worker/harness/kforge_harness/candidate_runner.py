@@ -266,7 +266,7 @@ class Runner:
             own = _own_attributes(out)
             if own:
                 raise CandidateError(f"output {i} carries attributes of its own ({own}), which "
-                                     "shadow a tensor's methods", "HACK_OUTPUT_NOT_PLAIN_TENSOR")
+                                     f"{_WHY_OWN}", "HACK_OUTPUT_NOT_PLAIN_TENSOR")
             if out.device.type != torch.device(self.device).type:
                 raise CandidateError(f"output {i} is on {out.device}, expected {self.device}")
         if self.device.startswith("cuda"):
@@ -344,7 +344,7 @@ class Runner:
             if own:
                 # Its own eq or is_floating_point would answer for it below.
                 raise CandidateError(f"{which} gave its input {i} attributes of its own ({own}), "
-                                     "which shadow a tensor's methods", "HACK_INPUT_MUTATION")
+                                     f"which {_WHY_OWN}", "HACK_INPUT_MUTATION")
             # torch's functions, not the tensors' methods: b is the pool's
             # own, handed to the candidate as it is with clone_inputs off.
             same = a.shape == b.shape and a.dtype == b.dtype and bool(
@@ -412,7 +412,7 @@ class Runner:
             own = _own_attributes(x) if type(x) is timing._Tensor else ""
             if own:
                 raise CandidateError(f"the candidate gave its input {i} attributes of its own "
-                                     f"({own}), which shadow a tensor's methods",
+                                     f"({own}), which {_WHY_OWN}",
                                      "HACK_INPUT_MUTATION")
         named = [(f"run{r}/out{i}", out) for r, outputs in enumerate(runs)
                  for i, out in enumerate(outputs)]
@@ -698,6 +698,8 @@ _AGREE_CHUNK = 1 << 24
 
 
 _TENSOR_SLOTS = ("_backward_hooks", "_post_accumulate_grad_hooks")
+_WHY_OWN = ("shadow a tensor's methods or run code where the harness drops the tensor, after "
+            "the call")
 
 
 def _slot_of(tensor, name):

@@ -279,7 +279,47 @@ CANDIDATE = textwrap.dedent('''
 ''')
 
 
+# The wrappers the audit installs on objects any code reaches (builtins,
+# torch's storages and operator library, threading): what their closures
+# hold. Round 17 read the old ones' (the live Audit, then switched it off).
+WRAPPERS = textwrap.dedent("""
+    import builtins, json, sys, threading
+    sys.path.insert(0, sys.argv[1])
+    import torch
+    from kforge_harness import audit
+    hook = audit.Audit(sys.argv[2])
+    hook.install()
+    wrappers = {"builtins.getattr": builtins.getattr,
+                "UntypedStorage.resize_": torch.UntypedStorage.resize_,
+                "threading.settrace": threading.settrace,
+                "torch._C._dispatch_library": torch._C._dispatch_library}
+    held = {}
+    for name, wrapper in wrappers.items():
+        function = getattr(wrapper, "__func__", wrapper)
+        cells = [c.cell_contents for c in (function.__closure__ or ())]
+        held[name] = sorted(type(c).__name__ for c in cells
+                            if not isinstance(c, (str, frozenset, type(len), type(lambda: 0))))
+    print(json.dumps(held))
+""")
+
+
 class AuditTest(unittest.TestCase):
+    def test_the_wrappers_it_installs_hold_none_of_its_state(self):
+        run = subprocess.run([sys.executable, "-c", WRAPPERS, HARNESS_DIR,
+                              os.path.join(HARNESS_DIR, "kforge_harness")],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        held = json.loads(run.stdout.strip().splitlines()[-1])
+        self.assertEqual(set(held), {"builtins.getattr", "UntypedStorage.resize_",
+                                     "threading.settrace", "torch._C._dispatch_library"})
+        for name, kinds in held.items():
+            with self.subTest(name):
+                # Strings, built-ins, classes and the wrapped original only:
+                # no Audit, no container a refusal could be dropped from.
+                self.assertNotIn("Audit", kinds, held)
+                self.assertLessEqual(set(kinds), {"type", "method_descriptor",
+                                                  "wrapper_descriptor"}, held)
+
     def test_judged_by_who_asks(self):
         work = tempfile.mkdtemp(prefix="kf-audit-test-")
         with open(os.path.join(work, "candidate.py"), "w") as f:
