@@ -67,9 +67,17 @@ def _carrier(value, name):
     if isinstance(value, _CARRIERS):
         return True
     if type(value) is types.BuiltinMethodType:
-        return not isinstance(value.__self__, (types.ModuleType, type))
+        # torch's functions (torch.matmul) have no object of their own.
+        bound = value.__self__
+        return bound is not None and not isinstance(bound, (types.ModuleType, type))
     return (isinstance(value, _SLOT_DESCRIPTORS) and value.__name__ != name
             and name.startswith("__") and name.endswith("__"))
+
+
+def _called_by_others(name):
+    """Names the interpreter (special methods) or torch (forward) calls."""
+    return isinstance(name, str) and (name == "forward"
+                                      or (name.startswith("__") and name.endswith("__")))
 
 
 def frameless_callbacks(obj):
@@ -119,6 +127,21 @@ class OwnCode:
         return (self.kind_of(filename) in ("candidate", "generated")
                 or filename.endswith(_CLASS_MAKERS))
 
+    def decorates_own(self, value):
+        """A library's closure over a function of the candidate's: what a
+        decorator (@torch.no_grad(), custom_fwd) makes of it, which calls it
+        (a frame of the candidate's) and reads nothing by name for it."""
+        if type(value) is not _FunctionType:
+            return False
+        for cell in value.__closure__ or ():
+            try:
+                held = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if self.is_own(held) or self.decorates_own(held):
+                return True
+        return False
+
     def classes(self):
         """Every class made since this candidate's module began to load
         (all of them, before it did), wherever it is held."""
@@ -153,10 +176,12 @@ class OwnCode:
                     parts = [value]
                 for part in parts:
                     # A candidate's class binds no library's Python function
-                    # either: called by a slot with arguments torch or the
-                    # harness passes, it reads for whoever triggered it.
-                    bad = _carrier(part, name) or (own and type(part) is _FunctionType
-                                                   and not self.is_own(part))
+                    # as a special method or forward either (called by a
+                    # slot or by torch, it reads for whoever triggered it),
+                    # but a library's decorator of its own function.
+                    bad = _carrier(part, name) or (
+                        own and type(part) is _FunctionType and _called_by_others(name)
+                        and not self.is_own(part) and not self.decorates_own(part))
                     if bad:
                         found.append(f"{_type_name(cls)}.{name} ({_described(part)})")
         return found
