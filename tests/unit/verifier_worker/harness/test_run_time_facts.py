@@ -135,6 +135,7 @@ class ModelNew(nn.Module):
 CLASSES_OF_ITS_OWN = HEADER + """
 import collections
 import enum
+import functools
 
 
 Pair = collections.namedtuple("Pair", "a b")
@@ -146,6 +147,21 @@ class Mode(enum.Enum):
 
 class Layout(enum.IntEnum):  # enum binds int.__repr__ as _value_repr_
     ROWS = 0
+
+
+@functools.total_ordering  # functools' own comparison methods
+class Tile:
+    def __init__(self, n):
+        self.n = n
+
+    def __eq__(self, other):
+        return self.n == other.n
+
+    def __lt__(self, other):
+        return self.n < other.n
+
+    __hash__ = None
+    __rlt__ = __lt__  # an alias of its own def
 
 
 class ModelNew(nn.Module):

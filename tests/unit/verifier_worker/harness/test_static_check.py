@@ -404,6 +404,8 @@ class StaticCheckTest(unittest.TestCase):
             candidate(module="class Quiet:\n    def __exit__(self, *e):\n        return True"),
             "HACK_TRY_EXCEPT_FALLBACK", "def __exit__")
         self.assertOk(candidate(module="class Data:\n    __slots__ = ('a',)\n    __hash__ = None"))
+        self.assertOk(candidate(module="class V:\n    def __mul__(self, o):\n        return o\n"
+                                       "    __rmul__ = __mul__"))
         # KernelBench's own spelling of super() stays the candidate's.
         self.assertOk(candidate(init="super(ModelNew, self).__init__()"))
 
