@@ -703,12 +703,17 @@ class SerialVerifierTest : public VerifierFunnelTest {
   // and then before its timing (one run in four, in the correctness
   // stages): the attack fails there too, but what these tests are about is
   // the timing stage's CPU time, so a run that crashed is made again, up to
-  // five times.
+  // five times. So is one flagged by the other CPU-time judgement than the
+  // one `message` names (the fresh-only fork once also pushed the whole
+  // request to 1.10 CPUs, which is flagged first): a right refusal, but not
+  // the judgement under test.
   void ExpectConcurrencyFlagged(const std::string& file, const std::string& message) {
     v1::Verdict verdict;
     for (int run = 0; run < 5; ++run) {
       verdict = VerifyFile(BuiltinTask("level1/1_ReLU.py"), file);
-      if (LastStage(verdict).outcome() != v1::OUTCOME_CRASHED) break;
+      const bool other_judgement = HasFlag(verdict, v1::HACK_CONCURRENCY) &&
+                                   !absl::StrContains(LastStage(verdict).message(), message);
+      if (LastStage(verdict).outcome() != v1::OUTCOME_CRASHED && !other_judgement) break;
     }
     EXPECT_EQ(verdict.stage_reached(), v1::STAGE_TIMING) << Describe(verdict);
     EXPECT_EQ(LastStage(verdict).outcome(), v1::OUTCOME_FAILED) << Describe(verdict);

@@ -79,8 +79,11 @@ INSIDES = frozenset(["sys._getframe", "sys._current_frames", "gc.get_objects",
                      "ctypes.wstring_at", "ctypes.create_string_buffer"])
 # Of those, what hands the asker a frame, the heap or native code: judged
 # past a standard-library asker too. (An attribute read, object.__getattr__,
-# is the reader's: inspect.signature reads __code__ for dataclasses.)
+# is the reader's: inspect.signature reads __code__ for dataclasses; but not
+# the attributes that hold a frame: traceback.walk_tb read a red team's
+# tb_frame for it, then f_back led to the timer's locals, 3.9x.)
 HANDED_OVER = INSIDES - {"object.__getattr__"}
+FRAME_ATTRIBUTES = frozenset(["tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"])
 PROCESSES = frozenset(["os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
                        "os.forkpty", "subprocess.Popen", "pty.spawn", "os.startfile"])
 # Attributes whose replacement swaps a function's behaviour in place.
@@ -457,11 +460,13 @@ class Audit:
             if frame is None:
                 return None
             kind = self._kind(frame.f_code.co_filename)
+            hands_over = event in HANDED_OVER or (
+                event == "object.__getattr__" and len(args) >= 2 and args[1] in FRAME_ATTRIBUTES)
             if kind == "harness" and event in HANDED_OVER and not self._asks_itself(frame, event):
                 return ("HACK_INTROSPECTION", "reaches into the interpreter's frames, objects "
                         "or native calls from inside the harness's code, by something the "
                         "candidate handed it")
-            if (kind in _ON_BEHALF and event in HANDED_OVER
+            if (kind in _ON_BEHALF and hands_over
                     and not self._reads_frames_itself(frame, event)):
                 # Asked on someone's behalf: ctypes loading a library,
                 # inspect.currentframe handing a frame back, code a library

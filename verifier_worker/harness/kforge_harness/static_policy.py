@@ -130,6 +130,12 @@ DENIED = {
     **_rules("torch.overrides torch.utils._python_dispatch torch.Tensor._make_subclass "
              "torch.Tensor.as_subclass", _SUBCLASS),
     "contextlib.suppress": (TRY_EXCEPT, "swallows exceptions like a try/except fallback"),
+    # An exit callback that returns true swallows the exception (a red
+    # team's ExitStack.push kept a traceback, then walked its frames).
+    "contextlib.ExitStack": (TRY_EXCEPT, "its exit callbacks swallow exceptions like a "
+                             "try/except fallback"),
+    "contextlib.AsyncExitStack": (TRY_EXCEPT, "its exit callbacks swallow exceptions like a "
+                                  "try/except fallback"),
     # getattr by another name: the attribute is a string the check cannot read.
     **_rules("operator.attrgetter operator.methodcaller string.Formatter "
              "functools.cached_property", _BY_STRING),
@@ -194,6 +200,14 @@ DENIED_ATTRS = {
     # handed every object of its type that copy or pickle meets (a red
     # team's got object.__init__'s slot wrapper, then read any closure).
     "dispatch_table": (INTROSPECTION, "registers code that copy runs on objects it is handed"),
+    # torch's TorchScript plumbing reads a function's __globals__ and
+    # __closure__ as plain attributes in torch's frame, past getattr's
+    # guard (a red team's get_closure(torch.is_tensor)["sys"], 3.9x).
+    **_rules("_jit_internal get_closure createResolutionCallbackFromClosure "
+             "createResolutionCallbackFromFrame createResolutionCallbackFromEnv "
+             "createResolutionCallbackForClassMethods", _INTRO),
+    **_rules("ExitStack AsyncExitStack", (TRY_EXCEPT, "its exit callbacks swallow exceptions "
+                                          "like a try/except fallback")),
     # The built-ins reached as attributes (of the builtins module): out of
     # the checker's sight as the bare names are.
     **_rules("__import__ getattr setattr delattr vars globals locals breakpoint",

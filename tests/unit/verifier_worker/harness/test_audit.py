@@ -273,6 +273,17 @@ CANDIDATE = textwrap.dedent('''
         functools.update_wrapper(Sink(), Framed(), ("here",), ())
 
 
+    def probe_a_frame_read_off_a_traceback_by_the_standard_library():
+        # Round 21: traceback.walk_tb read tb_frame for the candidate (an
+        # exception kept by an exit callback), then f_back led up the stack.
+        import traceback
+        try:
+            raise ValueError("kept")
+        except ValueError as e:
+            kept = e.__traceback__
+        list(traceback.walk_tb(kept))
+
+
     def probe_a_warning_that_shows_its_line():
         # linecache reads the candidate's own source for the warning's line.
         warnings.warn("shown with its line", RuntimeWarning)
@@ -355,7 +366,8 @@ class AuditTest(unittest.TestCase):
                         "probe_a_library_reading_a_modules_dict_for_the_candidate",
                         "probe_a_harness_closure_read_with_no_frame_of_the_candidates",
                         "probe_in_window_a_denied_name_read_with_no_frame_of_the_candidates",
-                        "probe_a_frame_handed_over_under_a_standard_library_frame"):
+                        "probe_a_frame_handed_over_under_a_standard_library_frame",
+                        "probe_a_frame_read_off_a_traceback_by_the_standard_library"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
                                 results[refused])

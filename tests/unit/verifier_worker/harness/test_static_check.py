@@ -391,6 +391,10 @@ class StaticCheckTest(unittest.TestCase):
              "__del__ ="),
             ({"module": "class Slots(dict):\n    __setattr__ = dict.__setitem__"},
              "__setattr__ ="),
+            # Round 21: torch's TorchScript plumbing reads closures and globals
+            # as plain attributes, reached through a parameter.
+            ({"module": "def inner(m):\n    return m._jit_internal.get_closure"},
+             "._jit_internal"),
             # Round 19: copy's registry of reducers, filled by another spelling.
             ({"module": "import copy", "forward": "t = copy.dispatch_table\nt.update({})"},
              "copy.dispatch_table"),
@@ -403,6 +407,9 @@ class StaticCheckTest(unittest.TestCase):
         self.assertFlagged(
             candidate(module="class Quiet:\n    def __exit__(self, *e):\n        return True"),
             "HACK_TRY_EXCEPT_FALLBACK", "def __exit__")
+        # Round 21: an exit callback that returns true swallows as well.
+        self.assertFlagged(candidate(module="import contextlib\nstack = contextlib.ExitStack()"),
+                           "HACK_TRY_EXCEPT_FALLBACK", "ExitStack")
         self.assertOk(candidate(module="class Data:\n    __slots__ = ('a',)\n    __hash__ = None"))
         self.assertOk(candidate(module="class V:\n    def __mul__(self, o):\n        return o\n"
                                        "    __rmul__ = __mul__"))
