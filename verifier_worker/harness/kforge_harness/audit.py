@@ -231,8 +231,7 @@ class Audit:
         in the hook (_judge_getattr); it closes over no state of the
         audit's."""
         import builtins
-        from . import static_policy
-        denied = frozenset(static_policy.DENIED_ATTRS)
+        denied = self._denied  # a frozenset: no state of the audit's
         original, raise_event, module_type = builtins.getattr, sys.audit, _ModuleType
         _isinstance = isinstance
 

@@ -115,6 +115,21 @@ class OwnCode:
         self.before, self._held = set(), []
         self._held = self.classes()
         self.before = {id(cls) for cls in self._held}
+        self._torch_facts = None  # see _torch
+
+    def _torch(self):
+        """What the hook checks read of torch, found once (they run after
+        every call): torch's directory, the real instance dict of a module,
+        the names of torch's global module hook dicts (each read afresh)."""
+        if self._torch_facts is None:
+            import torch
+            shared = torch.nn.modules.module
+            self._torch_facts = (
+                os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+                torch.nn.Module.__dict__["__dict__"].__get__, torch.nn.Module, shared,
+                tuple(name for name in vars(shared) if name.startswith("_global")
+                      and "hook" in name))
+        return self._torch_facts
 
     def is_own(self, value):
         """A function (or a method of one) of the candidate's file, or of
@@ -191,8 +206,7 @@ class OwnCode:
         _infer_parameters, weight_norm's WeightNorm object, a _WrappedHook
         of such): torch's function, or an object of torch's class that
         carries nothing (what it wraps, judged the same way)."""
-        import torch
-        root = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+        root = self._torch()[0]
         function = hook.__func__ if type(hook) is _MethodType else hook
         if type(function) is _FunctionType:
             return os.path.abspath(function.__code__.co_filename).startswith(root)
@@ -208,10 +222,9 @@ class OwnCode:
         candidate's nor torch's own; and each module, parameter or buffer
         of the model with a frameless weak-reference callback (the harness
         drops a model it rebuilds)."""
-        import torch
+        _, module_dict, module_type, shared, global_hooks = self._torch()
         found = []
-        module_dict = torch.nn.Module.__dict__["__dict__"].__get__
-        stack, seen = [model] if isinstance(model, torch.nn.Module) else [], set()
+        stack, seen = [model] if isinstance(model, module_type) else [], set()
         while stack:
             module = stack.pop()
             if id(module) in seen:
@@ -230,10 +243,10 @@ class OwnCode:
                           for c in frameless_callbacks(held)]
             children = own.get("_modules")
             if isinstance(children, dict):
-                stack += [m for m in list(children.values()) if isinstance(m, torch.nn.Module)]
-        shared = vars(torch.nn.modules.module)
-        for name, hooks in list(shared.items()):
-            if name.startswith("_global") and "hook" in name and isinstance(hooks, dict):
+                stack += [m for m in list(children.values()) if isinstance(m, module_type)]
+        for name in global_hooks:
+            hooks = vars(shared).get(name)
+            if isinstance(hooks, dict):
                 found += [f"torch's {name} ({_described(h)})" for h in list(hooks.values())
                           if not (self.is_own(h) or self._torchs(h))]
         return found

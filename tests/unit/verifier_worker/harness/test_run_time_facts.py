@@ -416,6 +416,42 @@ _K.__setattr__ = {}.__setitem__
         message = self.assertFails("HACK_INTROSPECTION", runner._check_guards)
         self.assertIn("_K.__setattr__ (builtins.method-wrapper)", message)
 
+    def test_a_global_module_hook_that_is_not_the_candidates_function_is_refused(self):
+        runner = self._runner(HONEST + """
+import functools
+import operator
+
+_handle = torch.nn.modules.module.register_module_forward_pre_hook(
+    functools.partial(operator.setitem, {}))
+""", own=True)
+        try:
+            message = self.assertFails("HACK_INTROSPECTION",
+                                       lambda: runner._call(runner.pool["a"]))
+        finally:
+            runner.module._handle.remove()  # torch's global state, shared by every test
+        self.assertIn("torch's _global_forward_pre_hooks (functools.partial)", message)
+
+    def test_a_parameter_with_a_frameless_weak_reference_callback_is_refused(self):
+        # The harness drops a model it rebuilds: the callback would run there.
+        runner = self._runner(HEADER + """
+import functools
+import weakref
+
+_refs = []
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+        _refs.append(weakref.ref(self.scale, functools.partial(print, "dropped")))
+
+    def forward(self, x):
+        return torch.clamp(x, min=0.0)
+""", own=True)
+        message = self.assertFails("HACK_INTROSPECTION", lambda: runner._call(runner.pool["a"]))
+        self.assertIn("a weak reference's callback (functools.partial)", message)
+
     def test_classes_and_hooks_of_the_candidates_own_pass(self):
         runner = self._runner(CLASSES_OF_ITS_OWN, own=True)
         runner._check_guards()
