@@ -675,6 +675,9 @@ TEST_F(VerifierFunnelTest, AValueKeyedCacheIsPaidAtItsMissesAndFlaggedWhereTheyS
         o.mutable_timing()->set_statistic(v1::TIMING_MEDIAN);
         o.mutable_timing()->set_fresh_input_ratio_flag(kRatioFlag);
         o.mutable_timing()->set_fresh_input_floor_ms(kFloorMs);
+        // The judgement this test restates: the trials' median alone (the
+        // trials before each miss are JudgeFreshTimesTest's).
+        o.mutable_timing()->set_fresh_input_neighbours(0);
       });
   ASSERT_EQ(verdict.stage_reached(), v1::STAGE_TIMING) << Describe(verdict);
   ASSERT_EQ(verdict.fresh_input_ms_size(), 2) << Describe(verdict);

@@ -250,6 +250,7 @@ bool Funnel::Run::RequestTimedRuns(v1::StageResult* stage) {
   // after the trials, on the CPU they came after a pause a cache could
   // time, and in a heap it could read (a red team's id(object()) cycle).
   measured_.fresh_sent.clear();
+  measured_.fresh_calls.clear();
   google::protobuf::Value fresh_calls;
   uint64_t fresh_bytes = 0;
   {
@@ -264,12 +265,14 @@ bool Funnel::Run::RequestTimedRuns(v1::StageResult* stage) {
       int call = absl::Uniform<int>(rng, 0, p.trials());
       while (taken.contains(call)) call = absl::Uniform<int>(rng, 0, p.trials());
       taken.insert(call);
+      measured_.fresh_calls.push_back(call);
       auto& entry = *fresh_calls.mutable_list_value()->add_values()->mutable_struct_value();
       (*entry.mutable_fields())["call"].set_number_value(call);
       (*entry.mutable_fields())["set"].set_string_value(name);
       AttachInputs(SetNamed(name), epoch_->prepared, request);
       fresh_bytes += ReplyBytes(SetNamed(name), 1, /*with_inputs=*/false);
     }
+    measured_.untimed_calls = std::move(taken);
   }
   request.Set("recorded_calls", std::move(secret));
   request.Set("fresh_calls", std::move(fresh_calls));
@@ -390,6 +393,10 @@ bool Funnel::Run::JudgeFreshCalls(v1::StageResult* stage, std::vector<std::strin
   // used, which is lower: the work it did on its own thread (more threads
   // are JudgeCpuTime's). A cache's miss costs its real work either way.
   const google::protobuf::Value* cpu_times = cuda() ? nullptr : reply.Get("fresh_cpu_ms");
+  // The harness returns the fresh calls' times in the order they ran.
+  std::vector<int> calls = measured_.fresh_calls;
+  std::sort(calls.begin(), calls.end());
+  std::vector<std::pair<int, double>> fresh;
   double fastest = 0;
   for (int i = 0; i < times->list_value().values_size(); ++i) {
     double ms = times->list_value().values(i).number_value();
@@ -397,18 +404,24 @@ bool Funnel::Run::JudgeFreshCalls(v1::StageResult* stage, std::vector<std::strin
       ms = std::min(ms, cpu_times->list_value().values(i).number_value());
     }
     verdict_.add_fresh_input_ms(ms);
+    if (i < static_cast<int>(calls.size())) fresh.emplace_back(calls[i], ms);
     fastest = fastest == 0 ? ms : std::min(fastest, ms);
   }
   measured_.fresh_fastest_ms = fastest;
   // The fresh calls ran among the trials, in their conditions (the same
   // clone, L2 flush and launch cover on a GPU; no pause on the CPU): an
-  // honest kernel's fastest of them is about its usual time.
-  const double usual =
-      std::max(verdict_.candidate_timing().median_ms(), p.fresh_input_floor_ms());
-  if (fastest > p.fresh_input_ratio_flag() * usual) {
+  // honest kernel's fastest of them is about its usual time, or about the
+  // time of the trials just before it when something slowed them all.
+  std::vector<double> trials, host;
+  AppendTimes(reply, cuda(), trials, host);
+  const FreshCallJudgement judged = JudgeFreshTimes(
+      fresh, trials, measured_.untimed_calls, verdict_.candidate_timing().median_ms(), p);
+  if (judged.flagged) {
     problems.push_back(absl::StrFormat(
-        "%.4f ms on inputs it had never seen against %.4f ms on inputs seen before", fastest,
-        usual));
+        "%.4f ms on inputs it had never seen against %.4f ms on inputs seen before (the "
+        "trials' median %.4f ms, the %d trials just before it %.4f ms)",
+        judged.fresh_ms, judged.compared_ms, verdict_.candidate_timing().median_ms(),
+        p.fresh_input_neighbours(), judged.neighbours_ms));
     Flag(v1::HACK_RESULT_CACHING, problems.back());
   }
   return true;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <numeric>
 
 namespace kforge {
@@ -90,6 +91,36 @@ HostGapJudgement JudgeHostGap(const kforge::v1::Timing& candidate, const kforge:
 
 double SpeedupOverFasterBaseline(double vs_eager, double vs_compile) {
   return vs_compile > 0 ? std::min(vs_eager, vs_compile) : vs_eager;
+}
+
+FreshCallJudgement JudgeFreshTimes(const std::vector<std::pair<int, double>>& fresh,
+                                   const std::vector<double>& trial_ms,
+                                   const std::set<int>& untimed_calls, double trials_median_ms,
+                                   const v1::TimingProtocol& protocol) {
+  const double usual = std::max(trials_median_ms, protocol.fresh_input_floor_ms());
+  const int window = protocol.fresh_input_neighbours();
+  FreshCallJudgement closest;
+  double closest_ratio = 0;
+  for (const auto& [call, ms] : fresh) {
+    // Trials ran at every call index but the untimed ones, in order.
+    const long untimed_before = std::distance(untimed_calls.begin(), untimed_calls.lower_bound(call));
+    const long trials_before =
+        std::clamp<long>(call - untimed_before, 0, static_cast<long>(trial_ms.size()));
+    const long first = std::max<long>(0, trials_before - window);
+    FreshCallJudgement j{.fresh_ms = ms};
+    if (window > 0 && trials_before > first) {
+      j.neighbours_ms =
+          Median(std::vector<double>(trial_ms.begin() + first, trial_ms.begin() + trials_before));
+    }
+    j.compared_ms = std::max(usual, j.neighbours_ms);
+    const double ratio = j.compared_ms > 0 ? ms / j.compared_ms : 0;
+    if (closest_ratio == 0 || ratio < closest_ratio) {
+      closest = j;
+      closest_ratio = ratio;
+    }
+  }
+  closest.flagged = !fresh.empty() && closest_ratio > protocol.fresh_input_ratio_flag();
+  return closest;
 }
 
 }  // namespace kforge

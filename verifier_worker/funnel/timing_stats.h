@@ -3,6 +3,8 @@
 #ifndef KFORGE_VERIFIER_WORKER_FUNNEL_TIMING_STATS_H_
 #define KFORGE_VERIFIER_WORKER_FUNNEL_TIMING_STATS_H_
 
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "kforge/v1/verdict.pb.h"
@@ -53,6 +55,29 @@ HostGapJudgement JudgeHostGap(const kforge::v1::Timing& candidate, const kforge:
 // kernels on the GPU, at this moment. A verdict that may be the verifier's
 // load (MayBeTheVerifiersLoad) is then not the candidate's to keep.
 bool ReferenceBusierNow(const kforge::v1::Timing& cached, const kforge::v1::Timing& now);
+
+// The fresh-input flag (TimingProtocol.fresh_input_probes). A fresh call is
+// compared with the trials' median (floored at fresh_input_floor_ms) and,
+// when that is higher, with the median of the fresh_input_neighbours trials
+// that ran just before it, in its conditions: contention on a shared GPU
+// slows a stretch of calls, while a cache's hits before its miss stay fast.
+// Only trials before the call count: a candidate cannot know a fresh call
+// is coming, but could slow itself down once it has seen one. Flagged when
+// every fresh call is above fresh_input_ratio_flag times what it is
+// compared with; the judgement reported is the call closest to passing.
+struct FreshCallJudgement {
+  double fresh_ms = 0;       // that call's time
+  double neighbours_ms = 0;  // the median of the trials just before it (0: none)
+  double compared_ms = 0;    // what it was compared with
+  bool flagged = false;
+};
+// `fresh`: (call index, time) of each fresh call; `trial_ms`: every trial's
+// sample in the order the calls ran; `untimed_calls`: the call indices that
+// were no trial (the fresh calls, and the recorded ones).
+FreshCallJudgement JudgeFreshTimes(const std::vector<std::pair<int, double>>& fresh,
+                                   const std::vector<double>& trial_ms,
+                                   const std::set<int>& untimed_calls, double trials_median_ms,
+                                   const kforge::v1::TimingProtocol& protocol);
 
 // The protocol's statistic of a Timing (trimmed mean or median).
 double Representative(const kforge::v1::Timing& timing, const kforge::v1::TimingProtocol& protocol);

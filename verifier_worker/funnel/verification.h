@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -169,9 +170,12 @@ class Funnel::Run {
   // same hold of the GPU) where one ran.
   struct MeasuredTiming {
     std::optional<Frame> timed, attributed;
-    // The fresh-input sets sent with the timed runs, and the fastest call
-    // on them (0: none).
+    // The fresh-input sets sent with the timed runs, the call each was
+    // drawn for, the calls that were no trial (these and the recorded
+    // ones), and the fastest call on them (0: none).
     std::vector<std::string> fresh_sent;
+    std::vector<int> fresh_calls;
+    std::set<int> untimed_calls;
     double fresh_fastest_ms = 0;
     // The candidate process's CPU time and the wall time over the timed
     // runs' request, by the verifier's clocks (CandidateSession::CpuTime).

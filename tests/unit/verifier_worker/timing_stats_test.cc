@@ -1,9 +1,12 @@
 // Timing statistics: the trimmed mean, median and spread of trials, and the
-// side-stream check's judgement of the host clock's lead. (How many
+// side-stream check's judgement of the host clock's lead, and the
+// fresh-input flag's judgement of a fresh call's time. (How many
 // trials a side gets is the harness's budget: timing.Budget, tested in
 // tests/unit/verifier_worker/harness/test_launch_record.py.)
 #include "verifier_worker/funnel/timing_stats.h"
 
+#include <set>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -115,6 +118,81 @@ TEST(SpeedupOverFasterBaselineTest, JudgesTheSpeedupOverWhatTorchCompileReached)
   EXPECT_DOUBLE_EQ(SpeedupOverFasterBaseline(3.0, 5.0), 3.0);
   // Compile not timed.
   EXPECT_DOUBLE_EQ(SpeedupOverFasterBaseline(12.0, 0.0), 12.0);
+}
+
+class JudgeFreshTimesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ApplyProtoDefaults(&protocol_).ok());
+    ASSERT_EQ(protocol_.fresh_input_ratio_flag(), 2);
+    ASSERT_EQ(protocol_.fresh_input_neighbours(), 8);
+  }
+  // 40 trials of 0.05 ms, with the ones listed slower.
+  static std::vector<double> Trials(const std::set<int>& slow, double slow_ms) {
+    std::vector<double> ms(40, 0.05);
+    for (int i : slow) ms[i] = slow_ms;
+    return ms;
+  }
+  v1::TimingProtocol protocol_;
+};
+
+TEST_F(JudgeFreshTimesTest, ACachesMissAmongFastHitsIsFlagged) {
+  // Fresh calls at 10 and 30, recorded ones at 5 and 20: trials all 0.05 ms.
+  const FreshCallJudgement j = JudgeFreshTimes({{10, 0.21}, {30, 0.23}}, Trials({}, 0),
+                                               {5, 10, 20, 30}, 0.05, protocol_);
+  EXPECT_TRUE(j.flagged);
+  EXPECT_DOUBLE_EQ(j.fresh_ms, 0.21) << "the call closest to passing is reported";
+  EXPECT_DOUBLE_EQ(j.neighbours_ms, 0.05);
+  EXPECT_DOUBLE_EQ(j.compared_ms, 0.05);
+}
+
+TEST_F(JudgeFreshTimesTest, AStretchOfContentionThatSlowedTheTrialsBeforeEachFreshCallIsNot) {
+  // Trials 2..8 (calls 2..9 but the recorded 5) and 22..27 ran at 0.2 ms:
+  // another process's kernels on the GPU. The fresh calls at 11 and 31
+  // came at the end of each stretch.
+  std::set<int> slow;
+  for (int t = 2; t <= 8; ++t) slow.insert(t);
+  for (int t = 22; t <= 27; ++t) slow.insert(t);
+  const std::vector<double> trials = Trials(slow, 0.2);
+  const std::set<int> untimed = {5, 11, 20, 31};
+  FreshCallJudgement j = JudgeFreshTimes({{11, 0.22}, {31, 0.23}}, trials, untimed,
+                                         Median(trials), protocol_);
+  EXPECT_FALSE(j.flagged) << j.fresh_ms << " against " << j.compared_ms;
+  EXPECT_DOUBLE_EQ(j.neighbours_ms, 0.2);
+
+  // Without the neighbours, the trials' median alone flags them.
+  protocol_.set_fresh_input_neighbours(0);
+  j = JudgeFreshTimes({{11, 0.22}, {31, 0.23}}, trials, untimed, Median(trials), protocol_);
+  EXPECT_TRUE(j.flagged);
+  EXPECT_DOUBLE_EQ(j.neighbours_ms, 0);
+}
+
+TEST_F(JudgeFreshTimesTest, OnlyTheTrialsBeforeAFreshCallSpeakForIt) {
+  // A candidate slow right after a miss (the trials after call 10) does
+  // not excuse the miss: it could not have known the call was coming.
+  std::set<int> after;
+  for (int t = 10; t <= 17; ++t) after.insert(t);
+  const FreshCallJudgement j =
+      JudgeFreshTimes({{10, 0.21}}, Trials(after, 0.5), {10}, 0.05, protocol_);
+  EXPECT_TRUE(j.flagged);
+  EXPECT_DOUBLE_EQ(j.neighbours_ms, 0.05);
+}
+
+TEST_F(JudgeFreshTimesTest, OneFreshCallInItsTrialsConditionsClearsTheFlag) {
+  // One miss stands out, the other does not: an honest kernel slowed once.
+  EXPECT_FALSE(
+      JudgeFreshTimes({{10, 0.3}, {30, 0.06}}, Trials({}, 0), {10, 30}, 0.05, protocol_).flagged);
+}
+
+TEST_F(JudgeFreshTimesTest, AFreshCallBeforeAnyTrialIsComparedWithTheMedianAndTheFloor) {
+  FreshCallJudgement j = JudgeFreshTimes({{0, 0.21}}, Trials({}, 0), {0}, 0.05, protocol_);
+  EXPECT_TRUE(j.flagged);
+  EXPECT_DOUBLE_EQ(j.neighbours_ms, 0);
+  // A microsecond kernel's is launch noise: compared with the floor.
+  j = JudgeFreshTimes({{0, 0.009}}, std::vector<double>(40, 0.002), {0}, 0.002, protocol_);
+  EXPECT_FALSE(j.flagged);
+  EXPECT_DOUBLE_EQ(j.compared_ms, protocol_.fresh_input_floor_ms());
+  EXPECT_FALSE(JudgeFreshTimes({}, Trials({}, 0), {}, 0.05, protocol_).flagged) << "none sent";
 }
 
 }  // namespace
