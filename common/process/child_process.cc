@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/server/termination_signals.h"
 
@@ -59,12 +60,25 @@ struct PreparedExec {
   std::vector<char*> envp;
 };
 
+bool Passes(const std::string& key, const std::optional<std::vector<std::string>>& names) {
+  if (!names.has_value()) return true;
+  for (const std::string& name : *names) {
+    if (!name.empty() && name.back() == '*' ? absl::StartsWith(key, name.substr(0, name.size() - 1))
+                                            : key == name) {
+      return true;
+    }
+  }
+  return false;
+}
+
 PreparedExec Prepare(SpawnOptions& options) {
   PreparedExec prepared;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
     const std::string key = entry.substr(0, entry.find('='));
-    if (!options.env.contains(key)) prepared.env_storage.push_back(std::move(entry));
+    if (!options.env.contains(key) && Passes(key, options.pass_env)) {
+      prepared.env_storage.push_back(std::move(entry));
+    }
   }
   for (const auto& [key, value] : options.env) {
     prepared.env_storage.push_back(absl::StrCat(key, "=", value));

@@ -27,6 +27,11 @@ struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] is the program (searched on PATH)
   // Added to (or replacing in) the parent's environment.
   std::map<std::string, std::string> env;
+  // When set, only the parent's variables named here pass to the child (a
+  // name ending in '*' matches every name it begins), before `env` is
+  // added: a child that runs untrusted code gets none of the parent's
+  // credentials.
+  std::optional<std::vector<std::string>> pass_env;
   std::string working_dir;
   // Collect stdout and stderr together (read by WaitFor); otherwise they go
   // to `log_file` if set, else to the parent's.

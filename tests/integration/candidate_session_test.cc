@@ -6,6 +6,7 @@
 // while the candidate could still change it.
 #include "verifier_worker/funnel/candidate_session.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "verifier_worker/python/python_interpreter.h"
+#include "verifier_worker/sandbox/harness_process.h"
 #include "verifier_worker/sandbox/zygote_client.h"
 
 namespace kforge {
@@ -55,6 +57,8 @@ class CandidateSessionTest : public ::testing::Test {
     dir_ = fs::temp_directory_path() /
            absl::StrCat("kforge-session-test-", ::getpid(), "-", counter_++);
     fs::create_directories(dir_ / "candidate");
+    // A credential of the verifier's, which no candidate may inherit.
+    ::setenv("KFORGE_TEST_CREDENTIAL", "hunter2", 1);
     absl::StatusOr<std::unique_ptr<ZygoteClient>> zygote = ZygoteClient::Start(
         {.python = python->path,
          .harness_dir =
@@ -123,6 +127,30 @@ TEST_F(CandidateSessionTest, TheCandidateIsStoppedBetweenRequestsAndResumedForEa
   }
   session_.reset();  // killed and reaped, stopped or not
   EXPECT_NE(ProcessState(pid), 'T');
+}
+
+TEST_F(CandidateSessionTest, TheCandidateHasNoneOfTheVerifiersEnvironmentButWhatTheHarnessNeeds) {
+  // Its environment block, as the kernel shows it (what the zygote was
+  // started with, whatever the process changed since).
+  std::ifstream in(absl::StrCat("/proc/", session_->pid(), "/environ"), std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::set<std::string> names;
+  for (absl::string_view entry : absl::StrSplit(text.str(), '\0', absl::SkipEmpty())) {
+    names.insert(std::string(entry.substr(0, entry.find('='))));
+  }
+  ASSERT_FALSE(names.empty());
+  EXPECT_FALSE(names.contains("KFORGE_TEST_CREDENTIAL"));
+  EXPECT_TRUE(names.contains("PATH"));
+  EXPECT_TRUE(names.contains("PYTHONPATH")) << "the harness's own";
+  for (const std::string& name : names) {
+    bool allowed = name.rfind("PYTHON", 0) == 0;
+    for (const std::string& pattern : HarnessEnvironment()) {
+      allowed |= pattern.back() == '*' ? name.rfind(pattern.substr(0, pattern.size() - 1), 0) == 0
+                                       : name == pattern;
+    }
+    EXPECT_TRUE(allowed) << name;
+  }
 }
 
 constexpr char kRelu[] = R"(

@@ -7,9 +7,21 @@
 
 namespace kforge {
 
+const std::vector<std::string>& HarnessEnvironment() {
+  static const auto* names = new std::vector<std::string>{
+      "PATH", "LD_LIBRARY_PATH", "HOME", "TMPDIR", "LANG", "LANGUAGE", "LC_*", "TZ", "USER", "LOGNAME",
+      // Triton builds its launchers with the host's C compiler.
+      "CC", "CXX",
+      "CUDA_*", "NVIDIA_*", "NVCC_*", "TRITON_*", "TORCH_*", "TORCHINDUCTOR_*", "PYTORCH_*",
+      "OMP_*", "KMP_*", "MKL_*", "OPENBLAS_*", "HIP_*", "ROCM_*"};
+  return *names;
+}
+
 absl::StatusOr<HarnessProcess> StartHarnessProcess(const HarnessSetup& setup,
                                                    const std::string& module) {
   KF_ASSIGN_OR_RETURN(auto pair, FrameChannel::Pair());
+  std::vector<std::string> pass_env = HarnessEnvironment();
+  pass_env.insert(pass_env.end(), setup.pass_env.begin(), setup.pass_env.end());
   std::map<std::string, std::string> env = {
       {"PYTHONPATH", setup.harness_dir},
       {"PYTHONUNBUFFERED", "1"},
@@ -25,6 +37,7 @@ absl::StatusOr<HarnessProcess> StartHarnessProcess(const HarnessSetup& setup,
       std::unique_ptr<ChildProcess> process,
       ChildProcess::Spawn({.argv = {setup.python, "-m", module, "3"},
                            .env = env,
+                           .pass_env = std::move(pass_env),
                            .log_file = (std::filesystem::path(setup.log_dir) /
                                         absl::StrCat(short_name, ".log"))
                                            .string(),

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/process/child_process.h"
@@ -17,7 +18,18 @@ struct HarnessSetup {
   std::string harness_dir;  // folder holding the kforge_harness package
   std::string log_dir;      // harness processes' stdout/stderr go here
   std::string device;       // "cpu", "cuda:0"
+  // The verifier's environment variables the harness processes (and so
+  // every candidate they fork) get besides HarnessEnvironment()'s
+  // (VerifierWorkerConfig.harness_env).
+  std::vector<std::string> pass_env;
 };
+
+// What the harness processes need of the verifier's environment: the
+// search paths, the locale, and the settings of CUDA, Triton, torch and the
+// math libraries. Nothing else passes: a candidate forked from them could
+// read any variable (a red team read all 46 of the verifier's names through
+// str.format's field lookups), and a deployment's credentials live there.
+const std::vector<std::string>& HarnessEnvironment();
 
 struct HarnessProcess {
   std::unique_ptr<ChildProcess> process;

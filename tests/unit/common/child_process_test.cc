@@ -2,9 +2,11 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -33,6 +35,29 @@ TEST(ChildProcessTest, EnvironmentIsAdded) {
   ASSERT_TRUE(child.ok());
   ASSERT_TRUE((*child)->WaitFor(absl::Seconds(10)).ok());
   EXPECT_EQ((*child)->output(), "forty-two\n");
+}
+
+TEST(ChildProcessTest, OnlyTheNamedVariablesPassWhenANameListIsGiven) {
+  ASSERT_EQ(::setenv("KFORGE_TEST_TOKEN", "secret", 1), 0);
+  ASSERT_EQ(::setenv("KFORGE_KEEP_ONE", "a", 1), 0);
+  ASSERT_EQ(::setenv("KFORGE_KEEPER", "b", 1), 0);
+  auto child = ChildProcess::Spawn(
+      {.argv = {"/bin/sh", "-c", "echo \"$KFORGE_TEST_TOKEN|$KFORGE_KEEP_ONE|$KFORGE_KEEPER|$KFORGE_X\""},
+       .env = {{"KFORGE_X", "added"}},
+       .pass_env = std::vector<std::string>{"PATH", "KFORGE_KEEP*"},
+       .capture_output = true});
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE((*child)->WaitFor(absl::Seconds(10)).ok());
+  EXPECT_EQ((*child)->output(), "|a|b|added\n");
+  // Without a list, everything passes.
+  child = ChildProcess::Spawn(
+      {.argv = {"/bin/sh", "-c", "echo $KFORGE_TEST_TOKEN"}, .capture_output = true});
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE((*child)->WaitFor(absl::Seconds(10)).ok());
+  EXPECT_EQ((*child)->output(), "secret\n");
+  ::unsetenv("KFORGE_TEST_TOKEN");
+  ::unsetenv("KFORGE_KEEP_ONE");
+  ::unsetenv("KFORGE_KEEPER");
 }
 
 // Alive and not a zombie waiting to be reaped by init.

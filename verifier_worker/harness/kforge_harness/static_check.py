@@ -32,6 +32,7 @@ import argparse
 import ast
 import hashlib
 import json
+import string
 import sys
 
 from .static_module import (
@@ -157,13 +158,53 @@ def _fallback_node(node, where, owner_methods, aliases, out):
 # Rules 5-15: constructs denied anywhere in the module.
 # ---------------------------------------------------------------------------
 
+# str.format and format_map follow a replacement field's `.name` and
+# `[key]` with C lookups no guard sees: "{0.sys.modules[os].environ}".
+# format(torch) read a red team every module and the process's environment,
+# the names held in a string. A format is a literal's, called in place,
+# whose fields are plain (positions, names, specs).
+_FORMAT_METHODS = ("format", "format_map")
+_PLAIN_FIELD = frozenset("0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def _plain_format(text, depth=0):
+    """Whether every replacement field of `text` (nested ones in format
+    specs too) names a position or a keyword and nothing inside it."""
+    try:
+        fields = list(string.Formatter().parse(text))
+    except ValueError:
+        return False
+    for _, field, spec, _ in fields:
+        if field is None:
+            continue
+        if not set(field) <= _PLAIN_FIELD:
+            return False
+        if spec and (depth > 1 or not _plain_format(spec, depth + 1)):
+            return False
+    return True
+
+
+def _checked_formats(tree):
+    """The .format attributes called in place on a literal with plain fields."""
+    return {id(n.func) for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "format" and isinstance(n.func.value, ast.Constant)
+            and isinstance(n.func.value.value, str) and _plain_format(n.func.value.value)}
+
+
 def _check_everywhere(tree, aliases, out):
     inner = set()  # ids of nodes inside an attribute nest judged from its top
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     own_classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    plain_formats = _checked_formats(tree)
     for node in ast.walk(tree):  # breadth first: a nest's top comes first
         if isinstance(node, ast.Attribute):
             inner.add(id(node.value))
+            if node.attr in _FORMAT_METHODS and id(node) not in plain_formats:
+                out.add(node.lineno, INTROSPECTION,
+                        f".{node.attr} of {ast.unparse(node.value)[:40]}: a format string's "
+                        "fields read attributes and items by names held in text; only a "
+                        "literal with plain fields ({}, {0}, {name}, {:.3f}) is formatted")
         if (isinstance(node, ast.Name) and node.id in BY_NAME_ONLY and node.id not in aliases
                 and id(node) not in called):
             out.deny(node, f"{node.id} used as a value", BY_NAME_ONLY[node.id])
@@ -421,6 +462,9 @@ def _check_dynamic_attr(node, name, aliases, out):
         return
     if attr.value in DENIED_ATTRS:
         out.deny(node, f"{name}(..., {attr.value!r})", DENIED_ATTRS[attr.value])
+    if attr.value in _FORMAT_METHODS:
+        out.add(node.lineno, INTROSPECTION, f"{name}(..., {attr.value!r}): a format method "
+                "away from the literal it formats")
     qual = _resolve(target, aliases)
     if qual is None:
         unresolved = unresolved_attrs(on_a_name=isinstance(target, ast.Name))

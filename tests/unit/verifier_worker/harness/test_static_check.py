@@ -491,6 +491,36 @@ class StaticCheckTest(unittest.TestCase):
         # getattr called by its name with a constant is judged by that name.
         self.assertOk(candidate(forward="n = getattr(x, 'shape')"))
 
+    def test_a_format_string_reads_only_its_arguments(self):
+        # str.format follows a field's .name and [key] in C: a red team's
+        # "{0.sys.modules[os].environ._data}".format(torch) read the
+        # process's environment with every name inside a string.
+        refused = [
+            "s = '{0.sys.modules[os].environ}'.format(torch)",
+            "s = '{0[x]}'.format({'x': 1})",
+            "s = '{:{0.sys}}'.format(1, torch)",
+            "s = ('{0.' + 'sys}').format(torch)",
+            "t = '{0.sys}'\ns = t.format(torch)",
+            "s = str.format('{0.sys}', torch)",
+            "f = '{}'.format\ns = f(torch)",
+            "s = '{t.sys}'.format_map({'t': torch})",
+            "s = '{}'.format_map({})",
+            "f = getattr('{0.sys}', 'format')",
+        ]
+        for line in refused:
+            with self.subTest(line=line):
+                source = candidate(forward=line)
+                result = check_source(source)
+                self.assertFalse(result["ok"])
+                self.assertIn("HACK_INTROSPECTION", [f["flag"] for f in result["findings"]])
+        # Plain fields in a literal, and f-strings (whose expressions the
+        # checker reads like any other), are formatting.
+        for line in ["s = '{} x {:.3f} {0} {name!r:>{width}}'.format(1, 2.0, name=3, width=4)",
+                     "s = f'{x.shape} {1 + 2:.2f}'",
+                     "s = 'a {{literal}} brace'.format()"]:
+            with self.subTest(line=line):
+                self.assertOk(candidate(forward=line))
+
     def test_an_annotation_string_that_is_code_is_denied(self):
         source = candidate(module="def _f(a: \"__import__('os')\") -> None:\n    pass")
         self.assertFlagged(source, "HACK_INTROSPECTION", "__import__('os')")
