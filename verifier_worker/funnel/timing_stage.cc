@@ -410,8 +410,8 @@ bool Funnel::Run::JudgeFreshCalls(v1::StageResult* stage, std::vector<std::strin
   measured_.fresh_fastest_ms = fastest;
   // The fresh calls ran among the trials, in their conditions (the same
   // clone, L2 flush and launch cover on a GPU; no pause on the CPU): an
-  // honest kernel's fastest of them is about its usual time, or about the
-  // time of the trials just before it when something slowed them all.
+  // honest kernel's fastest of them is about its usual time, or no slower
+  // than the slowest trial just before it when the node is loaded.
   std::vector<double> trials, host;
   AppendTimes(reply, cuda(), trials, host);
   const FreshCallJudgement judged = JudgeFreshTimes(
@@ -419,7 +419,7 @@ bool Funnel::Run::JudgeFreshCalls(v1::StageResult* stage, std::vector<std::strin
   if (judged.flagged) {
     problems.push_back(absl::StrFormat(
         "%.4f ms on inputs it had never seen against %.4f ms on inputs seen before (the "
-        "trials' median %.4f ms, the %d trials just before it %.4f ms)",
+        "trials' median %.4f ms, the slowest of the %d trials just before it %.4f ms)",
         judged.fresh_ms, judged.compared_ms, verdict_.candidate_timing().median_ms(),
         p.fresh_input_neighbours(), judged.neighbours_ms));
     Flag(v1::HACK_RESULT_CACHING, problems.back());

@@ -58,16 +58,19 @@ bool ReferenceBusierNow(const kforge::v1::Timing& cached, const kforge::v1::Timi
 
 // The fresh-input flag (TimingProtocol.fresh_input_probes). A fresh call is
 // compared with the trials' median (floored at fresh_input_floor_ms) and,
-// when that is higher, with the median of the fresh_input_neighbours trials
-// that ran just before it, in its conditions: contention on a shared GPU
-// slows a stretch of calls, while a cache's hits before its miss stay fast.
-// Only trials before the call count: a candidate cannot know a fresh call
-// is coming, but could slow itself down once it has seen one. Flagged when
-// every fresh call is above fresh_input_ratio_flag times what it is
-// compared with; the judgement reported is the call closest to passing.
+// when that is higher, with the slowest of the fresh_input_neighbours
+// trials that ran just before it, in its conditions: on a loaded node a
+// call is now and then late to launch or shares the GPU with another
+// process's kernels, trials as much as fresh calls, while a cache's hits
+// before its miss stay fast. Only trials before the call count: a
+// candidate cannot know a fresh call is coming, but could slow itself down
+// once it has seen one. Flagged when every fresh call is above
+// fresh_input_ratio_flag times what it is compared with; the judgement
+// reported is the call closest to passing. (The time a speedup is computed
+// from is never below the fastest fresh call, flagged or not.)
 struct FreshCallJudgement {
   double fresh_ms = 0;       // that call's time
-  double neighbours_ms = 0;  // the median of the trials just before it (0: none)
+  double neighbours_ms = 0;  // the slowest of the trials just before it (0: none)
   double compared_ms = 0;    // what it was compared with
   bool flagged = false;
 };

@@ -149,7 +149,8 @@ TEST_F(JudgeFreshTimesTest, ACachesMissAmongFastHitsIsFlagged) {
 TEST_F(JudgeFreshTimesTest, AStretchOfContentionThatSlowedTheTrialsBeforeEachFreshCallIsNot) {
   // Trials 2..8 (calls 2..9 but the recorded 5) and 22..27 ran at 0.2 ms:
   // another process's kernels on the GPU. The fresh calls at 11 and 31
-  // came at the end of each stretch.
+  // came at the end of each stretch (the last trial before the first, 9,
+  // was fast again).
   std::set<int> slow;
   for (int t = 2; t <= 8; ++t) slow.insert(t);
   for (int t = 22; t <= 27; ++t) slow.insert(t);
@@ -165,6 +166,18 @@ TEST_F(JudgeFreshTimesTest, AStretchOfContentionThatSlowedTheTrialsBeforeEachFre
   j = JudgeFreshTimes({{11, 0.22}, {31, 0.23}}, trials, untimed, Median(trials), protocol_);
   EXPECT_TRUE(j.flagged);
   EXPECT_DOUBLE_EQ(j.neighbours_ms, 0);
+}
+
+TEST_F(JudgeFreshTimesTest, CallsLateNowAndThenOnALoadedNodeAreNot) {
+  // Every fourth trial 0.2 ms (a busy host late to launch): the median is
+  // 0.05 ms, and the fresh calls, late too, read 4x it.
+  std::set<int> late;
+  for (int t = 0; t < 40; t += 4) late.insert(t);
+  const std::vector<double> trials = Trials(late, 0.2);
+  const FreshCallJudgement j = JudgeFreshTimes({{14, 0.21}, {33, 0.2}}, trials, {14, 33},
+                                               Median(trials), protocol_);
+  EXPECT_FALSE(j.flagged) << j.fresh_ms << " against " << j.compared_ms;
+  EXPECT_DOUBLE_EQ(j.neighbours_ms, 0.2);
 }
 
 TEST_F(JudgeFreshTimesTest, OnlyTheTrialsBeforeAFreshCallSpeakForIt) {
