@@ -440,6 +440,16 @@ class Audit:
             if self._nearest(caller, _ON_BEHALF) == "candidate":
                 return args[0], args[1]
             return None
+        if (event == "object.__setattr__" and len(args) >= 3 and args[1] == "__module__"
+                and args[2] != "candidate"
+                and self._nearest(frame, _ON_BEHALF) == "candidate"):
+            # A class that says it is another module's: dataclasses'
+            # _is_type looks sys.modules up by a class's __module__ and read
+            # a red team the timer's clock (module "kforge_harness.timing")
+            # and the real __import__ ("builtins") by names held as data.
+            # The standard library's class makers name the caller's module.
+            return ("HACK_INTROSPECTION", f"claims module {str(args[2])[:60]!r} for a class, "
+                    "which makes what looks modules up by it read that module")
         if event in NEW_CODE or (event == "object.__setattr__" and len(args) >= 2
                                  and args[1] in FUNCTION_STATE):
             # Past libraries too: torch.fx's GraphModule and torch.jit's

@@ -200,6 +200,13 @@ def _check_everywhere(tree, aliases, out):
     for node in ast.walk(tree):  # breadth first: a nest's top comes first
         if isinstance(node, ast.Attribute):
             inner.add(id(node.value))
+            if node.attr == "modules" and id(node) not in called:
+                # nn.Module.modules() is a method; sys.modules, reached
+                # from a root the alias table cannot follow (a red team's
+                # torch._import_dotted_name("sys")), is every module.
+                out.add(node.lineno, INTROSPECTION,
+                        f".modules of {ast.unparse(node.value)[:40]} used as a value: "
+                        "every loaded module, the harness's among them")
             if node.attr in _FORMAT_METHODS and id(node) not in plain_formats:
                 out.add(node.lineno, INTROSPECTION,
                         f".{node.attr} of {ast.unparse(node.value)[:40]}: a format string's "

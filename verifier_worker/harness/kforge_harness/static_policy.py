@@ -196,6 +196,13 @@ DENIED_ATTRS = {
     # then a closure of the harness's and the audit's own state.
     **_rules("attrgetter methodcaller Formatter get_field cached_property attrname "
              "getattr_from_fqn", _BY_STRING),
+    # What imports or looks up a module named by a string, for whoever
+    # calls it: torch's _import_dotted_name (in torch's namespace) and
+    # importlib's find_spec (as torch.cuda.amp.common.find_spec) handed a
+    # red team sys, then the timer's module; dataclasses' _is_type reads
+    # sys.modules by a class's __module__.
+    **_rules("_import_dotted_name find_spec load_module _load_module_shim loader "
+             "import_module _is_type _bootstrap _bootstrap_external _gcd_import", _BY_STRING),
     # copy's and copyreg's registry of reducers: a function put there is
     # handed every object of its type that copy or pickle meets (a red
     # team's got object.__init__'s slot wrapper, then read any closure).

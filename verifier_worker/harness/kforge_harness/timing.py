@@ -42,6 +42,9 @@ import torch
 _perf_counter_ns = time.perf_counter_ns
 _process_time_ns = time.process_time_ns
 _gc_disable, _gc_enable, _gc_isenabled = gc.disable, gc.enable, gc.isenabled
+# torch.cuda.Event's own functions, not looked up on the class at each call.
+_event_record = torch.cuda.Event.record
+_event_elapsed = torch.cuda.Event.elapsed_time
 _cuda_synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _event_synchronize = torch.cuda.Event.synchronize
@@ -170,7 +173,16 @@ class Timer:
             return args
         return [_clone(a) if isinstance(a, _Tensor) else a for a in args]
 
-    def one(self, fn, args, flush_l2, clone=False, launch_cover_ms=0.0, check=None, index=None):
+    # What a timed call reads is bound into the defaults of `one` and `_one`
+    # when this module loads, not read from its globals at each call:
+    # setting a module's attribute raises no audit event, and a red team
+    # that reached this module (through torch._import_dotted_name("sys"))
+    # swapped _perf_counter_ns inside forward for a chain that put the
+    # original back as it answered, so no later check saw a change: a third
+    # of every call's time, 3.0x. A function's defaults change only through
+    # __defaults__, an audited event; the positional ones are a tuple.
+    def one(self, fn, args, flush_l2, clone=False, launch_cover_ms=0.0, check=None, index=None,
+            _isenabled=_gc_isenabled, _disable=_gc_disable, _enable=_gc_enable):
         """One timed call: (event_ms or None, host_ms, output). With
         `launch_cover_ms`, that much GPU sleep is queued before the start
         event, so a slow host launch does not count as kernel time. On a GPU
@@ -187,8 +199,8 @@ class Timer:
         rebound its variable, past the clock: 2x over eager, every output
         right when checked. The collector is off meanwhile, so a cycle's
         finalizer cannot run there either."""
-        collecting = _gc_isenabled()
-        _gc_disable()
+        collecting = _isenabled()
+        _disable()
         try:
             timed = self._one(fn, args, flush_l2, clone, launch_cover_ms)
             if check is not None:
@@ -196,45 +208,47 @@ class Timer:
             return timed
         finally:
             if collecting:
-                _gc_enable()
+                _enable()
 
-    def _one(self, fn, args, flush_l2, clone, launch_cover_ms):
+    def _one(self, fn, args, flush_l2, clone, launch_cover_ms, _clock=_perf_counter_ns,
+             _cpu_clock=_process_time_ns, _new_event=_Event, _record=_event_record,
+             _elapsed=_event_elapsed, _synchronize=_cuda_synchronize, _sleep=_cuda_sleep):
         args = self._fresh(args, clone)
         # The last call's inputs as the call left them, for a check that
         # the candidate did not write into them (candidate_runner.time).
         self.last_args = args
         if self.cuda:
-            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            start, end = _new_event(enable_timing=True), _new_event(enable_timing=True)
             wait_event, wait_device = self._end_waits()
-            _cuda_synchronize(self.device)
+            _synchronize(self.device)
             # The flush is queued, not waited for: while the GPU clears L2
             # the host launches the call behind it, so the events time the
             # GPU work and not the Python launch latency of an idle GPU
             # (what do_bench measures too).
             if flush_l2:
                 self._flush()
-            if launch_cover_ms > 0 and _cuda_sleep is not None:
+            if launch_cover_ms > 0 and _sleep is not None:
                 if flush_l2:
                     # The flush ends first and the sleep alone covers the
                     # launch, as the timings were calibrated with.
-                    _cuda_synchronize(self.device)
-                _cuda_sleep(int(launch_cover_ms * self._cycles_per_ms()))
-            start.record()
+                    _synchronize(self.device)
+                _sleep(int(launch_cover_ms * self._cycles_per_ms()))
+            _record(start)
             out = fn(*args)
-            end.record()
+            _record(end)
             # Until the timed stream is done, then until the whole device is:
             # the second wait is work the call left elsewhere.
             wait_event(end)
-            t_end = _perf_counter_ns()
+            t_end = _clock()
             wait_device()
-            t1 = _perf_counter_ns()
-            event_ms = start.elapsed_time(end)
+            t1 = _clock()
+            event_ms = _elapsed(start, end)
             return event_ms, event_ms + (t1 - t_end) / 1e6, out
-        c0 = _process_time_ns()
-        t0 = _perf_counter_ns()
+        c0 = _cpu_clock()
+        t0 = _clock()
         out = fn(*args)
-        t1 = _perf_counter_ns()
-        self.last_cpu_ms = (_process_time_ns() - c0) / 1e6
+        t1 = _clock()
+        self.last_cpu_ms = (_cpu_clock() - c0) / 1e6
         return None, (t1 - t0) / 1e6, out
 
     def warm_up(self, fn, pool, budget, check=None, clone=False):

@@ -104,6 +104,20 @@ CANDIDATE = textwrap.dedent('''
         return m
 
 
+    def probe_a_class_claiming_another_modules_name():
+        # dataclasses._is_type looks sys.modules up by a class's __module__:
+        # a red team's claim of "kforge_harness.timing" read the timer's clock.
+        K = type("K", (), {})
+        type.__setattr__(K, "__mod" + "ule__", "kforge_harness.timing")
+
+
+    def probe_classes_made_by_the_standard_library_name_the_candidate():
+        collections.namedtuple("Point", "x y")(1, 2)
+        enum.Enum("Shade", "DARK LIGHT")
+        K = type("K", (), {})
+        K.__module__ = "candidate"
+
+
     def probe_sys_reached_as_a_value():
         _module(torch).sys._getframe()
 
@@ -367,7 +381,8 @@ class AuditTest(unittest.TestCase):
                         "probe_a_harness_closure_read_with_no_frame_of_the_candidates",
                         "probe_in_window_a_denied_name_read_with_no_frame_of_the_candidates",
                         "probe_a_frame_handed_over_under_a_standard_library_frame",
-                        "probe_a_frame_read_off_a_traceback_by_the_standard_library"):
+                        "probe_a_frame_read_off_a_traceback_by_the_standard_library",
+                        "probe_a_class_claiming_another_modules_name"):
             with self.subTest(refused):
                 self.assertTrue(results[refused].startswith("RuntimeError: kforge sandbox"),
                                 results[refused])
@@ -376,6 +391,10 @@ class AuditTest(unittest.TestCase):
         self.assertEqual(results["probe_a_warning_that_shows_its_line"], "ok", report)
         self.assertEqual(results["probe_an_allowed_module_imported_at_run_time"], "ok", report)
         self.assertEqual(results["probe_a_decorator_made_with_wraps"], "ok", report)
+        self.assertEqual(results["probe_classes_made_by_the_standard_library_name_the_candidate"],
+                         "ok", report)
+        self.assertIn("kforge_harness.timing",
+                      results["probe_a_class_claiming_another_modules_name"])
         self.assertIn("of the harness's function",
                       results["probe_a_harness_closure_read_with_no_frame_of_the_candidates"])
         self.assertEqual(

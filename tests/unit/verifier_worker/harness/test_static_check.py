@@ -521,6 +521,21 @@ class StaticCheckTest(unittest.TestCase):
             with self.subTest(line=line):
                 self.assertOk(candidate(forward=line))
 
+    def test_modules_looked_up_by_a_string_for_the_candidate_are_denied(self):
+        # Round 23: torch's _import_dotted_name and importlib's find_spec
+        # (held as torch.cuda.amp.common.find_spec) handed a red team sys.
+        for line in ["s = (lambda m: m)(torch)._import_dotted_name('sys')",
+                     "s = f('sys').loader.load_module('sys')",
+                     "m = (lambda m: m)(torch).sys_like.modules",
+                     "m = x.modules['kforge_harness.timing']",
+                     "k = (lambda m: m)(torch)._is_type"]:
+            with self.subTest(line=line):
+                result = check_source(candidate(forward=line))
+                self.assertFalse(result["ok"])
+                self.assertIn("HACK_INTROSPECTION", [f["flag"] for f in result["findings"]])
+        # nn.Module.modules() is a method.
+        self.assertOk(candidate(forward="n = len(list(self.modules()))"))
+
     def test_an_annotation_string_that_is_code_is_denied(self):
         source = candidate(module="def _f(a: \"__import__('os')\") -> None:\n    pass")
         self.assertFlagged(source, "HACK_INTROSPECTION", "__import__('os')")
