@@ -665,6 +665,9 @@ class Runner:
                 header, out = handler(request, payload)
             except CandidateError as e:
                 header, out = {"type": "failed", "message": str(e), "flag": e.flag}, b""
+            except timing.ChangedAfterTheClock as e:
+                header, out = {"type": "failed", "message": str(e),
+                               "flag": "HACK_CONCURRENCY"}, b""
             except Exception as e:  # the candidate's code raised
                 header, out = {"type": "failed", "message": _short_traceback(e), "flag": ""}, b""
             else:

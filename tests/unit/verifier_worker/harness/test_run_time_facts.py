@@ -375,6 +375,33 @@ class ModelNew(nn.Module):
         self.assertEqual(len(header["host_ms"]), 6)
         self.assertGreaterEqual(min(header["host_ms"]), 1.5, header["host_ms"])
 
+    def test_an_output_finished_while_the_harness_checks_it_is_work_past_the_clock(self):
+        # Round 24: the check reads torch.device off the torch module, and a
+        # chain set there for one call (no audit event, put back as it ran)
+        # finished the output past the clock, fresh calls included: 2.9x.
+        runner = self._runner(HEADER + """
+import functools
+import itertools
+
+_device = torch.device
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        restore = filter(None, map(object.__setattr__, [torch], ["device"], [_device]))
+        work = itertools.filterfalse(torch.is_tensor, map(
+            functools.partial(torch.clamp, min=0.0, out=out), [x]))
+        object.__setattr__(torch, "device",
+                           functools.partial(next, itertools.chain(restore, work, [out.device])))
+        return out
+""")
+        try:
+            with self.assertRaises(timing.ChangedAfterTheClock):
+                self._time(runner)
+        finally:
+            self.assertIs(torch.device, type(torch.zeros(1).device), "put back as it ran")
+
     def test_work_finished_by_a_finalizer_past_the_clocks_is_seen_unfinished(self):
         runner = self._runner(FINALIZED_BY_THE_NEXT_DROP)
         message = self.assertFails("HACK_NONDETERMINISTIC", lambda: self._time(runner))
