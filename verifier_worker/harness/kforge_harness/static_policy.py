@@ -236,8 +236,9 @@ DENIED_ATTRS = {
     # enum's module plumbing: global_enum writes a class's members into the
     # module its __module__ string names (any loaded one, the harness's
     # included), _convert_ reads a module's globals into members (a red
-    # team's route to sys, then sys.modules, then the timer's globals).
-    **_rules("global_enum _convert_ _convert _simple_enum _test_simple_enum",
+    # team's route to sys, then sys.modules, then the timer's globals), and
+    # so does Python 3.11's _old_convert_ (round 24's sys.modules).
+    **_rules("global_enum _convert_ _convert _old_convert_ _simple_enum _test_simple_enum",
              (INTROSPECTION, "reads or writes the globals of a module named by a value")),
     # torch.jit.fork and torch.jit.script reached through a value.
     "fork": _THREADS,
