@@ -9,7 +9,8 @@ namespace kforge {
 
 const std::vector<std::string>& HarnessEnvironment() {
   static const auto* names = new std::vector<std::string>{
-      "PATH", "LD_LIBRARY_PATH", "HOME", "TMPDIR", "LANG", "LANGUAGE", "LC_*", "TZ", "USER", "LOGNAME",
+      "PATH", "LD_LIBRARY_PATH", "HOME", "TMPDIR", "LANG", "LANGUAGE", "LC_*", "TZ", "USER",
+      "LOGNAME",
       // Triton builds its launchers with the host's C compiler.
       "CC", "CXX",
       "CUDA_*", "NVIDIA_*", "NVCC_*", "TRITON_*", "TORCH_*", "TORCHINDUCTOR_*", "PYTORCH_*",
